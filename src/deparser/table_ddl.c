@@ -1,0 +1,364 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_ddl.c
+ *	  The SQL that creates a shard table on a worker: the columns,
+ *	  defaults, constraints, indexes and storage options of the local table,
+ *	  under the shard's name.
+ *
+ * Expressions are deparsed with search_path = pg_catalog (the setting of
+ * remote sessions), so every object outside pg_catalog comes out
+ * schema-qualified.  Sequence defaults and identity columns are left off the
+ * shard: the coordinator evaluates them, so values stay unique across
+ * shards.  Index and index-backed constraint names get the shard id appended,
+ * because index names are unique per schema and several shards of a table
+ * share a schema on one worker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_attrdef.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+
+#include "shardext/deparser.h"
+#include "shardext/metadata.h"
+
+static void AppendColumnDefinitions(StringInfo buf, Relation rel);
+static char *ColumnDefaultExpression(Relation rel, AttrNumber attnum, bool *usesSequence);
+static void AppendStorageOptions(StringInfo buf, Relation rel);
+static void AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
+									 int64 shardId);
+static void AppendIndexCommands(StringInfo buf, Relation rel, const char *shardName,
+								int64 shardId);
+static bool ContainsNextval(Node *node, void *context);
+static bool IndexIsUnique(Oid indexOid);
+
+/*
+ * BeginSafeDeparse sets search_path to pg_catalog (what remote sessions
+ * use) until EndSafeDeparse, so deparsed expressions qualify their objects.
+ */
+int
+BeginSafeDeparse(void)
+{
+	int			nestLevel = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return nestLevel;
+}
+
+void
+EndSafeDeparse(int nestLevel)
+{
+	AtEOXact_GUC(true, nestLevel);
+}
+
+/*
+ * ShardCreateCommand returns the commands (';'-separated) that create the
+ * shard table of relid with id shardId, with its constraints and indexes.
+ */
+char *
+ShardCreateCommand(Oid relid, int64 shardId)
+{
+	StringInfoData buf;
+	Relation	rel = relation_open(relid, AccessShareLock);
+	char	   *shardName = QualifiedShardName(relid, shardId);
+	int			nestLevel = BeginSafeDeparse();
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "CREATE %sTABLE %s (",
+					 rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ?
+					 "UNLOGGED " : "", shardName);
+	AppendColumnDefinitions(&buf, rel);
+	appendStringInfoChar(&buf, ')');
+
+	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID && OidIsValid(rel->rd_rel->relam))
+		appendStringInfo(&buf, " USING %s",
+						 quote_identifier(get_am_name(rel->rd_rel->relam)));
+	AppendStorageOptions(&buf, rel);
+	appendStringInfoString(&buf, ";\n");
+
+	AppendConstraintCommands(&buf, rel, shardName, shardId);
+	AppendIndexCommands(&buf, rel, shardName, shardId);
+
+	if (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
+		appendStringInfo(&buf, "ALTER TABLE %s REPLICA IDENTITY FULL;\n", shardName);
+
+	EndSafeDeparse(nestLevel);
+	relation_close(rel, AccessShareLock);
+	return buf.data;
+}
+
+/*
+ * ShardDropCommand returns the command that drops a shard table, given the
+ * table's schema and name (which survive the table in a drop trigger).
+ */
+char *
+ShardDropCommand(const char *schemaName, const char *relname, int64 shardId)
+{
+	return psprintf("DROP TABLE IF EXISTS %s CASCADE",
+					quote_qualified_identifier(schemaName,
+											   ShardNameFromParts(relname, shardId)));
+}
+
+/* WorkerCreateSchemaCommand makes sure the table's schema exists on a worker */
+char *
+WorkerCreateSchemaCommand(Oid relid)
+{
+	char	   *schemaName = get_namespace_name(get_rel_namespace(relid));
+
+	return psprintf("CREATE SCHEMA IF NOT EXISTS %s", quote_identifier(schemaName));
+}
+
+/* ColumnListString returns "(a, b, c)" of the live columns, quoted */
+char *
+ColumnListString(Oid relid)
+{
+	StringInfoData buf;
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		first = true;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		if (attr->attisdropped || attr->attgenerated)
+			continue;
+		appendStringInfo(&buf, "%s%s", first ? "" : ", ",
+						 quote_identifier(NameStr(attr->attname)));
+		first = false;
+	}
+	appendStringInfoChar(&buf, ')');
+	relation_close(rel, AccessShareLock);
+	return buf.data;
+}
+
+static void
+AppendColumnDefinitions(StringInfo buf, Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		first = true;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		if (attr->attisdropped)
+			continue;
+
+		appendStringInfo(buf, "%s%s %s", first ? "" : ", ",
+						 quote_identifier(NameStr(attr->attname)),
+						 format_type_extended(attr->atttypid, attr->atttypmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN |
+											  FORMAT_TYPE_FORCE_QUALIFY));
+		first = false;
+
+		if (OidIsValid(attr->attcollation) &&
+			attr->attcollation != get_typcollation(attr->atttypid))
+			appendStringInfo(buf, " COLLATE %s",
+							 generate_collation_name(attr->attcollation));
+
+		if (attr->atthasdef)
+		{
+			bool		usesSequence = false;
+			char	   *expression = ColumnDefaultExpression(rel, attr->attnum,
+															 &usesSequence);
+
+			if (attr->attgenerated == ATTRIBUTE_GENERATED_STORED)
+				appendStringInfo(buf, " GENERATED ALWAYS AS (%s) STORED", expression);
+			else if (!usesSequence)
+				appendStringInfo(buf, " DEFAULT %s", expression);
+		}
+
+		if (attr->attnotnull)
+			appendStringInfoString(buf, " NOT NULL");
+	}
+}
+
+/*
+ * ColumnDefaultExpression deparses a column's default (or generation)
+ * expression and says whether it draws from a sequence.
+ */
+static char *
+ColumnDefaultExpression(Relation rel, AttrNumber attnum, bool *usesSequence)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	for (int i = 0; constr != NULL && i < constr->num_defval; i++)
+	{
+		AttrDefault *def = &constr->defval[i];
+		Node	   *expr;
+
+		if (def->adnum != attnum)
+			continue;
+		expr = stringToNode(def->adbin);
+		*usesSequence = ContainsNextval(expr, NULL);
+		return deparse_expression(expr,
+								  deparse_context_for(RelationGetRelationName(rel),
+													  RelationGetRelid(rel)),
+								  false, false);
+	}
+	elog(ERROR, "default of column %d of \"%s\" not found", attnum,
+		 RelationGetRelationName(rel));
+	return NULL;				/* keep compiler quiet */
+}
+
+static bool
+ContainsNextval(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, FuncExpr) && ((FuncExpr *) node)->funcid == F_NEXTVAL)
+		return true;
+	return expression_tree_walker(node, ContainsNextval, context);
+}
+
+/* appends WITH (storage options) from pg_class.reloptions */
+static void
+AppendStorageOptions(StringInfo buf, Relation rel)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(RelationGetRelid(rel)));
+	Datum		options;
+	bool		isnull;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", RelationGetRelid(rel));
+
+	options = SysCacheGetAttr(RELOID, tuple, Anum_pg_class_reloptions, &isnull);
+	if (!isnull)
+	{
+		Datum	   *elements;
+		int			count;
+
+		deconstruct_array(DatumGetArrayTypeP(options), TEXTOID, -1, false,
+						  TYPALIGN_INT, &elements, NULL, &count);
+		appendStringInfoString(buf, " WITH (");
+		for (int i = 0; i < count; i++)
+		{
+			char	   *option = TextDatumGetCString(elements[i]);
+			char	   *equals = strchr(option, '=');
+
+			if (equals == NULL)
+				continue;
+			*equals = '\0';
+			appendStringInfo(buf, "%s%s = %s", i > 0 ? ", " : "",
+							 quote_identifier(option), quote_literal_cstr(equals + 1));
+		}
+		appendStringInfoChar(buf, ')');
+	}
+	ReleaseSysCache(tuple);
+}
+
+/*
+ * AppendConstraintCommands adds the table's CHECK, PRIMARY KEY, UNIQUE and
+ * EXCLUDE constraints.  (NOT NULL is part of the column definitions; foreign
+ * keys are refused before we get here.)
+ */
+static void
+AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
+						 int64 shardId)
+{
+	Relation	conRel = table_open(ConstraintRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	ScanKeyInit(&key, Anum_pg_constraint_conrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationGetRelid(rel)));
+	scan = systable_beginscan(conRel, ConstraintRelidTypidNameIndexId, true,
+							  NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
+		char	   *definition;
+		char	   *name;
+
+		if (con->contype == CONSTRAINT_FOREIGN)
+			continue;
+
+		definition = TextDatumGetCString(DirectFunctionCall1(pg_get_constraintdef,
+															 ObjectIdGetDatum(con->oid)));
+		name = NameStr(con->conname);
+		if (OidIsValid(con->conindid))
+			name = ShardNameFromParts(name, shardId);
+
+		appendStringInfo(buf, "ALTER TABLE %s ADD CONSTRAINT %s %s;\n",
+						 shardName, quote_identifier(name), definition);
+	}
+	systable_endscan(scan);
+	table_close(conRel, AccessShareLock);
+}
+
+/*
+ * AppendIndexCommands adds the indexes that do not back a constraint.
+ * pg_get_indexdef_string() starts with "CREATE [UNIQUE ]INDEX <name> ON
+ * <schema>.<table> "; we rebuild that prefix with the shard's names.
+ */
+static void
+AppendIndexCommands(StringInfo buf, Relation rel, const char *shardName, int64 shardId)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *cell;
+
+	foreach(cell, indexes)
+	{
+		Oid			indexOid = lfirst_oid(cell);
+		char	   *definition;
+		char	   *indexName;
+		char	   *prefix;
+		bool		unique;
+
+		if (OidIsValid(get_index_constraint(indexOid)))
+			continue;
+
+		indexName = get_rel_name(indexOid);
+		unique = IndexIsUnique(indexOid);
+		definition = pg_get_indexdef_string(indexOid);
+		prefix = psprintf("CREATE %sINDEX %s ON %s ", unique ? "UNIQUE " : "",
+						  quote_identifier(indexName),
+						  quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													 RelationGetRelationName(rel)));
+		if (strncmp(definition, prefix, strlen(prefix)) != 0)
+			elog(ERROR, "unexpected index definition: %s", definition);
+
+		appendStringInfo(buf, "CREATE %sINDEX %s ON %s %s;\n", unique ? "UNIQUE " : "",
+						 quote_identifier(ShardNameFromParts(indexName, shardId)),
+						 shardName, definition + strlen(prefix));
+	}
+	list_free(indexes);
+}
+
+static bool
+IndexIsUnique(Oid indexOid)
+{
+	HeapTuple	tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexOid));
+	bool		unique;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for index %u", indexOid);
+	unique = ((Form_pg_index) GETSTRUCT(tuple))->indisunique;
+	ReleaseSysCache(tuple);
+	return unique;
+}

@@ -1,0 +1,67 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection.h
+ *	  Per-backend cache of libpq connections to worker nodes.
+ *
+ * Connections are keyed by (node, user): remote work always runs as the
+ * user who runs the local statement, in the database of the same name.
+ * A session opens at most shardext.max_connections_per_node connections to
+ * one node; they stay open across statements and transactions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_CONNECTION_H
+#define SHARDEXT_CONNECTION_H
+
+#include "libpq-fe.h"
+#include "nodes/pg_list.h"
+
+/* state of the remote transaction on one connection (see remote_xact.c) */
+typedef enum RemoteXactState
+{
+	REMOTE_XACT_NONE = 0,		/* not in a remote transaction block */
+	REMOTE_XACT_OPEN,			/* BEGIN done */
+	REMOTE_XACT_PREPARED,		/* PREPARE TRANSACTION done */
+	REMOTE_XACT_FAILED			/* an error happened inside the block */
+} RemoteXactState;
+
+typedef struct NodeConnection
+{
+	int32		nodeId;
+	Oid			userId;
+	char	   *host;			/* copies, valid while the connection lives */
+	int32		port;
+	PGconn	   *pgConn;
+	int			serial;			/* distinguishes connections of one backend */
+
+	/* set while a command was sent and its results are not all read */
+	bool		queryInProgress;
+	/* claimed by an executing statement; not handed out again meanwhile */
+	bool		claimed;
+
+	/* remote transaction state, owned by remote_xact.c */
+	RemoteXactState xactState;
+	bool		xactModified;	/* wrote (DML or DDL) in this transaction */
+	int			xactSubLevel;	/* nesting level at which BEGIN was sent */
+	int			lastUseNestLevel;	/* deepest subtransaction level that used it */
+	char		preparedGid[200];
+
+	/* session settings last sent to the node */
+	char	   *remoteTimeZone;	/* NULL: unknown, send before next command */
+	bool		timeZoneSetInXact;
+
+	/* for the executor: its per-connection state (prepared statements) */
+	void	   *executorState;
+} NodeConnection;
+
+extern NodeConnection *GetNodeConnection(int32 nodeId);
+extern NodeConnection *GetNodeConnectionByIndex(int32 nodeId, int index);
+extern List *NodeConnectionList(int32 nodeId);
+extern List *AllNodeConnections(void);
+extern void CloseNodeConnection(NodeConnection *conn);
+extern void CloseAllNodeConnections(void);
+extern bool NodeConnectionIsHealthy(NodeConnection *conn);
+extern PGconn *ConnectToNodeDirect(const char *host, int32 port,
+								   const char *dbname, bool errorOnFailure);
+
+#endif							/* SHARDEXT_CONNECTION_H */

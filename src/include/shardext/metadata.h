@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ *
+ * metadata.h
+ *	  The coordinator's view of nodes, distributed tables, shards and
+ *	  placements: catalog writers and a per-backend cache of the catalog.
+ *
+ * Cache entries are rebuilt after an invalidation, and the memory of a stale
+ * entry is kept until the end of the transaction, so a pointer obtained from
+ * the cache is valid until the end of the current transaction; never keep one
+ * longer (for example in a cached plan): keep relation OIDs and shard ids.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_METADATA_H
+#define SHARDEXT_METADATA_H
+
+#include "access/attnum.h"
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+
+#define DISTRIBUTE_BY_HASH		'h'
+#define DISTRIBUTE_BY_REFERENCE 'r'
+
+/* a worker node as recorded in shardext.node */
+typedef struct WorkerNode
+{
+	int32		nodeId;
+	char	   *host;
+	int32		port;
+	double		weight;
+	bool		active;
+} WorkerNode;
+
+/* one shard of a table: a hash range and the nodes that hold it */
+typedef struct ShardInterval
+{
+	int64		shardId;
+	int32		hashMin;		/* inclusive; unused for reference tables */
+	int32		hashMax;		/* inclusive */
+	int			shardIndex;		/* position in DistTableCacheEntry.shards */
+	int			placementCount;
+	int32	   *placementNodeIds;	/* sorted by node id */
+} ShardInterval;
+
+/* everything the planner and executor need to know about one table */
+typedef struct DistTableCacheEntry
+{
+	Oid			relid;			/* hash key */
+	bool		isValid;
+	bool		isDistributed;	/* false: a negative entry, a local table */
+	char		method;			/* DISTRIBUTE_BY_HASH or DISTRIBUTE_BY_REFERENCE */
+	AttrNumber	distAttnum;		/* InvalidAttrNumber for reference tables */
+	Oid			distType;
+	int32		distTypmod;
+	Oid			distCollation;
+	int32		colocationId;
+	int			shardCount;
+	ShardInterval *shards;		/* sorted by hashMin */
+	bool		uniformShards;	/* equal-width ranges: O(1) lookup */
+	FmgrInfo	hashFunc;		/* the type's standard hash support function */
+	MemoryContext context;		/* owns all memory of this entry */
+} DistTableCacheEntry;
+
+/* metadata_cache.c */
+extern void InitializeMetadataCache(void);
+extern bool ShardextExtensionLoaded(void);
+extern DistTableCacheEntry *GetDistTableCacheEntry(Oid relid);
+extern bool IsDistributedTable(Oid relid);
+extern bool IsHashDistributedTable(Oid relid);
+extern bool IsReferenceTable(Oid relid);
+extern List *DistributedTableList(void);
+extern List *ColocatedTableList(int32 colocationId);
+extern List *WorkerNodeList(bool activeOnly);
+extern WorkerNode *LookupWorkerNode(int32 nodeId);
+extern WorkerNode *GetWorkerNode(int32 nodeId);
+extern WorkerNode *FindWorkerNode(const char *host, int32 port);
+extern Oid	ShardextCatalogRelid(const char *relname);
+extern void InvalidateDistTableCache(Oid relid);
+extern void InvalidateNodeCache(void);
+
+/* shard_lookup.c */
+extern int32 HashDistributionValue(DistTableCacheEntry *entry, Datum value);
+extern ShardInterval *FindShardIntervalForHash(DistTableCacheEntry *entry, int32 hash);
+extern ShardInterval *FindShardForValue(DistTableCacheEntry *entry, Datum value);
+extern ShardInterval *FindShardById(int64 shardId, DistTableCacheEntry **entryOut);
+extern char *ShardTableName(Oid relid, int64 shardId);
+extern char *QualifiedShardName(Oid relid, int64 shardId);
+extern char *ShardNameFromParts(const char *relname, int64 shardId);
+
+/* catalog.c: writers; each invalidates the cache entries it affects */
+extern int32 InsertWorkerNode(const char *host, int32 port, double weight);
+extern void DeleteWorkerNode(int32 nodeId);
+extern void UpdateWorkerNodeWeight(int32 nodeId, double weight);
+extern int32 FindColocationGroup(int shardCount, Oid distType, Oid distCollation);
+extern int32 InsertColocationGroup(int shardCount, Oid distType, Oid distCollation);
+extern int	ColocationGroupShardCount(int32 colocationId, Oid *distType, Oid *distCollation);
+extern void InsertDistTable(Oid relid, char method, AttrNumber distAttnum, int32 colocationId);
+extern void DeleteDistTable(Oid relid);
+extern int64 NextShardId(void);
+extern void InsertShard(int64 shardId, Oid relid, bool hasRange, int32 hashMin, int32 hashMax);
+extern void InsertPlacement(int64 shardId, int32 nodeId);
+extern void DeletePlacement(int64 shardId, int32 nodeId);
+extern int64 NodePlacementCount(int32 nodeId);
+
+#endif							/* SHARDEXT_METADATA_H */

@@ -1,0 +1,32 @@
+/*-------------------------------------------------------------------------
+ *
+ * operations.h
+ *	  Helpers shared by the SQL-callable operations (create/undistribute
+ *	  table, node management).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_OPERATIONS_H
+#define SHARDEXT_OPERATIONS_H
+
+#include "nodes/pg_list.h"
+#include "shardext/connection.h"
+
+/* one shard to create: its range and the nodes that get a placement */
+typedef struct ShardLayout
+{
+	int32		hashMin;
+	int32		hashMax;
+	List	   *nodeIds;		/* int list */
+} ShardLayout;
+
+/* create_distributed_table.c */
+extern void EnsureShardextReady(void);
+extern List *WeightedShardLayout(int shardCount, List *nodes);
+extern void CreateShardTablesOnNodes(Oid relid, List *shardIds, List *layouts);
+extern void ExecuteOnNodesInTransaction(List *nodeIds, List *commands);
+
+/* node_management.c */
+extern void ReplicateReferenceTablesToNode(int32 nodeId);
+
+#endif							/* SHARDEXT_OPERATIONS_H */

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * remote_xact.h
+ *	  Remote transactions that follow the local one: BEGIN on first use,
+ *	  one-phase commit when one connection wrote, two-phase commit when
+ *	  several did, rollback everywhere on abort.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_REMOTE_XACT_H
+#define SHARDEXT_REMOTE_XACT_H
+
+#include "shardext/connection.h"
+
+extern void InitializeRemoteTransactions(void);
+extern void RemoteTransactionBegin(NodeConnection *conn);
+extern void RemoteTransactionMarkModified(NodeConnection *conn);
+extern bool RemoteTransactionInProgress(NodeConnection *conn);
+extern char *RemotePreparedGidPrefix(void);
+
+#endif							/* SHARDEXT_REMOTE_XACT_H */

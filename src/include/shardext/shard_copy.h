@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard_copy.h
+ *	  Streaming rows into the shards of a table over COPY.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_SHARD_COPY_H
+#define SHARDEXT_SHARD_COPY_H
+
+#include "executor/tuptable.h"
+#include "lib/stringinfo.h"
+#include "shardext/metadata.h"
+
+typedef struct ShardCopyState ShardCopyState;
+
+extern ShardCopyState *BeginShardCopy(Oid relid, int connectionsPerNode);
+extern void ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot);
+extern void ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
+							  const char *line, int length);
+extern uint64 EndShardCopy(ShardCopyState *state);
+extern void AppendCopyTextValue(StringInfo buf, const char *value);
+
+#endif							/* SHARDEXT_SHARD_COPY_H */

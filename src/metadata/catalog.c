@@ -1,0 +1,292 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  Writers of shardext's catalog tables.
+ *
+ * Writes go through SPI so that the tables' constraints and foreign keys are
+ * checked; they are rare (DDL-like operations), so the cost does not matter.
+ * Every writer invalidates the cache entries its change affects.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+
+#include "shardext/metadata.h"
+
+/*
+ * RunCatalogSPI runs one parameterised statement and returns SPI_processed.
+ * When the statement returns a row, *result gets its first column (which
+ * must be of a pass-by-value type) if result is not NULL.
+ */
+static uint64
+RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
+			  const char *nulls, int expectedResult, Datum *result, bool *resultIsNull)
+{
+	int			rc;
+	uint64		processed;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
+	if (rc != expectedResult)
+		elog(ERROR, "catalog statement failed (%d): %s", rc, sql);
+
+	processed = SPI_processed;
+	if (result != NULL)
+	{
+		bool		isnull = true;
+
+		*result = (Datum) 0;
+		if (processed > 0)
+			*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									1, &isnull);
+		if (resultIsNull)
+			*resultIsNull = isnull;
+	}
+
+	SPI_finish();
+	return processed;
+}
+
+/*
+ * InsertWorkerNode records a node and returns its new node id.
+ */
+int32
+InsertWorkerNode(const char *host, int32 port, double weight)
+{
+	Oid			argtypes[3] = {TEXTOID, INT4OID, FLOAT8OID};
+	Datum		values[3];
+	Datum		nodeId;
+
+	values[0] = CStringGetTextDatum(host);
+	values[1] = Int32GetDatum(port);
+	values[2] = Float8GetDatum(weight);
+	RunCatalogSPI("INSERT INTO shardext.node (host, port, weight) "
+				  "VALUES ($1, $2, $3) RETURNING nodeid",
+				  3, argtypes, values, NULL, SPI_OK_INSERT_RETURNING, &nodeId, NULL);
+	InvalidateNodeCache();
+	return DatumGetInt32(nodeId);
+}
+
+/* DeleteWorkerNode forgets a node; the caller checked it holds nothing */
+void
+DeleteWorkerNode(int32 nodeId)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(nodeId)};
+
+	RunCatalogSPI("DELETE FROM shardext.node WHERE nodeid = $1",
+				  1, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/* UpdateWorkerNodeWeight changes the weight used for future placements */
+void
+UpdateWorkerNodeWeight(int32 nodeId, double weight)
+{
+	Oid			argtypes[2] = {INT4OID, FLOAT8OID};
+	Datum		values[2] = {Int32GetDatum(nodeId), Float8GetDatum(weight)};
+
+	RunCatalogSPI("UPDATE shardext.node SET weight = $2 WHERE nodeid = $1",
+				  2, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/*
+ * FindColocationGroup returns the oldest colocation group with the given
+ * shard count and distribution column type, whose tables still have that
+ * many shards, or 0 when there is none.
+ */
+int32
+FindColocationGroup(int shardCount, Oid distType, Oid distCollation)
+{
+	Oid			argtypes[3] = {INT4OID, OIDOID, OIDOID};
+	Datum		values[3];
+	Datum		result;
+	bool		isnull;
+
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = Int32GetDatum(shardCount);
+	values[1] = ObjectIdGetDatum(distType);
+	values[2] = ObjectIdGetDatum(distCollation);
+	if (!OidIsValid(distType))
+		nulls[1] = 'n';
+	RunCatalogSPI("SELECT colocationid FROM shardext.colocation "
+				  "WHERE shard_count = $1 AND dist_type::oid IS NOT DISTINCT FROM $2 "
+				  "AND dist_collation = $3 ORDER BY colocationid LIMIT 1",
+				  3, argtypes, values, nulls, SPI_OK_SELECT, &result, &isnull);
+	return isnull ? 0 : DatumGetInt32(result);
+}
+
+/*
+ * InsertColocationGroup creates a colocation group; distType is InvalidOid
+ * for the group of reference tables.
+ */
+int32
+InsertColocationGroup(int shardCount, Oid distType, Oid distCollation)
+{
+	Oid			argtypes[3] = {INT4OID, OIDOID, OIDOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	Datum		result;
+
+	values[0] = Int32GetDatum(shardCount);
+	values[1] = ObjectIdGetDatum(distType);
+	values[2] = ObjectIdGetDatum(distCollation);
+	if (!OidIsValid(distType))
+		nulls[1] = 'n';
+	RunCatalogSPI("INSERT INTO shardext.colocation (shard_count, dist_type, dist_collation) "
+				  "VALUES ($1, $2::oid::regtype, $3) RETURNING colocationid",
+				  3, argtypes, values, nulls, SPI_OK_INSERT_RETURNING, &result, NULL);
+	return DatumGetInt32(result);
+}
+
+/*
+ * ColocationGroupShardCount returns the shard count of a group and its
+ * distribution type and collation, or -1 when the group does not exist.
+ */
+int
+ColocationGroupShardCount(int32 colocationId, Oid *distType, Oid *distCollation)
+{
+	int			result = -1;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	{
+		Oid			argtypes[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(colocationId)};
+
+		if (SPI_execute_with_args("SELECT shard_count, dist_type::oid, dist_collation "
+								  "FROM shardext.colocation WHERE colocationid = $1",
+								  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read colocation group %d", colocationId);
+		if (SPI_processed == 1)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+			Datum		value;
+
+			result = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+			value = SPI_getbinval(tuple, desc, 2, &isnull);
+			*distType = isnull ? InvalidOid : DatumGetObjectId(value);
+			*distCollation = DatumGetObjectId(SPI_getbinval(tuple, desc, 3, &isnull));
+		}
+	}
+	SPI_finish();
+	return result;
+}
+
+/* InsertDistTable records a distributed or reference table */
+void
+InsertDistTable(Oid relid, char method, AttrNumber distAttnum, int32 colocationId)
+{
+	Oid			argtypes[4] = {OIDOID, CHAROID, INT2OID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CharGetDatum(method);
+	values[2] = Int16GetDatum(distAttnum);
+	values[3] = Int32GetDatum(colocationId);
+	if (distAttnum == InvalidAttrNumber)
+		nulls[2] = 'n';
+	RunCatalogSPI("INSERT INTO shardext.dist_table (logicalrelid, method, dist_attnum, colocationid) "
+				  "VALUES ($1::oid::regclass, $2, $3, $4)",
+				  4, argtypes, values, nulls, SPI_OK_INSERT, NULL, NULL);
+	InvalidateDistTableCache(relid);
+}
+
+/*
+ * DeleteDistTable removes a table, its shards and their placements from the
+ * catalog (the foreign keys cascade), and an empty colocation group.
+ */
+void
+DeleteDistTable(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	RunCatalogSPI("WITH d AS (DELETE FROM shardext.dist_table WHERE logicalrelid = $1::oid::regclass "
+				  "          RETURNING colocationid) "
+				  "DELETE FROM shardext.colocation c USING d "
+				  "WHERE c.colocationid = d.colocationid AND NOT EXISTS "
+				  "  (SELECT 1 FROM shardext.dist_table t "
+				  "   WHERE t.colocationid = c.colocationid AND t.logicalrelid <> $1::oid::regclass)",
+				  1, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
+	InvalidateDistTableCache(InvalidOid);
+}
+
+/* NextShardId draws a new shard id */
+int64
+NextShardId(void)
+{
+	Datum		result;
+
+	RunCatalogSPI("SELECT nextval('shardext.shard_shardid_seq')",
+				  0, NULL, NULL, NULL, SPI_OK_SELECT, &result, NULL);
+	return DatumGetInt64(result);
+}
+
+/* InsertShard records a shard; reference shards have no range */
+void
+InsertShard(int64 shardId, Oid relid, bool hasRange, int32 hashMin, int32 hashMax)
+{
+	Oid			argtypes[4] = {INT8OID, OIDOID, INT4OID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	values[0] = Int64GetDatum(shardId);
+	values[1] = ObjectIdGetDatum(relid);
+	values[2] = Int32GetDatum(hashMin);
+	values[3] = Int32GetDatum(hashMax);
+	if (!hasRange)
+		nulls[2] = nulls[3] = 'n';
+	RunCatalogSPI("INSERT INTO shardext.shard (shardid, logicalrelid, hash_min, hash_max) "
+				  "VALUES ($1, $2::oid::regclass, $3, $4)",
+				  4, argtypes, values, nulls, SPI_OK_INSERT, NULL, NULL);
+	InvalidateDistTableCache(relid);
+}
+
+/* InsertPlacement records that a node holds a shard */
+void
+InsertPlacement(int64 shardId, int32 nodeId)
+{
+	Oid			argtypes[2] = {INT8OID, INT4OID};
+	Datum		values[2] = {Int64GetDatum(shardId), Int32GetDatum(nodeId)};
+
+	RunCatalogSPI("INSERT INTO shardext.placement (shardid, nodeid) VALUES ($1, $2)",
+				  2, argtypes, values, NULL, SPI_OK_INSERT, NULL, NULL);
+	InvalidateDistTableCache(InvalidOid);
+}
+
+/* DeletePlacement forgets that a node holds a shard */
+void
+DeletePlacement(int64 shardId, int32 nodeId)
+{
+	Oid			argtypes[2] = {INT8OID, INT4OID};
+	Datum		values[2] = {Int64GetDatum(shardId), Int32GetDatum(nodeId)};
+
+	RunCatalogSPI("DELETE FROM shardext.placement WHERE shardid = $1 AND nodeid = $2",
+				  2, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
+	InvalidateDistTableCache(InvalidOid);
+}
+
+/* NodePlacementCount returns how many shard placements a node holds */
+int64
+NodePlacementCount(int32 nodeId)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(nodeId)};
+	Datum		result;
+
+	RunCatalogSPI("SELECT count(*) FROM shardext.placement WHERE nodeid = $1",
+				  1, argtypes, values, NULL, SPI_OK_SELECT, &result, NULL);
+	return DatumGetInt64(result);
+}

@@ -1,0 +1,687 @@
+/*-------------------------------------------------------------------------
+ *
+ * metadata_cache.c
+ *	  Per-backend cache of shardext's catalog: which relations are
+ *	  distributed, their shards and placements, and the worker nodes.
+ *
+ * Writers of the catalog send a relcache invalidation for the relation they
+ * changed (or for a catalog table, meaning "everything"), so every backend
+ * drops the entry at its next statement.  Rebuilt entries get fresh memory;
+ * the memory of the entry they replace is released at the end of the
+ * transaction, so pointers handed out stay valid until then.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "shardext/shardext.h"
+#include "shardext/metadata.h"
+
+/* column numbers of the catalog tables (see src/sql/install/00_catalog.sql) */
+#define Anum_node_nodeid 1
+#define Anum_node_host 2
+#define Anum_node_port 3
+#define Anum_node_weight 4
+#define Anum_node_active 5
+
+#define Anum_dist_table_logicalrelid 1
+#define Anum_dist_table_method 2
+#define Anum_dist_table_dist_attnum 3
+#define Anum_dist_table_colocationid 4
+
+#define Anum_shard_shardid 1
+#define Anum_shard_logicalrelid 2
+#define Anum_shard_hash_min 3
+#define Anum_shard_hash_max 4
+
+#define Anum_placement_shardid 1
+#define Anum_placement_nodeid 2
+
+static MemoryContext MetadataCacheContext = NULL;
+static MemoryContext StaleMetadataContext = NULL;
+static HTAB *DistTableCache = NULL;
+
+static bool extensionKnownLoaded = false;
+static Oid	distTableCatalogRelid = InvalidOid;
+static Oid	nodeCatalogRelid = InvalidOid;
+
+static bool nodeCacheValid = false;
+static MemoryContext NodeCacheContext = NULL;
+static WorkerNode *nodeCache = NULL;
+static int	nodeCacheCount = 0;
+
+static void MetadataRelcacheCallback(Datum arg, Oid relid);
+static void MetadataXactCallback(XactEvent event, void *arg);
+static void BuildDistTableCacheEntry(DistTableCacheEntry *entry);
+static void LoadShardIntervals(DistTableCacheEntry *entry);
+static void LoadPlacements(ShardInterval *shard, MemoryContext context);
+static bool ShardsAreUniform(ShardInterval *shards, int count);
+static void BuildNodeCache(void);
+static void RetireContext(MemoryContext context);
+static int	CompareShardIntervals(const void *a, const void *b);
+static int	CompareInt32(const void *a, const void *b);
+
+/*
+ * InitializeMetadataCache registers the invalidation callbacks; it is called
+ * once from _PG_init.
+ */
+void
+InitializeMetadataCache(void)
+{
+	CacheRegisterRelcacheCallback(MetadataRelcacheCallback, (Datum) 0);
+	RegisterXactCallback(MetadataXactCallback, NULL);
+}
+
+/*
+ * MetadataRelcacheCallback marks cache entries stale.  It may run outside a
+ * transaction, so it only sets flags.
+ */
+static void
+MetadataRelcacheCallback(Datum arg, Oid relid)
+{
+	bool		all = (relid == InvalidOid || relid == distTableCatalogRelid);
+
+	if (all || relid == nodeCatalogRelid)
+		nodeCacheValid = false;
+
+	if (all)
+		extensionKnownLoaded = false;
+
+	if (DistTableCache == NULL)
+		return;
+
+	if (all)
+	{
+		HASH_SEQ_STATUS status;
+		DistTableCacheEntry *entry;
+
+		hash_seq_init(&status, DistTableCache);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			entry->isValid = false;
+	}
+	else
+	{
+		DistTableCacheEntry *entry = hash_search(DistTableCache, &relid,
+												 HASH_FIND, NULL);
+
+		if (entry != NULL)
+			entry->isValid = false;
+	}
+}
+
+/*
+ * MetadataXactCallback frees the memory of entries replaced during the
+ * transaction that just ended.
+ */
+static void
+MetadataXactCallback(XactEvent event, void *arg)
+{
+	if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		 event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+		 event == XACT_EVENT_PARALLEL_ABORT) && StaleMetadataContext != NULL)
+		MemoryContextReset(StaleMetadataContext);
+}
+
+static void
+EnsureCacheContexts(void)
+{
+	HASHCTL		info;
+
+	if (MetadataCacheContext != NULL)
+		return;
+
+	MetadataCacheContext = AllocSetContextCreate(CacheMemoryContext,
+												 "shardext metadata cache",
+												 ALLOCSET_DEFAULT_SIZES);
+	StaleMetadataContext = AllocSetContextCreate(MetadataCacheContext,
+												 "shardext stale metadata",
+												 ALLOCSET_SMALL_SIZES);
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(Oid);
+	info.entrysize = sizeof(DistTableCacheEntry);
+	info.hcxt = MetadataCacheContext;
+	DistTableCache = hash_create("shardext distributed tables", 64, &info,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/* an entry's old memory lives until the end of the transaction */
+static void
+RetireContext(MemoryContext context)
+{
+	if (context != NULL)
+		MemoryContextSetParent(context, StaleMetadataContext);
+}
+
+/*
+ * ShardextExtensionLoaded returns whether shardext's catalog exists in the
+ * current database and is complete.  The answer is cached while it is true;
+ * a missing extension costs two syscache probes per call.
+ */
+bool
+ShardextExtensionLoaded(void)
+{
+	Oid			namespaceId;
+	Oid			relid;
+
+	if (extensionKnownLoaded)
+		return true;
+
+	if (!IsTransactionState())
+		return false;
+
+	namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, true);
+	if (!OidIsValid(namespaceId))
+		return false;
+
+	/* dist_table is created after every table the cache reads */
+	relid = get_relname_relid("dist_table", namespaceId);
+	if (!OidIsValid(relid))
+		return false;
+
+	/* while CREATE EXTENSION shardext runs its script, stay out of the way */
+	if (creating_extension &&
+		CurrentExtensionObject == get_extension_oid(SHARDEXT_EXTENSION_NAME, true))
+		return false;
+
+	EnsureCacheContexts();
+	distTableCatalogRelid = relid;
+	nodeCatalogRelid = get_relname_relid("node", namespaceId);
+	extensionKnownLoaded = true;
+	return true;
+}
+
+/*
+ * ShardextCatalogRelid returns the OID of a table or index in schema shardext.
+ */
+Oid
+ShardextCatalogRelid(const char *relname)
+{
+	Oid			namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, false);
+	Oid			relid = get_relname_relid(relname, namespaceId);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "shardext catalog relation \"%s\" does not exist", relname);
+	return relid;
+}
+
+/*
+ * GetDistTableCacheEntry returns the cache entry of a distributed or
+ * reference table, or NULL when relid is a local relation (or shardext is
+ * not installed in this database).
+ */
+DistTableCacheEntry *
+GetDistTableCacheEntry(Oid relid)
+{
+	DistTableCacheEntry *entry;
+	bool		found;
+
+	if (!ShardextExtensionLoaded())
+		return NULL;
+
+	entry = hash_search(DistTableCache, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->context = NULL;
+		entry->isValid = false;
+	}
+	if (!entry->isValid)
+		BuildDistTableCacheEntry(entry);
+
+	return entry->isDistributed ? entry : NULL;
+}
+
+bool
+IsDistributedTable(Oid relid)
+{
+	return GetDistTableCacheEntry(relid) != NULL;
+}
+
+bool
+IsHashDistributedTable(Oid relid)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+
+	return entry != NULL && entry->method == DISTRIBUTE_BY_HASH;
+}
+
+bool
+IsReferenceTable(Oid relid)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+
+	return entry != NULL && entry->method == DISTRIBUTE_BY_REFERENCE;
+}
+
+/*
+ * BuildDistTableCacheEntry (re)fills an entry from the catalog.  Catalog
+ * errors leave the entry invalid, so the next call tries again.
+ */
+static void
+BuildDistTableCacheEntry(DistTableCacheEntry *entry)
+{
+	Oid			relid = entry->relid;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	bool		isnull;
+	MemoryContext oldContext = entry->context;
+
+	memset(((char *) entry) + sizeof(Oid), 0,
+		   sizeof(DistTableCacheEntry) - sizeof(Oid));
+	RetireContext(oldContext);
+
+	rel = table_open(distTableCatalogRelid, AccessShareLock);
+	ScanKeyInit(&key, Anum_dist_table_logicalrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, ShardextCatalogRelid("dist_table_pkey"),
+							  true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		Datum		attnum;
+
+		entry->isDistributed = true;
+		entry->method = DatumGetChar(heap_getattr(tuple, Anum_dist_table_method,
+												  desc, &isnull));
+		attnum = heap_getattr(tuple, Anum_dist_table_dist_attnum, desc, &isnull);
+		entry->distAttnum = isnull ? InvalidAttrNumber : DatumGetInt16(attnum);
+		entry->colocationId =
+			DatumGetInt32(heap_getattr(tuple, Anum_dist_table_colocationid,
+									   desc, &isnull));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (entry->isDistributed)
+	{
+		entry->context = AllocSetContextCreate(MetadataCacheContext,
+											   "shardext table entry",
+											   ALLOCSET_SMALL_SIZES);
+		MemoryContextCopyAndSetIdentifier(entry->context,
+										  get_rel_name(relid) ? get_rel_name(relid) : "dropped");
+
+		if (entry->distAttnum != InvalidAttrNumber)
+		{
+			TypeCacheEntry *typeEntry;
+
+			get_atttypetypmodcoll(relid, entry->distAttnum, &entry->distType,
+								  &entry->distTypmod, &entry->distCollation);
+			typeEntry = lookup_type_cache(entry->distType,
+										  TYPECACHE_HASH_PROC_FINFO);
+			if (!OidIsValid(typeEntry->hash_proc_finfo.fn_oid))
+				elog(ERROR, "type %u has no hash function", entry->distType);
+			fmgr_info_copy(&entry->hashFunc, &typeEntry->hash_proc_finfo,
+						   entry->context);
+		}
+		LoadShardIntervals(entry);
+	}
+
+	entry->isValid = true;
+}
+
+/*
+ * LoadShardIntervals reads the shards of entry->relid and their placements,
+ * sorted by hash range.
+ */
+static void
+LoadShardIntervals(DistTableCacheEntry *entry)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	int			allocated = 8;
+	int			count = 0;
+	ShardInterval *shards;
+
+	shards = MemoryContextAllocZero(entry->context,
+									allocated * sizeof(ShardInterval));
+
+	rel = table_open(ShardextCatalogRelid("shard"), AccessShareLock);
+	ScanKeyInit(&key, Anum_shard_logicalrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(entry->relid));
+	scan = systable_beginscan(rel, ShardextCatalogRelid("shard_logicalrelid_idx"),
+							  true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		Datum		value;
+		ShardInterval *shard;
+
+		if (count == allocated)
+		{
+			allocated *= 2;
+			shards = repalloc(shards, allocated * sizeof(ShardInterval));
+		}
+		shard = &shards[count++];
+		memset(shard, 0, sizeof(ShardInterval));
+		shard->shardId = DatumGetInt64(heap_getattr(tuple, Anum_shard_shardid,
+													desc, &isnull));
+		value = heap_getattr(tuple, Anum_shard_hash_min, desc, &isnull);
+		shard->hashMin = isnull ? PG_INT32_MIN : DatumGetInt32(value);
+		value = heap_getattr(tuple, Anum_shard_hash_max, desc, &isnull);
+		shard->hashMax = isnull ? PG_INT32_MAX : DatumGetInt32(value);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	qsort(shards, count, sizeof(ShardInterval), CompareShardIntervals);
+	for (int i = 0; i < count; i++)
+	{
+		shards[i].shardIndex = i;
+		LoadPlacements(&shards[i], entry->context);
+	}
+
+	entry->shards = shards;
+	entry->shardCount = count;
+	entry->uniformShards = entry->method == DISTRIBUTE_BY_HASH &&
+		ShardsAreUniform(shards, count);
+}
+
+/* reads the node ids holding one shard */
+static void
+LoadPlacements(ShardInterval *shard, MemoryContext context)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	int			allocated = 4;
+
+	shard->placementNodeIds = MemoryContextAlloc(context, allocated * sizeof(int32));
+	shard->placementCount = 0;
+
+	rel = table_open(ShardextCatalogRelid("placement"), AccessShareLock);
+	ScanKeyInit(&key, Anum_placement_shardid, BTEqualStrategyNumber,
+				F_INT8EQ, Int64GetDatum(shard->shardId));
+	scan = systable_beginscan(rel, ShardextCatalogRelid("placement_pkey"),
+							  true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		bool		isnull;
+
+		if (shard->placementCount == allocated)
+		{
+			allocated *= 2;
+			shard->placementNodeIds = repalloc(shard->placementNodeIds,
+											   allocated * sizeof(int32));
+		}
+		shard->placementNodeIds[shard->placementCount++] =
+			DatumGetInt32(heap_getattr(tuple, Anum_placement_nodeid,
+									   RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	qsort(shard->placementNodeIds, shard->placementCount, sizeof(int32),
+		  CompareInt32);
+}
+
+/* do the shards split the int4 space into equal consecutive ranges? */
+static bool
+ShardsAreUniform(ShardInterval *shards, int count)
+{
+	uint64		width;
+
+	if (count == 0)
+		return false;
+	width = (UINT64CONST(1) << 32) / count;
+	for (int i = 0; i < count; i++)
+	{
+		int64		expectedMin = (int64) PG_INT32_MIN + (int64) (width * i);
+		int64		expectedMax = (i == count - 1) ? PG_INT32_MAX :
+			expectedMin + (int64) width - 1;
+
+		if (shards[i].hashMin != expectedMin || shards[i].hashMax != expectedMax)
+			return false;
+	}
+	return true;
+}
+
+static int
+CompareShardIntervals(const void *a, const void *b)
+{
+	const ShardInterval *left = a;
+	const ShardInterval *right = b;
+
+	if (left->hashMin != right->hashMin)
+		return left->hashMin < right->hashMin ? -1 : 1;
+	if (left->shardId != right->shardId)
+		return left->shardId < right->shardId ? -1 : 1;
+	return 0;
+}
+
+static int
+CompareInt32(const void *a, const void *b)
+{
+	int32		left = *(const int32 *) a;
+	int32		right = *(const int32 *) b;
+
+	return (left > right) - (left < right);
+}
+
+/*
+ * DistributedTableList returns the OIDs of all distributed and reference
+ * tables, in OID order.
+ */
+List *
+DistributedTableList(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	if (!ShardextExtensionLoaded())
+		return NIL;
+
+	rel = table_open(distTableCatalogRelid, AccessShareLock);
+	scan = systable_beginscan(rel, ShardextCatalogRelid("dist_table_pkey"),
+							  true, NULL, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		bool		isnull;
+
+		result = lappend_oid(result,
+							 DatumGetObjectId(heap_getattr(tuple, Anum_dist_table_logicalrelid,
+														   RelationGetDescr(rel), &isnull)));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * ColocatedTableList returns the OIDs of the tables in a colocation group.
+ */
+List *
+ColocatedTableList(int32 colocationId)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	rel = table_open(distTableCatalogRelid, AccessShareLock);
+	ScanKeyInit(&key, Anum_dist_table_colocationid, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(colocationId));
+	scan = systable_beginscan(rel, ShardextCatalogRelid("dist_table_colocationid_idx"),
+							  true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		bool		isnull;
+
+		result = lappend_oid(result,
+							 DatumGetObjectId(heap_getattr(tuple, Anum_dist_table_logicalrelid,
+														   RelationGetDescr(rel), &isnull)));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	list_sort(result, list_oid_cmp);
+	return result;
+}
+
+/*
+ * BuildNodeCache reads shardext.node into an array sorted by node id.
+ */
+static void
+BuildNodeCache(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	int			allocated = 8;
+	MemoryContext context;
+
+	RetireContext(NodeCacheContext);
+	NodeCacheContext = NULL;
+	nodeCache = NULL;
+	nodeCacheCount = 0;
+
+	context = AllocSetContextCreate(MetadataCacheContext, "shardext node cache",
+									ALLOCSET_SMALL_SIZES);
+	nodeCache = MemoryContextAllocZero(context, allocated * sizeof(WorkerNode));
+
+	rel = table_open(nodeCatalogRelid, AccessShareLock);
+	scan = systable_beginscan(rel, ShardextCatalogRelid("node_pkey"),
+							  true, NULL, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		WorkerNode *node;
+
+		if (nodeCacheCount == allocated)
+		{
+			allocated *= 2;
+			nodeCache = repalloc(nodeCache, allocated * sizeof(WorkerNode));
+		}
+		node = &nodeCache[nodeCacheCount++];
+		node->nodeId = DatumGetInt32(heap_getattr(tuple, Anum_node_nodeid, desc, &isnull));
+		node->host = MemoryContextStrdup(context,
+										 TextDatumGetCString(heap_getattr(tuple, Anum_node_host,
+																		  desc, &isnull)));
+		node->port = DatumGetInt32(heap_getattr(tuple, Anum_node_port, desc, &isnull));
+		node->weight = DatumGetFloat8(heap_getattr(tuple, Anum_node_weight, desc, &isnull));
+		node->active = DatumGetBool(heap_getattr(tuple, Anum_node_active, desc, &isnull));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	NodeCacheContext = context;
+	nodeCacheValid = true;
+}
+
+static void
+EnsureNodeCache(void)
+{
+	if (!ShardextExtensionLoaded())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"shardext\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION shardext.")));
+	if (!nodeCacheValid)
+		BuildNodeCache();
+}
+
+/*
+ * WorkerNodeList returns the registered nodes (only active ones if asked),
+ * sorted by node id.  The WorkerNode structs belong to the cache.
+ */
+List *
+WorkerNodeList(bool activeOnly)
+{
+	List	   *result = NIL;
+
+	EnsureNodeCache();
+	for (int i = 0; i < nodeCacheCount; i++)
+	{
+		if (!activeOnly || nodeCache[i].active)
+			result = lappend(result, &nodeCache[i]);
+	}
+	return result;
+}
+
+/* LookupWorkerNode returns the node with the given id, or NULL */
+WorkerNode *
+LookupWorkerNode(int32 nodeId)
+{
+	EnsureNodeCache();
+	for (int i = 0; i < nodeCacheCount; i++)
+	{
+		if (nodeCache[i].nodeId == nodeId)
+			return &nodeCache[i];
+	}
+	return NULL;
+}
+
+/* GetWorkerNode is LookupWorkerNode that errors out on an unknown id */
+WorkerNode *
+GetWorkerNode(int32 nodeId)
+{
+	WorkerNode *node = LookupWorkerNode(nodeId);
+
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node with id %d does not exist", nodeId)));
+	return node;
+}
+
+/* FindWorkerNode returns the node at host:port, or NULL */
+WorkerNode *
+FindWorkerNode(const char *host, int32 port)
+{
+	EnsureNodeCache();
+	for (int i = 0; i < nodeCacheCount; i++)
+	{
+		if (nodeCache[i].port == port && strcmp(nodeCache[i].host, host) == 0)
+			return &nodeCache[i];
+	}
+	return NULL;
+}
+
+/*
+ * InvalidateDistTableCache makes every backend (this one at the next command
+ * counter increment) reload the metadata of relid, or of every table when
+ * relid is InvalidOid or no longer exists.
+ */
+void
+InvalidateDistTableCache(Oid relid)
+{
+	if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		CacheInvalidateRelcacheByRelid(relid);
+	else
+		CacheInvalidateRelcacheByRelid(ShardextCatalogRelid("dist_table"));
+}
+
+/* InvalidateNodeCache makes every backend reload the node list */
+void
+InvalidateNodeCache(void)
+{
+	CacheInvalidateRelcacheByRelid(ShardextCatalogRelid("node"));
+}

@@ -1,0 +1,576 @@
+/*-------------------------------------------------------------------------
+ *
+ * node_management.c
+ *	  Registering and removing worker nodes.
+ *
+ * A worker keeps the shards of a coordinator database in its database of
+ * the same name.  On registration that database gets the extension, and a
+ * record of which coordinator database it serves (shardext.local_identity),
+ * so that a second coordinator cannot take over the same worker database
+ * by mistake.  New nodes receive a copy of every reference table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "shardext/connection.h"
+#include "shardext/deparser.h"
+#include "shardext/metadata.h"
+#include "shardext/operations.h"
+#include "shardext/remote_command.h"
+#include "shardext/remote_xact.h"
+
+PG_FUNCTION_INFO_V1(shardext_add_node);
+PG_FUNCTION_INFO_V1(shardext_remove_node);
+PG_FUNCTION_INFO_V1(shardext_set_node_weight);
+PG_FUNCTION_INFO_V1(shardext_worker_register);
+PG_FUNCTION_INFO_V1(shardext_worker_unregister);
+
+static void EnsureSuperuserAndExtension(const char *function);
+static void CheckNodeArguments(int32 port, double weight);
+static char *CoordinatorId(void);
+static PGconn *ConnectToNewNode(const char *host, int32 port);
+static void PrepareNewNode(PGconn *pgConn, const char *host, int32 port);
+static char *RunOnNewNode(PGconn *pgConn, const char *host, int32 port,
+						  const char *command, int nParams, const char *const *params);
+static void CopyReferenceShard(Oid relid, ShardInterval *shard, int32 sourceNodeId,
+							   int32 targetNodeId);
+static void DropReferencePlacements(WorkerNode *node);
+
+/*
+ * shardext_add_node(host text, port int, weight float8) returns the node id
+ * of the (new or already registered) node.
+ */
+Datum
+shardext_add_node(PG_FUNCTION_ARGS)
+{
+	char	   *host = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		port = PG_GETARG_INT32(1);
+	double		weight = PG_GETARG_FLOAT8(2);
+	WorkerNode *existing;
+	PGconn	   *pgConn;
+	int32		nodeId;
+
+	EnsureSuperuserAndExtension("shardext_add_node");
+	CheckNodeArguments(port, weight);
+
+	/* one node change at a time */
+	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
+
+	existing = FindWorkerNode(host, port);
+	if (existing != NULL)
+	{
+		if (existing->weight != weight)
+			ereport(NOTICE,
+					(errmsg("node %s:%d is already registered with weight %g",
+							host, port, existing->weight),
+					 errhint("Use shardext_set_node_weight() to change its weight.")));
+		PG_RETURN_INT32(existing->nodeId);
+	}
+
+	pgConn = ConnectToNewNode(host, port);
+	PG_TRY();
+	{
+		const char *params[2];
+
+		PrepareNewNode(pgConn, host, port);
+		nodeId = InsertWorkerNode(host, port, weight);
+		params[0] = CoordinatorId();
+		params[1] = psprintf("%d", nodeId);
+		RunOnNewNode(pgConn, host, port,
+					 "SELECT shardext.worker_register($1, $2::int)", 2, params);
+	}
+	PG_FINALLY();
+	{
+		PQfinish(pgConn);
+	}
+	PG_END_TRY();
+
+	CommandCounterIncrement();
+	ReplicateReferenceTablesToNode(nodeId);
+
+	PG_RETURN_INT32(nodeId);
+}
+
+static void
+EnsureSuperuserAndExtension(const char *function)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers can call %s()", function)));
+	if (!ShardextExtensionLoaded())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"shardext\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION shardext.")));
+}
+
+static void
+CheckNodeArguments(int32 port, double weight)
+{
+	if (port < 1 || port > 65535)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("port %d is out of range", port),
+				 errhint("A port is between 1 and 65535.")));
+	if (!(weight > 0 && weight <= 1000))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("node weight must be greater than 0 and at most 1000, not %g", weight)));
+}
+
+/* identifies this coordinator database: <system identifier>:<database oid> */
+static char *
+CoordinatorId(void)
+{
+	return psprintf(UINT64_FORMAT ":%u", GetSystemIdentifier(), MyDatabaseId);
+}
+
+/*
+ * ConnectToNewNode connects to the database of our name on the node,
+ * creating that database first if the node does not have it.
+ */
+static PGconn *
+ConnectToNewNode(const char *host, int32 port)
+{
+	char	   *dbname = get_database_name(MyDatabaseId);
+	PGconn	   *pgConn = ConnectToNodeDirect(host, port, dbname, false);
+	PGconn	   *maintenance;
+	PGresult   *result;
+	const char *params[1] = {dbname};
+	bool		missing;
+
+	if (pgConn != NULL)
+		return pgConn;
+
+	/* is it the database that is missing? ask the maintenance database */
+	maintenance = ConnectToNodeDirect(host, port, "postgres", false);
+	if (maintenance == NULL)
+		return ConnectToNodeDirect(host, port, dbname, true);	/* throws */
+
+	PQsetnonblocking(maintenance, 0);
+	result = PQexecParams(maintenance, "SELECT 1 FROM pg_database WHERE datname = $1",
+						  1, NULL, params, NULL, NULL, 0);
+	missing = PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 0;
+	PQclear(result);
+
+	if (missing)
+	{
+		char	   *command = psprintf("CREATE DATABASE %s", quote_identifier(dbname));
+
+		ereport(NOTICE,
+				(errmsg("creating database \"%s\" on node %s:%d", dbname, host, port)));
+		result = PQexec(maintenance, command);
+		if (PQresultStatus(result) != PGRES_COMMAND_OK)
+		{
+			char	   *message = pchomp(PQresultErrorMessage(result));
+
+			PQclear(result);
+			PQfinish(maintenance);
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not create database \"%s\" on node %s:%d",
+							dbname, host, port),
+					 errdetail_internal("%s", message)));
+		}
+		PQclear(result);
+	}
+	PQfinish(maintenance);
+	return ConnectToNodeDirect(host, port, dbname, true);
+}
+
+/*
+ * RunOnNewNode runs one command on a not yet registered node (blocking, it
+ * is short) and returns the first value of its result, if any.
+ */
+static char *
+RunOnNewNode(PGconn *pgConn, const char *host, int32 port, const char *command,
+			 int nParams, const char *const *params)
+{
+	PGresult   *result;
+	ExecStatusType status;
+	char	   *value = NULL;
+
+	PQsetnonblocking(pgConn, 0);
+	result = PQexecParams(pgConn, command, nParams, NULL, params, NULL, NULL, 0);
+	status = PQresultStatus(result);
+	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+	{
+		const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+		char	   *message = pchomp(PQresultErrorMessage(result));
+		const char *hint = PQresultErrorField(result, PG_DIAG_MESSAGE_HINT);
+		char	   *hintCopy = hint ? pstrdup(hint) : NULL;
+		int			code = ERRCODE_CONNECTION_FAILURE;
+
+		if (sqlstate != NULL && strlen(sqlstate) == 5)
+			code = MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],
+								 sqlstate[3], sqlstate[4]);
+		PQclear(result);
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("could not prepare node %s:%d: %s", host, port, message),
+				 hintCopy ? errhint("%s", hintCopy) : 0));
+	}
+	if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && !PQgetisnull(result, 0, 0))
+		value = pstrdup(PQgetvalue(result, 0, 0));
+	PQclear(result);
+	return value;
+}
+
+/*
+ * PrepareNewNode checks that the node runs PostgreSQL 15 with shardext
+ * available, is not this server, and is no coordinator itself; then it
+ * installs the extension there.
+ */
+static void
+PrepareNewNode(PGconn *pgConn, const char *host, int32 port)
+{
+	char	   *value;
+	char		systemId[32];
+
+	if (PQserverVersion(pgConn) / 10000 != 15)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("node %s:%d runs PostgreSQL %d, not 15", host, port,
+						PQserverVersion(pgConn) / 10000),
+				 errhint("Every node of a shardext cluster runs PostgreSQL 15.")));
+
+	snprintf(systemId, sizeof(systemId), UINT64_FORMAT, GetSystemIdentifier());
+	value = RunOnNewNode(pgConn, host, port,
+						 "SELECT system_identifier::text FROM pg_control_system()", 0, NULL);
+	if (value != NULL && strcmp(value, systemId) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("node %s:%d is this coordinator itself", host, port),
+				 errhint("Add the worker servers, not the coordinator.")));
+
+	value = RunOnNewNode(pgConn, host, port,
+						 "SELECT 1 FROM pg_available_extensions WHERE name = 'shardext'",
+						 0, NULL);
+	if (value == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shardext is not installed on node %s:%d", host, port),
+				 errhint("Install the shardext package on the node and add it to "
+						 "shared_preload_libraries.")));
+
+	RunOnNewNode(pgConn, host, port, "CREATE EXTENSION IF NOT EXISTS shardext", 0, NULL);
+
+	value = RunOnNewNode(pgConn, host, port,
+						 "SELECT count(*) FROM shardext.node", 0, NULL);
+	if (value != NULL && strcmp(value, "0") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("node %s:%d is itself a coordinator with registered nodes", host, port),
+				 errhint("A worker database must not have worker nodes of its own.")));
+}
+
+/*
+ * ReplicateReferenceTablesToNode gives a new node a placement of every
+ * reference table, copied from an existing placement, in this transaction.
+ */
+void
+ReplicateReferenceTablesToNode(int32 nodeId)
+{
+	List	   *tables = DistributedTableList();
+	ListCell   *cell;
+
+	foreach(cell, tables)
+	{
+		Oid			relid = lfirst_oid(cell);
+		DistTableCacheEntry *entry;
+		ShardInterval *shard;
+		int64	   *shardId = palloc(sizeof(int64));
+		ShardLayout *layout = palloc0(sizeof(ShardLayout));
+
+		if (!IsReferenceTable(relid))
+			continue;
+
+		/* writes wait; reads go on */
+		LockRelationOid(relid, ExclusiveLock);
+		entry = GetDistTableCacheEntry(relid);
+		shard = &entry->shards[0];
+		*shardId = shard->shardId;
+		layout->nodeIds = list_make1_int(nodeId);
+
+		CreateShardTablesOnNodes(relid, list_make1(shardId), list_make1(layout));
+		if (shard->placementCount > 0)
+			CopyReferenceShard(relid, shard, shard->placementNodeIds[0], nodeId);
+		InsertPlacement(shard->shardId, nodeId);
+	}
+}
+
+/*
+ * CopyReferenceShard streams a shard from one node to another through this
+ * backend: COPY TO STDOUT on the source, COPY FROM STDIN on the target.
+ */
+static void
+CopyReferenceShard(Oid relid, ShardInterval *shard, int32 sourceNodeId,
+				   int32 targetNodeId)
+{
+	NodeConnection *source = GetNodeConnection(sourceNodeId);
+	NodeConnection *target = GetNodeConnection(targetNodeId);
+	char	   *shardName = QualifiedShardName(relid, shard->shardId);
+	char	   *columns = ColumnListString(relid);
+	char	   *copyOut = psprintf("COPY %s %s TO STDOUT", shardName, columns);
+	char	   *copyIn = psprintf("COPY %s %s FROM STDIN", shardName, columns);
+	PGresult   *result;
+
+	RemoteTransactionBegin(source);
+	RemoteTransactionBegin(target);
+	RemoteTransactionMarkModified(target);
+
+	SendRemoteCommand(target, copyIn);
+	result = GetRemoteResult(target);
+	if (result == NULL || PQresultStatus(result) != PGRES_COPY_IN)
+		ReportRemoteError(target, result, ERROR, copyIn);
+	PQclear(result);
+
+	SendRemoteCommand(source, copyOut);
+	result = GetRemoteResult(source);
+	if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
+		ReportRemoteError(source, result, ERROR, copyOut);
+	PQclear(result);
+
+	for (;;)
+	{
+		char	   *buffer = NULL;
+		int			length = PQgetCopyData(source->pgConn, &buffer, 1);
+
+		if (length == 0)
+		{
+			WaitForRemoteSocket(source, false);
+			continue;
+		}
+		if (length == -1)
+			break;
+		if (length == -2)
+			ReportConnectionError(source, ERROR);
+		SendRemoteCopyData(target, buffer, length);
+		PQfreemem(buffer);
+	}
+	while ((result = GetRemoteResult(source)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_COMMAND_OK)
+			ReportRemoteError(source, result, ERROR, copyOut);
+		PQclear(result);
+	}
+
+	EndRemoteCopy(target, NULL);
+	while ((result = GetRemoteResult(target)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_COMMAND_OK)
+			ReportRemoteError(target, result, ERROR, copyIn);
+		PQclear(result);
+	}
+}
+
+/*
+ * shardext_remove_node(host text, port int): only nodes without shards of
+ * distributed tables can go; their reference table copies go with them.
+ */
+Datum
+shardext_remove_node(PG_FUNCTION_ARGS)
+{
+	char	   *host = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		port = PG_GETARG_INT32(1);
+	WorkerNode *node;
+	int32		nodeId;
+	int64		placements;
+
+	EnsureSuperuserAndExtension("shardext_remove_node");
+	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
+
+	node = FindWorkerNode(host, port);
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node %s:%d is not registered", host, port)));
+	nodeId = node->nodeId;
+
+	DropReferencePlacements(node);
+	placements = NodePlacementCount(nodeId);
+	if (placements > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot remove node %s:%d because it holds " INT64_FORMAT
+						" shard placements", host, port, placements),
+				 errhint("Move its shards to other nodes (shardext_drain_node()) or "
+						 "drop or undistribute the tables first.")));
+
+	DeleteWorkerNode(nodeId);
+
+	/* best effort: the node may be gone for good */
+	{
+		PGconn	   *pgConn = ConnectToNodeDirect(host, port,
+												 get_database_name(MyDatabaseId), false);
+
+		if (pgConn != NULL)
+		{
+			const char *params[1] = {CoordinatorId()};
+			PGresult   *result;
+
+			PQsetnonblocking(pgConn, 0);
+			result = PQexecParams(pgConn, "SELECT shardext.worker_unregister($1)",
+								  1, NULL, params, NULL, NULL, 0);
+			PQclear(result);
+			PQfinish(pgConn);
+		}
+	}
+	PG_RETURN_VOID();
+}
+
+/*
+ * DropReferencePlacements removes the node's copies of reference tables; a
+ * reference table must keep at least one copy.  The shard tables on the
+ * node are dropped if it is reachable.
+ */
+static void
+DropReferencePlacements(WorkerNode *node)
+{
+	List	   *tables = DistributedTableList();
+	ListCell   *cell;
+	List	   *drops = NIL;
+
+	foreach(cell, tables)
+	{
+		Oid			relid = lfirst_oid(cell);
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+		ShardInterval *shard;
+		bool		placed = false;
+
+		if (entry == NULL || entry->method != DISTRIBUTE_BY_REFERENCE)
+			continue;
+		shard = &entry->shards[0];
+		for (int i = 0; i < shard->placementCount; i++)
+			placed |= (shard->placementNodeIds[i] == node->nodeId);
+		if (!placed)
+			continue;
+		if (shard->placementCount == 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot remove node %s:%d because it holds the only copy "
+							"of reference table \"%s\"", node->host, node->port,
+							get_rel_name(relid)),
+					 errhint("Add another node first, or drop the reference table.")));
+		drops = lappend(drops, ShardDropCommand(get_namespace_name(get_rel_namespace(relid)),
+												get_rel_name(relid), shard->shardId));
+		DeletePlacement(shard->shardId, node->nodeId);
+	}
+
+	if (drops != NIL)
+	{
+		PGconn	   *probe = ConnectToNodeDirect(node->host, node->port,
+												get_database_name(MyDatabaseId), false);
+
+		if (probe == NULL)
+			ereport(WARNING,
+					(errmsg("node %s:%d is unreachable; its reference table copies are "
+							"left in place", node->host, node->port)));
+		else
+		{
+			StringInfoData command;
+
+			PQfinish(probe);
+			initStringInfo(&command);
+			foreach(cell, drops)
+				appendStringInfo(&command, "%s;\n", (char *) lfirst(cell));
+			ExecuteOnNodesInTransaction(list_make1_int(node->nodeId),
+										list_make1(command.data));
+		}
+	}
+}
+
+/* shardext_set_node_weight(host text, port int, weight float8) */
+Datum
+shardext_set_node_weight(PG_FUNCTION_ARGS)
+{
+	char	   *host = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		port = PG_GETARG_INT32(1);
+	double		weight = PG_GETARG_FLOAT8(2);
+	WorkerNode *node;
+
+	EnsureSuperuserAndExtension("shardext_set_node_weight");
+	CheckNodeArguments(port, weight);
+	node = FindWorkerNode(host, port);
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node %s:%d is not registered", host, port)));
+	UpdateWorkerNodeWeight(node->nodeId, weight);
+	PG_RETURN_VOID();
+}
+
+/*
+ * shardext_worker_register(coordinator_id text, node_id int), run on a
+ * worker: records the coordinator database this database serves, refusing
+ * a second coordinator.
+ */
+Datum
+shardext_worker_register(PG_FUNCTION_ARGS)
+{
+	char	   *coordinatorId = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		nodeId = PG_GETARG_INT32(1);
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers can register a worker")));
+
+	SPI_connect();
+	if (SPI_execute("SELECT coordinator_id FROM shardext.local_identity FOR UPDATE",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read shardext.local_identity");
+	if (SPI_processed > 0)
+	{
+		char	   *current = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (strcmp(current, coordinatorId) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("this database already serves coordinator %s", current),
+					 errhint("Remove it from that coordinator with shardext_remove_node() "
+							 "first.")));
+	}
+
+	values[0] = CStringGetTextDatum(coordinatorId);
+	values[1] = Int32GetDatum(nodeId);
+	if (SPI_execute_with_args("INSERT INTO shardext.local_identity (coordinator_id, node_id) "
+							  "VALUES ($1, $2) ON CONFLICT (only_row) DO UPDATE "
+							  "SET coordinator_id = EXCLUDED.coordinator_id, "
+							  "node_id = EXCLUDED.node_id",
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write shardext.local_identity");
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* shardext_worker_unregister(coordinator_id text), run on a worker */
+Datum
+shardext_worker_unregister(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {PG_GETARG_DATUM(0)};
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers can unregister a worker")));
+	SPI_connect();
+	SPI_execute_with_args("DELETE FROM shardext.local_identity WHERE coordinator_id = $1",
+						  1, argtypes, values, NULL, false, 0);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
