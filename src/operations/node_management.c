@@ -540,7 +540,8 @@ shardext_worker_register(PG_FUNCTION_ARGS)
 		if (strcmp(current, coordinatorId) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("this database already serves coordinator %s", current),
+					 errmsg("this database already serves another coordinator"),
+					 errdetail("It serves coordinator %s, not %s.", current, coordinatorId),
 					 errhint("Remove it from that coordinator with shardext_remove_node() "
 							 "first.")));
 	}
