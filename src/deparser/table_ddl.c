@@ -52,8 +52,11 @@ static bool ContainsNextval(Node *node, void *context);
 static bool IndexIsUnique(Oid indexOid);
 
 /*
- * BeginSafeDeparse sets search_path to pg_catalog (what remote sessions
- * use) until EndSafeDeparse, so deparsed expressions qualify their objects.
+ * BeginSafeDeparse switches, until EndSafeDeparse, to the settings remote
+ * sessions use: search_path = pg_catalog, so deparsed expressions qualify
+ * their objects, and the ISO/postgres styles with full float precision, so
+ * constants deparsed as text are read back as the same values whatever the
+ * local session's DateStyle.
  */
 int
 BeginSafeDeparse(void)
@@ -61,6 +64,15 @@ BeginSafeDeparse(void)
 	int			nestLevel = NewGUCNestLevel();
 
 	(void) set_config_option("search_path", "pg_catalog",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("datestyle", "ISO",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "postgres",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return nestLevel;

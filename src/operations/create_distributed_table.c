@@ -20,6 +20,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/catalog.h"
 #include "catalog/heap.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_constraint.h"
@@ -36,6 +37,7 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
+#include "shardext/shardext.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
@@ -183,6 +185,12 @@ EnsureTableCanBeDistributed(Relation rel)
 
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
+
+	if (get_rel_namespace(relid) == get_namespace_oid(SHARDEXT_SCHEMA_NAME, false) ||
+		IsCatalogRelation(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot distribute catalog table \"%s\"", relname)));
 
 	if (IsDistributedTable(relid))
 		ereport(ERROR,

@@ -15,6 +15,7 @@
 #include "access/table.h"
 #include "commands/copy.h"
 #include "miscadmin.h"
+#include "parser/parse_relation.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -153,7 +154,14 @@ CopyShardToLocal(Relation rel, ShardInterval *shard)
 	currentSource = &source;
 	PG_TRY();
 	{
-		copyState = BeginCopyFrom(NULL, rel, NULL, NULL, false, ReadFromRemoteCopy,
+		/* COPY FROM needs a range table holding the target, as DoCopy builds */
+		ParseState *pstate = make_parsestate(NULL);
+		ParseNamespaceItem *nsitem = addRangeTableEntryForRelation(pstate, rel,
+																   RowExclusiveLock,
+																   NULL, false, false);
+
+		nsitem->p_rte->requiredPerms = ACL_INSERT;
+		copyState = BeginCopyFrom(pstate, rel, NULL, NULL, false, ReadFromRemoteCopy,
 								  columnNames, NIL);
 		CopyFrom(copyState);
 		EndCopyFrom(copyState);

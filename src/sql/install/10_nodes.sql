@@ -50,3 +50,24 @@ CREATE FUNCTION shardext.worker_unregister(coordinator_id text)
 COMMENT ON FUNCTION shardext.worker_unregister(text)
 	IS 'forget on a worker the coordinator database it served';
 REVOKE ALL ON FUNCTION shardext.worker_unregister(text) FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_run_on_nodes(command text,
+												 OUT node_id int, OUT node_host text,
+												 OUT node_port int, OUT success bool,
+												 OUT result text)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_run_on_nodes';
+COMMENT ON FUNCTION pg_catalog.shardext_run_on_nodes(text)
+	IS 'run a command on every registered node, in its own transaction, and return each result';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_run_on_nodes(text) FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_run_on_shards(table_name regclass, command text,
+												  OUT shard_id bigint, OUT node_id int,
+												  OUT success bool, OUT result text)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_run_on_shards';
+COMMENT ON FUNCTION pg_catalog.shardext_run_on_shards(regclass, text)
+	IS 'run a command on every shard placement of a table, %s standing for the shard name';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_run_on_shards(regclass, text) FROM PUBLIC;

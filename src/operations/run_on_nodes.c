@@ -1,0 +1,203 @@
+/*-------------------------------------------------------------------------
+ *
+ * run_on_nodes.c
+ *	  shardext_run_on_nodes(command) and shardext_run_on_shards(table,
+ *	  command): run a command on every registered node, or on every shard
+ *	  placement of a table, outside the local transaction, and report what
+ *	  each returned.
+ *
+ * Meant for administration and for checking the workers' state; it uses
+ * fresh connections that commit on their own, so it sees what is
+ * committed, not what the calling transaction changed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "shardext/connection.h"
+#include "shardext/metadata.h"
+
+PG_FUNCTION_INFO_V1(shardext_run_on_nodes);
+PG_FUNCTION_INFO_V1(shardext_run_on_shards);
+
+static char *RunOnConnection(PGconn *pgConn, const char *command, bool *success);
+static void EnsureSuperuser(const char *function);
+static char *ReplaceShardPlaceholder(const char *command, const char *shardName);
+
+/*
+ * RunOnNodeDirect runs one command on a node over a new connection and
+ * returns the first value of its last result, or the error message;
+ * *success says which.
+ */
+static char *
+RunOnNodeDirect(WorkerNode *node, const char *command, bool *success)
+{
+	PGconn	   *pgConn = ConnectToNodeDirect(node->host, node->port,
+											 get_database_name(MyDatabaseId), false);
+	char	   *value;
+
+	if (pgConn == NULL)
+	{
+		*success = false;
+		return psprintf("could not connect to node %s:%d", node->host, node->port);
+	}
+	PQsetnonblocking(pgConn, 0);
+	value = RunOnConnection(pgConn, command, success);
+	PQfinish(pgConn);
+	return value;
+}
+
+/* runs a command on an open connection; see RunOnNodeDirect */
+static char *
+RunOnConnection(PGconn *pgConn, const char *command, bool *success)
+{
+	PGresult   *result;
+	ExecStatusType status;
+	char	   *value;
+
+	result = PQexec(pgConn, command);
+	status = PQresultStatus(result);
+	*success = (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK);
+	if (!*success)
+		value = pchomp(PQresultErrorMessage(result));
+	else if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && PQnfields(result) > 0)
+		value = PQgetisnull(result, 0, 0) ? NULL : pstrdup(PQgetvalue(result, 0, 0));
+	else
+		value = pstrdup(PQcmdStatus(result));
+	PQclear(result);
+	return value;
+}
+
+Datum
+shardext_run_on_nodes(PG_FUNCTION_ARGS)
+{
+	char	   *command = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ListCell   *cell;
+
+	EnsureSuperuser("shardext_run_on_nodes");
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(cell, WorkerNodeList(false))
+	{
+		WorkerNode *node = lfirst(cell);
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+		bool		success;
+		char	   *value = RunOnNodeDirect(node, command, &success);
+
+		values[0] = Int32GetDatum(node->nodeId);
+		values[1] = CStringGetTextDatum(node->host);
+		values[2] = Int32GetDatum(node->port);
+		values[3] = BoolGetDatum(success);
+		if (value == NULL)
+			nulls[4] = true;
+		else
+			values[4] = CStringGetTextDatum(value);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return (Datum) 0;
+}
+
+/*
+ * shardext_run_on_shards(table_name regclass, command text): runs the
+ * command once per shard placement, with each %s in it replaced by the
+ * quoted, qualified shard name.
+ */
+Datum
+shardext_run_on_shards(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *command = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DistTableCacheEntry *entry;
+	ListCell   *cell;
+
+	EnsureSuperuser("shardext_run_on_shards");
+	entry = GetDistTableCacheEntry(relid);
+	if (entry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("table \"%s\" is not distributed", get_rel_name(relid))));
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(cell, WorkerNodeList(false))
+	{
+		WorkerNode *node = lfirst(cell);
+		PGconn	   *pgConn = NULL;
+
+		for (int i = 0; i < entry->shardCount; i++)
+		{
+			ShardInterval *shard = &entry->shards[i];
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
+			bool		success = false;
+			char	   *value;
+			bool		placed = false;
+
+			for (int j = 0; j < shard->placementCount; j++)
+				placed |= (shard->placementNodeIds[j] == node->nodeId);
+			if (!placed)
+				continue;
+
+			if (pgConn == NULL)
+			{
+				pgConn = ConnectToNodeDirect(node->host, node->port,
+											 get_database_name(MyDatabaseId), true);
+				PQsetnonblocking(pgConn, 0);
+			}
+			value = RunOnConnection(pgConn,
+									ReplaceShardPlaceholder(command,
+															QualifiedShardName(relid, shard->shardId)),
+									&success);
+			values[0] = Int64GetDatum(shard->shardId);
+			values[1] = Int32GetDatum(node->nodeId);
+			values[2] = BoolGetDatum(success);
+			if (value == NULL)
+				nulls[3] = true;
+			else
+				values[3] = CStringGetTextDatum(value);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (pgConn != NULL)
+			PQfinish(pgConn);
+	}
+	return (Datum) 0;
+}
+
+/* ReplaceShardPlaceholder replaces every %s of command by shardName */
+static char *
+ReplaceShardPlaceholder(const char *command, const char *shardName)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (const char *p = command; *p; p++)
+	{
+		if (p[0] == '%' && p[1] == 's')
+		{
+			appendStringInfoString(&buf, shardName);
+			p++;
+		}
+		else
+			appendStringInfoChar(&buf, *p);
+	}
+	return buf.data;
+}
+
+static void
+EnsureSuperuser(const char *function)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers can call %s()", function)));
+}
