@@ -254,6 +254,23 @@ InsertShard(int64 shardId, Oid relid, bool hasRange, int32 hashMin, int32 hashMa
 	InvalidateDistTableCache(relid);
 }
 
+/*
+ * InvalidateShardTable invalidates the table that owns a shard.  Relcache
+ * invalidation of the table also invalidates cached plans that use it.
+ */
+void
+InvalidateShardTable(int64 shardId)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(shardId)};
+	Datum		relid;
+	bool		isnull;
+
+	RunCatalogSPI("SELECT logicalrelid::oid FROM shardext.shard WHERE shardid = $1",
+				  1, argtypes, values, NULL, SPI_OK_SELECT, &relid, &isnull);
+	InvalidateDistTableCache(isnull ? InvalidOid : DatumGetObjectId(relid));
+}
+
 /* InsertPlacement records that a node holds a shard */
 void
 InsertPlacement(int64 shardId, int32 nodeId)
@@ -263,7 +280,7 @@ InsertPlacement(int64 shardId, int32 nodeId)
 
 	RunCatalogSPI("INSERT INTO shardext.placement (shardid, nodeid) VALUES ($1, $2)",
 				  2, argtypes, values, NULL, SPI_OK_INSERT, NULL, NULL);
-	InvalidateDistTableCache(InvalidOid);
+	InvalidateShardTable(shardId);
 }
 
 /* DeletePlacement forgets that a node holds a shard */
@@ -275,7 +292,7 @@ DeletePlacement(int64 shardId, int32 nodeId)
 
 	RunCatalogSPI("DELETE FROM shardext.placement WHERE shardid = $1 AND nodeid = $2",
 				  2, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
-	InvalidateDistTableCache(InvalidOid);
+	InvalidateShardTable(shardId);
 }
 
 /* NodePlacementCount returns how many shard placements a node holds */

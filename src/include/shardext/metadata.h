@@ -4,6 +4,11 @@
  *	  The coordinator's view of nodes, distributed tables, shards and
  *	  placements: catalog writers and a per-backend cache of the catalog.
  *
+ * Every change to the catalog must invalidate the tables it affects
+ * (InvalidateDistTableCache(relid) / InvalidateShardTable(shardId)): the
+ * relcache invalidation of a table both refreshes this cache in every
+ * backend and invalidates cached plans that use the table.
+ *
  * Cache entries are rebuilt after an invalidation, and the memory of a stale
  * entry is kept until the end of the transaction, so a pointer obtained from
  * the cache is valid until the end of the current transaction; never keep one
@@ -101,5 +106,6 @@ extern void InsertShard(int64 shardId, Oid relid, bool hasRange, int32 hashMin, 
 extern void InsertPlacement(int64 shardId, int32 nodeId);
 extern void DeletePlacement(int64 shardId, int32 nodeId);
 extern int64 NodePlacementCount(int32 nodeId);
+extern void InvalidateShardTable(int64 shardId);
 
 #endif							/* SHARDEXT_METADATA_H */
