@@ -39,6 +39,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
+#include "shardext/ddl.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
@@ -173,8 +174,10 @@ EnsureShardextReady(void)
 
 /*
  * EnsureTableCanBeDistributed rejects what shardext cannot shard: other
- * relation kinds, temporary tables, inheritance, foreign keys, tables that
- * are already distributed, and tables the user does not own.
+ * relation kinds, temporary tables, inheritance, foreign keys that point at
+ * the table, tables that are already distributed, and tables the user does
+ * not own.  (Its own foreign keys are checked once its distribution is
+ * known: see DistributeTable.)
  */
 static void
 EnsureTableCanBeDistributed(Relation rel)
@@ -219,11 +222,6 @@ EnsureTableCanBeDistributed(Relation rel)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot distribute table \"%s\" because it uses inheritance", relname),
 				 errhint("Remove the inheritance (ALTER TABLE ... NO INHERIT) first.")));
-	if (rel->rd_rel->relhastriggers && RelationGetFKeyList(rel) != NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot distribute table \"%s\" because it has foreign keys", relname),
-				 errhint("Drop the foreign keys, distribute the tables, and add them again.")));
 	if (heap_truncate_find_FKs(list_make1_oid(relid)) != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -458,6 +456,9 @@ DistributeTable(Oid relid, char method, AttrNumber distAttnum, int32 colocationI
 		*(int64 *) llast(shardIds) = shardId;
 	}
 	CommandCounterIncrement();
+
+	/* its foreign keys must point at reference tables or co-located shards */
+	CheckForeignKeysOfNewTable(relid);
 
 	CreateShardTablesOnNodes(relid, shardIds, layouts);
 

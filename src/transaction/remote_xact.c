@@ -208,6 +208,32 @@ NodeHasModifyingConnection(int32 nodeId, int exceptIndex)
 }
 
 /*
+ * NodeHasOtherConnectionInTransaction tells whether a connection of the
+ * current user to the node other than exceptIndex is in the transaction.
+ */
+bool
+NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex)
+{
+	List	   *connections;
+	ListCell   *cell;
+	bool		found = false;
+
+	if (connectionsInTransaction == 0)
+		return false;
+	connections = NodeConnectionList(nodeId);
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (foreach_current_index(cell) != exceptIndex &&
+			conn->xactState != REMOTE_XACT_NONE)
+			found = true;
+	}
+	list_free(connections);
+	return found;
+}
+
+/*
  * RemotePreparedGidPrefix returns the prefix of the gids this coordinator
  * database gives its prepared transactions: shardext_<system id>_<db oid>_
  * The full gid is <prefix><full xid>_<connection serial>.

@@ -17,6 +17,7 @@ extern void RemoteTransactionBegin(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
 extern bool RemoteTransactionInProgress(NodeConnection *conn);
 extern bool NodeHasModifyingConnection(int32 nodeId, int exceptIndex);
+extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
 extern char *RemotePreparedGidPrefix(void);
 
 /* recovery.c */

@@ -10,6 +10,9 @@
 
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "tcop/cmdtag.h"
 #include "shardext/metadata.h"
 
 typedef struct ShardCopyState ShardCopyState;
@@ -20,5 +23,9 @@ extern void ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
 							  const char *line, int length);
 extern uint64 EndShardCopy(ShardCopyState *state);
 extern void AppendCopyTextValue(StringInfo buf, const char *value);
+
+/* copy_commands.c */
+extern bool ShardextCopy(CopyStmt *stmt, PlannedStmt *pstmt, const char *queryString,
+						 QueryCompletion *qc);
 
 #endif							/* SHARDEXT_SHARD_COPY_H */
