@@ -554,8 +554,8 @@ MoveLocalRowsToShards(Relation rel)
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		if (copyState == NULL)
-			copyState = BeginShardCopy(RelationGetRelid(rel), 1);
-		ShardCopySendSlot(copyState, slot);
+			copyState = BeginShardCopy(RelationGetRelid(rel), 1, NULL, NULL);
+		ShardCopySendSlot(copyState, slot, 0);
 		CHECK_FOR_INTERRUPTS();
 	}
 	table_endscan(scan);
