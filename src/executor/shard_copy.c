@@ -85,6 +85,7 @@ struct ShardCopyState
 	bool	   *columnIncluded;
 	FmgrInfo   *outputFunctions;
 	MemoryContext rowContext;	/* reset after every row */
+	MemoryContext context;		/* lives as long as the COPY */
 	uint64		rowCount;
 };
 
@@ -115,6 +116,7 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 	Relation	rel = relation_open(relid, AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 
+	state->context = CurrentMemoryContext;
 	state->relid = relid;
 	state->relname = pstrdup(RelationGetRelationName(rel));
 	state->entry = GetDistTableCacheEntry(relid);
@@ -301,9 +303,13 @@ FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 {
 	StringInfo	buf = &state->buffers[shard->shardIndex];
 	LineMap    *lines = &state->bufferLines[shard->shardIndex];
+	MemoryContext oldContext;
 
 	if (buf->len == 0)
 		return;
+
+	/* callers may be in a per-row context; connection state must outlive it */
+	oldContext = MemoryContextSwitchTo(state->context);
 
 	for (int i = 0; i < shard->placementCount; i++)
 	{
@@ -316,6 +322,7 @@ FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 	}
 	resetStringInfo(buf);
 	LineMapReset(lines);
+	MemoryContextSwitchTo(oldContext);
 }
 
 /* NodeStateFor returns the per-node state, creating it on first use */
