@@ -41,8 +41,14 @@
 #include "shardext/remote_xact.h"
 #include "shardext/shard_copy.h"
 
-/* bytes collected per shard before they are sent */
-#define SHARD_COPY_BUFFER_SIZE (64 * 1024)
+/*
+ * Bytes collected per shard before they are sent: large, because sending to
+ * a shard whose COPY is not open on a connection means ending another COPY
+ * there (a round trip that waits for the worker); bounded in total.
+ */
+#define SHARD_COPY_MAX_BUFFER_SIZE (1024 * 1024)
+#define SHARD_COPY_MIN_BUFFER_SIZE (64 * 1024)
+#define SHARD_COPY_TOTAL_BUFFER_SIZE (32 * 1024 * 1024)
 
 /* input line numbers of the rows a buffer or a remote COPY holds */
 typedef struct LineMap
@@ -87,6 +93,7 @@ struct ShardCopyState
 	MemoryContext rowContext;	/* reset after every row */
 	MemoryContext context;		/* lives as long as the COPY */
 	uint64		rowCount;
+	int			bufferSize;		/* flush a shard's buffer at this size */
 };
 
 static void FlushShardBuffer(ShardCopyState *state, ShardInterval *shard);
@@ -125,6 +132,9 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 	state->columnList = columnList ? pstrdup(columnList) : ColumnListString(relid);
 	state->copyOptions = copyOptions ? pstrdup(copyOptions) : "";
 	state->connectionsPerNode = Max(connectionsPerNode, 1);
+	state->bufferSize = Max(SHARD_COPY_MIN_BUFFER_SIZE,
+							Min(SHARD_COPY_MAX_BUFFER_SIZE,
+								SHARD_COPY_TOTAL_BUFFER_SIZE / Max(state->entry->shardCount, 1)));
 	state->buffers = palloc0(state->entry->shardCount * sizeof(StringInfoData));
 	state->bufferLines = palloc0(state->entry->shardCount * sizeof(LineMap));
 	for (int i = 0; i < state->entry->shardCount; i++)
@@ -275,7 +285,7 @@ ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot, uint64 line)
 
 	LineMapAdd(&state->bufferLines[shard->shardIndex], line);
 	state->rowCount++;
-	if (buf->len >= SHARD_COPY_BUFFER_SIZE)
+	if (buf->len >= state->bufferSize)
 		FlushShardBuffer(state, shard);
 }
 
@@ -293,7 +303,7 @@ ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
 	appendStringInfoChar(buf, '\n');
 	LineMapAdd(&state->bufferLines[shard->shardIndex], lineNumber);
 	state->rowCount++;
-	if (buf->len >= SHARD_COPY_BUFFER_SIZE)
+	if (buf->len >= state->bufferSize)
 		FlushShardBuffer(state, shard);
 }
 
