@@ -94,6 +94,7 @@ struct ShardCopyState
 	MemoryContext context;		/* lives as long as the COPY */
 	uint64		rowCount;
 	int			bufferSize;		/* flush a shard's buffer at this size */
+	bool		forwardsLines;	/* rows are input lines as they came */
 };
 
 static void FlushShardBuffer(ShardCopyState *state, ShardInterval *shard);
@@ -130,6 +131,7 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 	if (state->entry == NULL)
 		elog(ERROR, "relation %u is not distributed", relid);
 	state->columnList = columnList ? pstrdup(columnList) : ColumnListString(relid);
+	state->forwardsLines = (copyOptions != NULL);
 	state->copyOptions = copyOptions ? pstrdup(copyOptions) : "";
 	state->connectionsPerNode = Max(connectionsPerNode, 1);
 	state->bufferSize = Max(SHARD_COPY_MIN_BUFFER_SIZE,
@@ -512,6 +514,10 @@ ReportCopyError(ShardCopyState *state, CopyConnection *copyConn, PGresult *resul
 			uint64		inputLine = (k >= 1 && k <= copyConn->lines.count) ?
 				LineMapGet(&copyConn->lines, k - 1) : 0;
 			const char *lineEnd = strchr(end, '\n');
+
+			/* a row we formatted is not the input line: do not quote it */
+			if (!state->forwardsLines && strncmp(end, ": \"", 3) == 0)
+				lineEnd = end;
 
 			if (inputLine > 0)
 				copyContext = psprintf("COPY %s, line " UINT64_FORMAT "%.*s", state->relname,

@@ -63,6 +63,7 @@ static List *ReadCommitRecords(Relation rel, int32 nodeId);
 static bool CoordinatorTransactionRunning(const char *gid, const char *prefix);
 static bool RunResolution(PGconn *pgConn, WorkerNode *node, const char *command);
 static bool GidInList(List *gids, const char *gid);
+static void DeleteRecordsOfRemovedNodes(Relation rel, List *nodes);
 
 /*
  * shardext_recover_prepared_transactions() returns the number of prepared
@@ -104,6 +105,7 @@ RecoverShardextPreparedTransactions(void)
 		resolved += RecoverNode(lfirst(cell), recordRel, prefix);
 		CHECK_FOR_INTERRUPTS();
 	}
+	DeleteRecordsOfRemovedNodes(recordRel, nodes);
 	table_close(recordRel, NoLock);
 	return resolved;
 }
@@ -302,4 +304,33 @@ GidInList(List *gids, const char *gid)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * DeleteRecordsOfRemovedNodes drops the commit records of nodes that are no
+ * longer registered: nothing can be resolved there any more (a node can only
+ * be removed once it holds no shards).
+ */
+static void
+DeleteRecordsOfRemovedNodes(Relation rel, List *nodes)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	HeapTuple	tuple;
+
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		int32		nodeId = DatumGetInt32(heap_getattr(tuple, 2, RelationGetDescr(rel),
+														&isnull));
+		bool		registered = false;
+		ListCell   *cell;
+
+		foreach(cell, nodes)
+			registered |= (((WorkerNode *) lfirst(cell))->nodeId == nodeId);
+		if (!registered)
+			simple_heap_delete(rel, &tuple->t_self);
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
 }
