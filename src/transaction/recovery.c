@@ -34,6 +34,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "commands/dbcommands.h"
@@ -268,6 +269,13 @@ CoordinatorTransactionRunning(const char *gid, const char *prefix)
 
 	if (end == xidString || *end != '_' || !TransactionIdIsNormal(xid))
 		return true;			/* not ours after all: leave it */
+
+	/*
+	 * An xid at or beyond the next one was lost in a crash before any of its
+	 * WAL reached disk: that transaction cannot have committed.
+	 */
+	if (fullXid >= U64FromFullTransactionId(ReadNextFullTransactionId()))
+		return false;
 	if (TransactionIdEquals(xid, GetTopTransactionIdIfAny()))
 		return true;
 	return !ConditionalXactLockTableWait(xid);

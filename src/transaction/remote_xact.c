@@ -42,6 +42,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xloginsert.h"
 #include "catalog/pg_type.h"
 #include "catalog/indexing.h"
 #include "miscadmin.h"
@@ -281,6 +282,11 @@ RemoteXactCallback(XactEvent event, void *arg)
 			{
 				List	   *connections = ConnectionsInTransaction();
 
+				/*
+				 * The commit record must be durable before any node commits,
+				 * also with synchronous_commit = off: recovery decides by it.
+				 */
+				XLogFlush(GetXLogInsertRecPtr());
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
 				FinishPreparedTransactions(connections);
 			}
