@@ -126,7 +126,7 @@ static void SnowflakeClockBehindError(uint64 lastState, int64 nowMs);
 static void SnowflakeWaitForClock(int64 targetMs);
 static uint64 SnowflakeClaimState(void);
 static void SnowflakeReserve(int64 ms);
-static void SnowflakeLock(bool wait, bool *acquired);
+static bool SnowflakeLock(bool wait);
 static void SnowflakeTimeRangeError(void);
 
 
@@ -276,9 +276,10 @@ SnowflakeWriteStateFile(int32 nodeId, int64 reservedMs, int elevel)
 	if (write(fd, buffer, length) != length)
 	{
 		/* a short write without errno is most likely a full disk */
-		if (errno == 0)
-			errno = ENOSPC;
+		int			saveErrno = errno ? errno : ENOSPC;
+
 		CloseTransientFile(fd);
+		errno = saveErrno;
 		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", SNOWFLAKE_STATE_TEMP_FILE)));
@@ -286,7 +287,10 @@ SnowflakeWriteStateFile(int32 nodeId, int64 reservedMs, int elevel)
 	}
 	if (pg_fsync(fd) != 0)
 	{
+		int			saveErrno = errno;
+
 		CloseTransientFile(fd);
+		errno = saveErrno;
 		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not fsync file \"%s\": %m", SNOWFLAKE_STATE_TEMP_FILE)));
@@ -303,12 +307,13 @@ SnowflakeWriteStateFile(int32 nodeId, int64 reservedMs, int elevel)
 }
 
 /*
- * SnowflakeLock takes the lock that serialises state file writes; with
- * wait = false it only tries.  The tranche gets its name in this backend
- * on first use, for pg_stat_activity.
+ * SnowflakeLock takes the lock that serialises state file writes and
+ * returns true; with wait = false it only tries, and returns whether it got
+ * the lock.  The tranche gets its name in this backend on first use, for
+ * pg_stat_activity.
  */
-static void
-SnowflakeLock(bool wait, bool *acquired)
+static bool
+SnowflakeLock(bool wait)
 {
 	static bool trancheRegistered = false;
 
@@ -317,13 +322,10 @@ SnowflakeLock(bool wait, bool *acquired)
 		LWLockRegisterTranche(Snowflake->lockTrancheId, "shardext_snowflake");
 		trancheRegistered = true;
 	}
-	if (wait)
-	{
-		LWLockAcquire(&Snowflake->lock, LW_EXCLUSIVE);
-		*acquired = true;
-	}
-	else
-		*acquired = LWLockConditionalAcquire(&Snowflake->lock, LW_EXCLUSIVE);
+	if (!wait)
+		return LWLockConditionalAcquire(&Snowflake->lock, LW_EXCLUSIVE);
+	LWLockAcquire(&Snowflake->lock, LW_EXCLUSIVE);
+	return true;
 }
 
 /*
@@ -336,10 +338,8 @@ static void
 SnowflakeReserve(int64 ms)
 {
 	bool		mustCover = ms > (int64) pg_atomic_read_u64(&Snowflake->reservedUntilMs);
-	bool		locked;
 
-	SnowflakeLock(mustCover, &locked);
-	if (!locked)
+	if (!SnowflakeLock(mustCover))
 		return;
 
 	if (ms + SNOWFLAKE_RESERVE_MS / 2 > (int64) pg_atomic_read_u64(&Snowflake->reservedUntilMs))
@@ -365,12 +365,11 @@ void
 SnowflakeSetRegisteredNodeId(int32 nodeId)
 {
 	int32		previous;
-	bool		locked;
 
 	Assert(nodeId >= 0 && nodeId <= SNOWFLAKE_MAX_NODE_ID);
 	SnowflakeCheckUsable();
 
-	SnowflakeLock(true, &locked);
+	(void) SnowflakeLock(true);
 	previous = (int32) pg_atomic_read_u32(&Snowflake->registeredNodeId);
 	if (previous != nodeId)
 	{
