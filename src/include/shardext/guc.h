@@ -13,6 +13,9 @@ extern int	ShardextConnectTimeout;
 extern int	ShardextMaxConnectionsPerNode;
 extern char *ShardextNodeConninfo;
 extern bool ShardextEnableDDLPropagation;
+extern int	ShardextNodeId;
+extern int	ShardextSnowflakeMaxClockSkew;
+extern int	ShardextSnowflakeClockOffset;
 
 extern void RegisterShardextGucs(void);
 
