@@ -25,6 +25,9 @@ extern int	ShardextTestFault;
 #define TEST_FAULT_NONE 0
 #define TEST_FAULT_CRASH_AFTER_PREPARE 1
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
+extern int	ShardextNodeId;
+extern int	ShardextSnowflakeMaxClockSkew;
+extern int	ShardextSnowflakeClockOffset;
 
 extern void RegisterShardextGucs(void);
 
