@@ -96,7 +96,8 @@ END
 \$\$;
 SQL
 for port in $W1 $W2; do
-	$BINDIR/psql -X -q -At -h 127.0.0.1 -U postgres -p $port -d "$DB" -c "DO \$\$
+	$BINDIR/psql -X -q -At -h 127.0.0.1 -U postgres -p $port -d "$DB" \
+		-c "SET client_min_messages TO warning" -c "DO \$\$
 BEGIN
 	FOR i IN 0..7 LOOP
 		EXECUTE format('DROP TABLE IF EXISTS bench_copy_fdw_part_%s', i);
@@ -132,7 +133,8 @@ tps() {	# database, extra args
 }
 
 $PGBENCH -i -q -s 10 "$LOCALDB" >/dev/null 2>&1
-$PSQL -d "$DB" -c "DROP TABLE IF EXISTS pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
+$PSQL -d "$DB" -c "SET client_min_messages TO warning" \
+	-c "DROP TABLE IF EXISTS pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
 $PGBENCH -i -q -s 10 "$DB" >/dev/null 2>&1
 $PSQL -d "$DB" <<'SQL' >/dev/null
 SET client_min_messages TO warning;
