@@ -44,6 +44,9 @@ CREATE TABLE sales (shop_id int, amount numeric);
 SELECT create_distributed_table('sales', 'shop_id', colocate_with => 'shops');
 ALTER TABLE sales ADD CONSTRAINT sales_shop_fk FOREIGN KEY (shop_id) REFERENCES shops (id);
 SELECT constraints FROM shard_shape('sales');
+-- tables in foreign keys cannot be undistributed (the checks would see empty tables)
+SELECT undistribute_table('sales');
+SELECT undistribute_table('shops');
 -- the foreign key works on the workers: no shop, no sale
 COPY sales FROM STDIN;
 99	1.50

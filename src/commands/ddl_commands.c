@@ -45,6 +45,8 @@ static void CheckAlterTableCommand(Oid relid, AlterTableCmd *cmd, List **usings)
 static char *DeparseUsingExpression(Oid relid, AlterTableCmd *cmd);
 static void RejectForeignKeysToDistributed(RangeVar *relation, List *elements);
 static Oid	DistributedRelation(RangeVar *relation);
+static void RejectOnDistributedTable(RangeVar *relation, const char *command,
+									 const char *detail);
 static List *DistributedTablesOfIndexes(DropStmt *stmt);
 static void PropagateTruncate(TruncateStmt *stmt, List *relids);
 static void PropagateComment(CommentStmt *stmt);
@@ -246,6 +248,23 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 			PropagateGrant((GrantStmt *) parsetree);
 			return true;
 
+		case T_CreateTrigStmt:
+			RejectOnDistributedTable(((CreateTrigStmt *) parsetree)->relation, "CREATE TRIGGER",
+									 "Triggers on the coordinator's table would not fire for rows "
+									 "stored in the shards.");
+			return false;
+
+		case T_CreatePolicyStmt:
+			RejectOnDistributedTable(((CreatePolicyStmt *) parsetree)->table, "CREATE POLICY",
+									 "Row security policies on the coordinator's table would not "
+									 "apply to the shards the queries read.");
+			return false;
+
+		case T_RuleStmt:
+			RejectOnDistributedTable(((RuleStmt *) parsetree)->relation, "CREATE RULE",
+									 "Rules on the coordinator's table would not apply to the shards.");
+			return false;
+
 		default:
 			return false;
 	}
@@ -254,6 +273,24 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 	RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	PropagateTableChanges(states, usings);
 	return true;
+}
+
+/*
+ * RejectOnDistributedTable refuses a command whose effect would silently not
+ * reach the shards of a distributed table.
+ */
+static void
+RejectOnDistributedTable(RangeVar *relation, const char *command, const char *detail)
+{
+	Oid			relid = DistributedRelation(relation);
+
+	if (OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s is not supported on distributed table \"%s\"",
+						command, get_rel_name(relid)),
+				 errdetail("%s", detail),
+				 errhint("Use undistribute_table() to make it a local table again.")));
 }
 
 /* the distributed table a statement names, or InvalidOid */

@@ -52,6 +52,7 @@ PG_FUNCTION_INFO_V1(create_distributed_table);
 PG_FUNCTION_INFO_V1(create_reference_table);
 
 static void EnsureTableCanBeDistributed(Relation rel);
+static bool TableHasUserTriggers(Relation rel);
 static AttrNumber ResolveDistributionColumn(Oid relid, const char *columnName,
 											Oid *typeOut, Oid *collationOut);
 static void EnsureUniquenessIncludesColumn(Relation rel, AttrNumber distAttnum);
@@ -217,6 +218,20 @@ EnsureTableCanBeDistributed(Relation rel)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot distribute temporary table \"%s\"", relname),
 				 errhint("Temporary tables exist only in this session; use a regular table.")));
+	if (rel->rd_rel->relrowsecurity || rel->rd_rel->relforcerowsecurity)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot distribute table \"%s\" because it has row level security enabled",
+						relname),
+				 errdetail("Row security policies would not apply to the shards the queries read."),
+				 errhint("Disable row level security (ALTER TABLE ... DISABLE ROW LEVEL SECURITY) first.")));
+	if (TableHasUserTriggers(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot distribute table \"%s\" because it has triggers", relname),
+				 errdetail("Triggers on the coordinator's table would not fire for rows stored "
+						   "in the shards."),
+				 errhint("Drop the triggers first.")));
 	if (has_superclass(relid) || has_subclass(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -228,6 +243,20 @@ EnsureTableCanBeDistributed(Relation rel)
 				 errmsg("cannot distribute table \"%s\" because foreign keys reference it",
 						relname),
 				 errhint("Drop the foreign keys, distribute the tables, and add them again.")));
+}
+
+/* does the table have triggers other than those behind foreign keys? */
+static bool
+TableHasUserTriggers(Relation rel)
+{
+	TriggerDesc *triggers = rel->trigdesc;
+
+	for (int i = 0; triggers != NULL && i < triggers->numtriggers; i++)
+	{
+		if (!triggers->triggers[i].tgisinternal)
+			return true;
+	}
+	return false;
 }
 
 /*
