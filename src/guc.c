@@ -19,6 +19,8 @@ int			ShardextConnectTimeout = 5000;
 int			ShardextMaxConnectionsPerNode = 4;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
+bool		ShardextExplainAllTasks = false;
+bool		ShardextEnablePushdown = true;
 
 /*
  * RegisterShardextGucs defines all shardext.* variables and reserves the
@@ -69,6 +71,25 @@ RegisterShardextGucs(void)
 							 "Apply DDL on distributed tables to their shards.",
 							 NULL,
 							 &ShardextEnableDDLPropagation,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.explain_all_tasks",
+							 "EXPLAIN shows every task of a distributed query, not only one.",
+							 NULL,
+							 &ShardextExplainAllTasks,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.enable_pushdown",
+							 "Push joins, aggregates, sorting and limits down to the shards.",
+							 "When off, every query on distributed tables pulls the rows it "
+							 "needs to the coordinator (for testing).",
+							 &ShardextEnablePushdown,
 							 true,
 							 PGC_USERSET,
 							 0,

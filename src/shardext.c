@@ -19,6 +19,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/guc.h"
+#include "shardext/distributed_plan.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 #include "shardext/remote_xact.h"
@@ -58,12 +59,15 @@ _PG_init(void)
 
 	prev_planner_hook = planner_hook;
 	planner_hook = ShardextPlanner;
+	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
+	set_rel_pathlist_hook = DistributedRelPathlist;
 
 	prev_ProcessUtility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = ShardextProcessUtility;
 
 	InitializeMetadataCache();
 	InitializeRemoteTransactions();
+	InitializeDistributedExecutor();
 }
 
 /*
@@ -76,6 +80,7 @@ ShardextShmemRequest(void)
 		prev_shmem_request_hook();
 
 	RequestAddinShmemSpace(SnowflakeShmemSize());
+	ShardStatsShmemRequest();
 }
 
 /*
@@ -88,4 +93,5 @@ ShardextShmemStartup(void)
 		prev_shmem_startup_hook();
 
 	SnowflakeShmemInit();
+	ShardStatsShmemInit();
 }
