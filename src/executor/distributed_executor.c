@@ -161,13 +161,13 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 											  ALLOCSET_DEFAULT_SIZES);
 
 	/* which scan slot attribute each remote column fills */
-	if (job->scanAttnums != NIL)
+	if (job->pullFallback)
 	{
 		ListCell   *cell;
 		int			i = 0;
 
 		state->remoteColumns = list_length(job->scanAttnums);
-		state->columnAttnos = palloc(sizeof(AttrNumber) * state->remoteColumns);
+		state->columnAttnos = palloc(sizeof(AttrNumber) * Max(state->remoteColumns, 1));
 		foreach(cell, job->scanAttnums)
 			state->columnAttnos[i++] = lfirst_int(cell);
 	}
@@ -351,7 +351,15 @@ StartExecution(DistributedScanState *state)
 
 	BuildDistributedTasks(state);
 
-	state->inTransaction = IsTransactionBlock() || AnyRemoteTransactionOpen() ||
+	/*
+	 * Remote transactions are needed for writes (except a single-shard
+	 * statement that is the whole top-level statement: it commits on its
+	 * own), to read this transaction's earlier writes, and for the
+	 * snapshot of a REPEATABLE READ or SERIALIZABLE transaction block.  A
+	 * READ COMMITTED read takes a new snapshot per statement anyway.
+	 */
+	state->inTransaction = AnyRemoteTransactionOpen() ||
+		(IsTransactionBlock() && IsolationUsesXactSnapshot()) ||
 		(modifies && !(list_length(state->tasks) == 1 && IsWholeTopLevelStatement(estate)));
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
@@ -1374,7 +1382,7 @@ ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState
 					 es->verbose ? "true" : "false",
 					 task->sql);
 
-	if (IsTransactionBlock() || AnyRemoteTransactionOpen())
+	if (AnyRemoteTransactionOpen() || (IsTransactionBlock() && IsolationUsesXactSnapshot()))
 		RemoteTransactionBegin(conn);
 	{
 		TaskConnection tc;
