@@ -41,6 +41,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -75,6 +76,7 @@ typedef struct PreparedStatementEntry
 #define MAX_PREPARED_STATEMENTS 2000
 #define DRAIN_TIMEOUT_MS 30000
 #define MAX_PARAMS_PER_STATEMENT 65535
+#define INSERT_SELECT_BATCH_ROWS 10000
 
 static CustomExecMethods DistributedExecMethods;
 static MemoryContext ExecutorStateContext = NULL;
@@ -86,13 +88,17 @@ static void ReScanDistributedScan(CustomScanState *node);
 static TupleTableSlot *DistributedScanNext(ScanState *node);
 static bool DistributedScanRecheck(ScanState *node, TupleTableSlot *slot);
 static void StartExecution(DistributedScanState *state);
+static void SendFirstTasks(DistributedScanState *state);
+static bool StartNextInsertBatch(DistributedScanState *state);
 static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
 static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
 									int first, int count);
 static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
 static void BuildInsertTasks(DistributedScanState *state);
+static int	ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
+							Oid *types);
 static void AssignTasksToConnections(DistributedScanState *state);
-static void LockShardsInOrder(int64 *ids, int count);
+static void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
 static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
 										 int index);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
@@ -159,6 +165,11 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 	state->rowContext = AllocSetContextCreate(estate->es_query_cxt,
 											  "shardext row",
 											  ALLOCSET_DEFAULT_SIZES);
+	state->batchContext = AllocSetContextCreate(state->execContext,
+												"shardext insert batch",
+												ALLOCSET_DEFAULT_SIZES);
+	if (scan->custom_plans != NIL)
+		node->custom_ps = list_make1(ExecInitNode(linitial(scan->custom_plans), estate, eflags));
 
 	/* which scan slot attribute each remote column fills */
 	if (job->pullFallback)
@@ -245,6 +256,8 @@ DistributedScanNext(ScanState *node)
 		return slot;
 
 	result = NextRemoteResult(state, &task);
+	while (result == NULL && StartNextInsertBatch(state))
+		result = NextRemoteResult(state, &task);
 	if (result == NULL)
 	{
 		/* the command tag is set right after the run: count rows now */
@@ -263,6 +276,28 @@ DistributedScanNext(ScanState *node)
 	}
 	PG_END_TRY();
 	return slot;
+}
+
+/*
+ * StartNextInsertBatch starts the tasks of the next batch of an INSERT ...
+ * SELECT; false when there is none.
+ */
+static bool
+StartNextInsertBatch(DistributedScanState *state)
+{
+	MemoryContext oldContext;
+
+	if (!state->job->insertFromSubplan || state->subplanDone)
+		return false;
+	state->tasks = NIL;
+	state->tasksBuilt = false;
+	MemoryContextReset(state->batchContext);
+	BuildDistributedTasks(state);
+	oldContext = MemoryContextSwitchTo(state->execContext);
+	AssignTasksToConnections(state);
+	MemoryContextSwitchTo(oldContext);
+	SendFirstTasks(state);
+	return true;
 }
 
 /*
@@ -346,7 +381,6 @@ StartExecution(DistributedScanState *state)
 	EState	   *estate = state->css.ss.ps.state;
 	DistributedJob *job = state->job;
 	bool		modifies = job->kind != JOB_SELECT;
-	ListCell   *cell;
 	MemoryContext oldContext;
 
 	BuildDistributedTasks(state);
@@ -367,6 +401,14 @@ StartExecution(DistributedScanState *state)
 	AssignTasksToConnections(state);
 	MemoryContextSwitchTo(oldContext);
 	state->started = true;
+	SendFirstTasks(state);
+}
+
+/* SendFirstTasks starts the first queued task of every idle connection */
+static void
+SendFirstTasks(DistributedScanState *state)
+{
+	ListCell   *cell;
 
 	foreach(cell, state->taskConns)
 	{
@@ -383,11 +425,20 @@ StartExecution(DistributedScanState *state)
 }
 
 /*
- * LockShardsInOrder takes the write lock of each shard, in shard id order
- * (so that concurrent multi-shard writers queue up instead of deadlocking).
+ * LockShardsInOrder takes a write lock on each shard, in shard id order.
+ *
+ * A statement that writes one placement of one shard takes
+ * ShardWriteLockMode, which does not conflict with itself: such writers
+ * only meet in the worker's row locks, where the worker's deadlock
+ * detector sees them.  A statement that writes several shards or several
+ * placements (a multi-shard UPDATE/DELETE, any write to a reference table)
+ * could deadlock with another one across nodes, where no detector sees
+ * it; it takes the self-conflicting ShardMultiWriteLockMode, so such
+ * statements (and single-shard writers of the same shards) queue up on the
+ * coordinator, in shard id order, instead.
  */
 static void
-LockShardsInOrder(int64 *ids, int count)
+LockShardsInOrder(int64 *ids, int count, LOCKMODE mode)
 {
 	for (int i = 1; i < count; i++)
 	{
@@ -402,7 +453,7 @@ LockShardsInOrder(int64 *ids, int count)
 		ids[j + 1] = key;
 	}
 	for (int i = 0; i < count; i++)
-		LockShardResource(ids[i], ShardWriteLockMode);
+		LockShardResource(ids[i], mode);
 }
 
 /*
@@ -423,7 +474,8 @@ BuildDistributedTasks(DistributedScanState *state)
 	if (state->tasksBuilt)
 		return;
 
-	oldContext = MemoryContextSwitchTo(state->execContext);
+	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
+									   state->batchContext : state->execContext);
 	if (job->kind == JOB_INSERT)
 	{
 		BuildInsertTasks(state);
@@ -444,9 +496,19 @@ BuildDistributedTasks(DistributedScanState *state)
 		int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
 		int			n = 0;
 
+		bool		several = false;
+
 		foreach(cell, shardIndexes)
-			ids[n++] = entry->shards[lfirst_int(cell)].shardId;
-		LockShardsInOrder(ids, n);
+		{
+			ShardInterval *shard = &entry->shards[lfirst_int(cell)];
+
+			ids[n++] = shard->shardId;
+			if (shard->placementCount > 1)
+				several = true;
+		}
+		if (n > 1)
+			several = true;
+		LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
 		/* a wait may have let a move commit: look the table up again */
 		if (job->anchor >= 0)
 			anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
@@ -669,6 +731,48 @@ EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
 }
 
 /*
+ * ReadSubplanRows reads the next batch of rows of an INSERT ... SELECT from
+ * the plan below (copied into the batch's memory) and returns how many;
+ * after the last batch state->subplanDone is set.
+ */
+static int
+ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut, Oid *types)
+{
+	PlanState  *child = linitial(state->css.custom_ps);
+	TupleDesc	desc = ExecGetResultType(child);
+	int			columns = state->job->insertColumnCount;
+	Datum	   *values = palloc(sizeof(Datum) * INSERT_SELECT_BATCH_ROWS * columns);
+	bool	   *nulls = palloc(sizeof(bool) * INSERT_SELECT_BATCH_ROWS * columns);
+	int			count = 0;
+
+	for (int c = 0; c < columns; c++)
+		types[c] = TupleDescAttr(desc, c)->atttypid;
+	while (count < INSERT_SELECT_BATCH_ROWS)
+	{
+		TupleTableSlot *slot = ExecProcNode(child);
+
+		if (TupIsNull(slot))
+		{
+			state->subplanDone = true;
+			break;
+		}
+		slot_getallattrs(slot);
+		for (int c = 0; c < columns; c++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(desc, c);
+
+			nulls[count * columns + c] = slot->tts_isnull[c];
+			values[count * columns + c] = slot->tts_isnull[c] ? (Datum) 0 :
+				datumCopy(slot->tts_values[c], attr->attbyval, attr->attlen);
+		}
+		count++;
+	}
+	*valuesOut = values;
+	*nullsOut = nulls;
+	return count;
+}
+
+/*
  * BuildInsertTasks evaluates the rows of an INSERT on the coordinator
  * (defaults such as nextval() and volatile functions run once here), routes
  * each row to its shard, and makes one multi-row INSERT per shard and
@@ -683,12 +787,13 @@ BuildInsertTasks(DistributedScanState *state)
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
 	int			columns = job->insertColumnCount;
 	List	  **rowsByShard;
-	Datum	   *values = palloc(sizeof(Datum) * job->insertRowCount * columns);
-	bool	   *nulls = palloc(sizeof(bool) * job->insertRowCount * columns);
+	Datum	   *values;
+	bool	   *nulls;
 	Oid		   *types = palloc(sizeof(Oid) * columns);
+	int			rowCount = job->insertRowCount;
 	int64	   *lockIds;
 	int			lockCount = 0;
-	int			rowsPerTask = Max(1, MAX_PARAMS_PER_STATEMENT / Max(columns, 1));
+	int			rowsPerTask;
 	RemoteParams *shared;
 
 	if (entry == NULL)
@@ -696,22 +801,33 @@ BuildInsertTasks(DistributedScanState *state)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
 	shared = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
 	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
 
-	for (int c = 0; c < columns; c++)
-		types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
+	if (job->insertFromSubplan)
+		rowCount = ReadSubplanRows(state, &values, &nulls, types);
+	else
+	{
+		values = palloc(sizeof(Datum) * Max(rowCount * columns, 1));
+		nulls = palloc(sizeof(bool) * Max(rowCount * columns, 1));
+		for (int c = 0; c < columns; c++)
+			types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
+		for (int r = 0; r < rowCount; r++)
+		{
+			for (int c = 0; c < columns; c++)
+			{
+				ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
 
-	for (int r = 0; r < job->insertRowCount; r++)
+				values[r * columns + c] = ExecEvalExpr(exprState, econtext,
+													   &nulls[r * columns + c]);
+			}
+		}
+	}
+
+	for (int r = 0; r < rowCount; r++)
 	{
 		int			shardIndex = 0;
 
-		for (int c = 0; c < columns; c++)
-		{
-			ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
-
-			values[r * columns + c] = ExecEvalExpr(exprState, econtext,
-												   &nulls[r * columns + c]);
-		}
 		if (job->insertDistColumn >= 0)
 		{
 			int			d = r * columns + job->insertDistColumn;
@@ -735,7 +851,9 @@ BuildInsertTasks(DistributedScanState *state)
 		if (rowsByShard[s] != NIL)
 			lockIds[lockCount++] = entry->shards[s].shardId;
 	}
-	LockShardsInOrder(lockIds, lockCount);
+	LockShardsInOrder(lockIds, lockCount,
+					  entry->method == DISTRIBUTE_BY_REFERENCE ?
+					  ShardMultiWriteLockMode : ShardWriteLockMode);
 	entry = GetDistTableCacheEntry(relid);
 
 	for (int s = 0; s < entry->shardCount; s++)
@@ -1294,6 +1412,8 @@ EndDistributedScan(CustomScanState *node)
 
 	if (state->started)
 		AbandonExecution(state);
+	if (node->custom_ps != NIL)
+		ExecEndNode(linitial(node->custom_ps));
 }
 
 static void
@@ -1310,7 +1430,13 @@ ReScanDistributedScan(CustomScanState *node)
 	state->taskConns = NIL;
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;
+	state->subplanDone = false;
 	MemoryContextReset(state->execContext);
+	state->batchContext = AllocSetContextCreate(state->execContext,
+												"shardext insert batch",
+												ALLOCSET_DEFAULT_SIZES);
+	if (node->custom_ps != NIL)
+		ExecReScan(linitial(node->custom_ps));
 	ExecScanReScan(&node->ss);
 }
 

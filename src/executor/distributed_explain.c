@@ -32,6 +32,15 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	ListCell   *cell;
 	int			shown = 0;
 
+	if (job->insertFromSubplan)
+	{
+		ExplainPropertyText("Insert Method", "rows routed by the coordinator", es);
+		if (!es->analyze)
+		{
+			MemoryContextSwitchTo(oldContext);
+			return;
+		}
+	}
 	BuildDistributedTasks(state);
 
 	if (job->pullFallback)

@@ -65,6 +65,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, IntNode(job->insertDistColumn));
 	private = lappend(private, job->scanAttnums);
 	private = lappend(private, BoolNode(job->pullFallback));
+	private = lappend(private, BoolNode(job->insertFromSubplan));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -97,6 +98,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->insertDistColumn = NEXT_INT();
 	job->scanAttnums = NEXT_LIST();
 	job->pullFallback = NEXT_INT() != 0;
+	job->insertFromSubplan = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;

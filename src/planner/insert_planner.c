@@ -134,6 +134,57 @@ DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 }
 
 /*
+ * DeparseInsertStatement deparses the parts of a shard INSERT around its
+ * rows: "INSERT INTO <shard> AS alias (columns)" into prefix, and the
+ * ON CONFLICT and RETURNING clauses into suffix (whose parameters, if any,
+ * come first: the row values are numbered after them).  Errors out when
+ * the clauses cannot be shipped.
+ */
+void
+DeparseInsertStatement(Query *query, DistTableCacheEntry *entry, List *columns,
+					   RemoteSql *prefix, RemoteSql *suffix)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	ListCell   *cell;
+
+	/* INSERT INTO <shard> AS alias (columns) */
+	InitRemoteSql(prefix);
+	appendStringInfoString(&prefix->buf, "INSERT INTO ");
+	RemoteSqlAppendRelation(prefix, target->relid);
+	RemoteSqlPushQuery(prefix, query);
+	appendStringInfo(&prefix->buf, " AS %s (", RemoteSqlAlias(prefix, 0, query->resultRelation));
+	foreach(cell, columns)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		appendStringInfo(&prefix->buf, "%s%s", cell == list_head(columns) ? "" : ", ",
+						 quote_identifier(get_attname(target->relid, tle->resno, false)));
+	}
+	appendStringInfoChar(&prefix->buf, ')');
+	FinishRemoteSql(prefix);
+
+	/* ON CONFLICT ... RETURNING ... */
+	InitRemoteSql(suffix);
+	suffix->nextLevelId = 0;
+	RemoteSqlPushQuery(suffix, query);
+	DeparseOnConflict(suffix, query, entry);
+	if (query->returningList != NIL)
+	{
+		appendStringInfoString(&suffix->buf, " RETURNING ");
+		DeparseRemoteTargetList(suffix, query->returningList, true);
+	}
+	FinishRemoteSql(suffix);
+	if (!suffix->failed && suffix->relations != NIL)
+		RemoteSqlFail(suffix, "a subquery");
+	if (suffix->failed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("INSERT into distributed table \"%s\" with %s is not supported",
+						get_rel_name(target->relid), suffix->failReason),
+				 errhint("Simplify the ON CONFLICT or RETURNING clause.")));
+}
+
+/*
  * PlanDistributedInsert plans INSERT into a distributed or reference table.
  */
 PlannedStmt *
@@ -149,6 +200,7 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 	RemoteSql	prefix;
 	RemoteSql	suffix;
 	DistributedJob job;
+
 	ListCell   *cell;
 	int			distColumn = -1;
 	int			position = 0;
@@ -216,41 +268,7 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 		}
 	}
 
-	/* INSERT INTO <shard> AS alias (columns) */
-	InitRemoteSql(&prefix);
-	appendStringInfoString(&prefix.buf, "INSERT INTO ");
-	RemoteSqlAppendRelation(&prefix, target->relid);
-	RemoteSqlPushQuery(&prefix, query);
-	appendStringInfo(&prefix.buf, " AS %s (", RemoteSqlAlias(&prefix, 0, query->resultRelation));
-	foreach(cell, columns)
-	{
-		TargetEntry *tle = lfirst(cell);
-
-		appendStringInfo(&prefix.buf, "%s%s", cell == list_head(columns) ? "" : ", ",
-						 quote_identifier(get_attname(target->relid, tle->resno, false)));
-	}
-	appendStringInfoChar(&prefix.buf, ')');
-	FinishRemoteSql(&prefix);
-
-	/* ON CONFLICT ... RETURNING ... */
-	InitRemoteSql(&suffix);
-	suffix.nextLevelId = 0;
-	RemoteSqlPushQuery(&suffix, query);
-	DeparseOnConflict(&suffix, query, entry);
-	if (query->returningList != NIL)
-	{
-		appendStringInfoString(&suffix.buf, " RETURNING ");
-		DeparseRemoteTargetList(&suffix, query->returningList, true);
-	}
-	FinishRemoteSql(&suffix);
-	if (!suffix.failed && suffix.relations != NIL)
-		RemoteSqlFail(&suffix, "a subquery");
-	if (suffix.failed)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("INSERT into distributed table \"%s\" with %s is not supported",
-						get_rel_name(target->relid), suffix.failReason),
-				 errhint("Simplify the ON CONFLICT or RETURNING clause.")));
+	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
 
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_INSERT;

@@ -276,9 +276,7 @@ MakeDistributedPlannedStmt(Query *query, CustomScan *scan, List *remoteTargetLis
 	List	   *relids;
 	List	   *rtes;
 	List	   *rtable = list_copy(query->rtable);
-	List	   *targetList = NIL;
 	ListCell   *cell;
-	int			resno = 1;
 
 	CollectRelations(query, &relids, &rtes);
 	foreach(cell, rtes)
@@ -287,21 +285,7 @@ MakeDistributedPlannedStmt(Query *query, CustomScan *scan, List *remoteTargetLis
 			rtable = lappend(rtable, lfirst(cell));
 	}
 
-	foreach(cell, remoteTargetList)
-	{
-		TargetEntry *tle = lfirst(cell);
-		Var		   *var = makeVar(INDEX_VAR, resno, exprType((Node *) tle->expr),
-								  exprTypmod((Node *) tle->expr),
-								  exprCollation((Node *) tle->expr), 0);
-		TargetEntry *newTle = makeTargetEntry((Expr *) var, resno, tle->resname,
-											  tle->resjunk);
-
-		newTle->ressortgroupref = tle->ressortgroupref;
-		targetList = lappend(targetList, newTle);
-		resno++;
-	}
-	scan->custom_scan_tlist = RemoteScanTargetList(remoteTargetList);
-	scan->scan.plan.targetlist = targetList;
+	SetDistributedScanTargetList(scan, remoteTargetList);
 	scan->scan.scanrelid = 0;
 	scan->scan.plan.startup_cost = 0;
 	scan->scan.plan.total_cost = 0;
@@ -332,4 +316,32 @@ MakeDistributedPlannedStmt(Query *query, CustomScan *scan, List *remoteTargetLis
 	stmt->stmt_location = query->stmt_location;
 	stmt->stmt_len = query->stmt_len;
 	return stmt;
+}
+
+/*
+ * SetDistributedScanTargetList makes the scan return the columns the tasks
+ * return (described by remoteTargetList) as they are.
+ */
+void
+SetDistributedScanTargetList(CustomScan *scan, List *remoteTargetList)
+{
+	List	   *targetList = NIL;
+	ListCell   *cell;
+	int			resno = 1;
+
+	foreach(cell, remoteTargetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+		Var		   *var = makeVar(INDEX_VAR, resno, exprType((Node *) tle->expr),
+								  exprTypmod((Node *) tle->expr),
+								  exprCollation((Node *) tle->expr), 0);
+		TargetEntry *newTle = makeTargetEntry((Expr *) var, resno, tle->resname,
+											  tle->resjunk);
+
+		newTle->ressortgroupref = tle->ressortgroupref;
+		targetList = lappend(targetList, newTle);
+		resno++;
+	}
+	scan->custom_scan_tlist = RemoteScanTargetList(remoteTargetList);
+	scan->scan.plan.targetlist = targetList;
 }

@@ -46,13 +46,6 @@
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
-typedef struct PushdownInfo
-{
-	Oid			anchorRelid;
-	List	   *hashRtindexes;	/* hash tables of the top level */
-	List	   *distVars;		/* their distribution column Vars */
-} PushdownInfo;
-
 /* builds the shard query's columns and the combine step's expressions */
 typedef struct CombineContext
 {
@@ -67,13 +60,10 @@ typedef struct CombineContext
 	const char *failReason;
 } CombineContext;
 
-static bool AnalyzePushdownFrom(Query *query, PushdownInfo *info);
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
 static bool CheckOuterJoins(Node *jtnode, Query *query);
 static void CollectAllQuals(Node *jtnode, List **conjuncts);
 static bool SublinksReadOnlyReferenceTables(Query *query);
-static bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
-static bool GroupedByDistColumn(Query *query, PushdownInfo *info);
 static bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
 static int	AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation);
 static Var *WorkerColumnVar(CombineContext *context, int column);
@@ -360,7 +350,7 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
  * AnalyzePushdownFrom checks that the FROM clause can run shard by shard
  * (see the file header) and finds its hash tables.
  */
-static bool
+bool
 AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 {
 	int			count = list_length(query->rtable);
@@ -390,6 +380,7 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 		if (colocationId >= 0 && entry->colocationId != colocationId)
 			return false;
 		colocationId = entry->colocationId;
+		info->colocationId = colocationId;
 		info->hashRtindexes = lappend_int(info->hashRtindexes, rtindex);
 		info->distVars = lappend(info->distVars,
 								 makeVar(rtindex, entry->distAttnum, entry->distType,
@@ -546,7 +537,7 @@ SublinksReadOnlyReferenceTables(Query *query)
 }
 
 /* is node a distribution column Var of one of the top-level hash tables? */
-static bool
+bool
 IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
 {
 	ListCell   *cell;
@@ -566,7 +557,7 @@ IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
 	return false;
 }
 
-static bool
+bool
 GroupedByDistColumn(Query *query, PushdownInfo *info)
 {
 	ListCell   *cell;

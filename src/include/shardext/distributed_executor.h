@@ -63,6 +63,8 @@ typedef struct DistributedScanState
 	bool		tasksBuilt;
 	bool		started;
 	bool		finished;
+	bool		subplanDone;	/* INSERT ... SELECT read every row */
+	MemoryContext batchContext; /* rows and tasks of one INSERT batch */
 	bool		inTransaction;	/* tasks run inside remote transactions */
 	int			subxactLevel;	/* nesting level the execution started at */
 	List	   *tasks;

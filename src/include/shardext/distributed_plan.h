@@ -20,10 +20,18 @@
 #define SHARDEXT_DISTRIBUTED_PLAN_H
 
 #include "nodes/execnodes.h"
+#include "storage/lockdefs.h"
 #include "nodes/extensible.h"
 #include "nodes/plannodes.h"
 
 #define SHARDEXT_SCAN_NAME "ShardextScan"
+
+/*
+ * Writers of several shards or placements lock each shard in this mode: it
+ * conflicts with itself, with single-shard writers (ShardWriteLockMode) and
+ * with shard move cutovers, not with readers (see LockShardsInOrder).
+ */
+#define ShardMultiWriteLockMode ShareRowExclusiveLock
 
 typedef enum DistributedJobKind
 {
@@ -54,6 +62,7 @@ typedef struct DistributedJob
 	int			insertDistColumn;	/* -1 for reference tables */
 	List	   *scanAttnums;	/* scan-level job: attnos the remote columns fill */
 	bool		pullFallback;	/* scan of one table under a local plan */
+	bool		insertFromSubplan;	/* INSERT rows come from custom_plans */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */

@@ -26,6 +26,7 @@
 
 #include "shardext/distributed_plan.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_sql.h"
 
 extern planner_hook_type prev_planner_hook;
 extern set_rel_pathlist_hook_type prev_set_rel_pathlist_hook;
@@ -37,6 +38,7 @@ extern bool QueryReferencesDistributedTable(Node *node);
 /* planner_hook.c */
 extern PlannedStmt *MakeDistributedPlannedStmt(Query *query, CustomScan *scan,
 											   List *remoteTargetList);
+extern void SetDistributedScanTargetList(CustomScan *scan, List *remoteTargetList);
 extern List *RemoteScanTargetList(List *remoteTargetList);
 extern void CollectRelations(Query *query, List **relids, List **rtes);
 
@@ -55,11 +57,26 @@ extern int	RelationPosition(List *relations, Oid relid);
 extern Node *DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
 								  DistTableCacheEntry *entry, int *kind);
 
+/* insert_planner.c */
+extern void DeparseInsertStatement(Query *query, DistTableCacheEntry *entry,
+								   List *columns, RemoteSql *prefix, RemoteSql *suffix);
+
 /* insert_select.c */
 extern PlannedStmt *PlanInsertSelect(Query *query, int cursorOptions,
 									 ParamListInfo boundParams);
 
 /* pushdown_planner.c */
+typedef struct PushdownInfo
+{
+	Oid			anchorRelid;
+	int32		colocationId;
+	List	   *hashRtindexes;	/* hash tables of the top level */
+	List	   *distVars;		/* their distribution column Vars */
+} PushdownInfo;
+
+extern bool AnalyzePushdownFrom(Query *query, PushdownInfo *info);
+extern bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
+extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
 extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);
 
