@@ -1468,11 +1468,45 @@ ForgetOwners(int level)
 	list_free(all);
 }
 
+/*
+ * CloseConnectionsToFailedNodes: when a connection to a node broke, the
+ * other cached connections to it (idle, so not known to be broken yet) most
+ * likely are too; closing them lets the next statement reconnect instead of
+ * failing on a dead socket.  Called at the end of a failed transaction.
+ */
+static void
+CloseConnectionsToFailedNodes(void)
+{
+	List	   *all = AllNodeConnections();
+	List	   *failedNodes = NIL;
+	ListCell   *cell;
+
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_BAD)
+			failedNodes = list_append_unique_int(failedNodes, conn->nodeId);
+	}
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (list_member_int(failedNodes, conn->nodeId) && conn->pgConn != NULL)
+			CloseNodeConnection(conn);
+	}
+	list_free(all);
+	list_free(failedNodes);
+}
+
 static void
 ExecutorXactCallback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
 		ForgetOwners(0);
+		CloseConnectionsToFailedNodes();
+	}
 	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE)
 		ForgetOwners(0);
 }
