@@ -20,6 +20,8 @@ int			ShardextConnectTimeout = 5000;
 int			ShardextMaxConnectionsPerNode = 4;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
+bool		ShardextExplainAllTasks = false;
+bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextTestFault = TEST_FAULT_NONE;
@@ -155,6 +157,25 @@ RegisterShardextGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.explain_all_tasks",
+							 "EXPLAIN shows every task of a distributed query, not only one.",
+							 NULL,
+							 &ShardextExplainAllTasks,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.enable_pushdown",
+							 "Push joins, aggregates, sorting and limits down to the shards.",
+							 "When off, every query on distributed tables pulls the rows it "
+							 "needs to the coordinator (for testing).",
+							 &ShardextEnablePushdown,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("shardext");
 }
