@@ -25,6 +25,7 @@ bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextTestFault = TEST_FAULT_NONE;
+int			ShardextDistributedDeadlockTimeout = 1000;
 
 static const struct config_enum_entry multi_node_commit_options[] = {
 	{"2pc", MULTI_NODE_COMMIT_2PC, false},
@@ -114,6 +115,18 @@ RegisterShardextGucs(void)
 							"daemon starts.",
 							&ShardextRecoveryInterval,
 							10000, -1, 24 * 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.distributed_deadlock_timeout",
+							"Time between two searches for distributed deadlocks by the "
+							"maintenance daemon.",
+							"A deadlock between transactions that wait for each other on "
+							"different nodes is resolved within about this time by "
+							"canceling the youngest transaction. -1 disables the search.",
+							&ShardextDistributedDeadlockTimeout,
+							1000, -1, 24 * 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -18,6 +18,7 @@
 #include "tcop/utility.h"
 
 #include "shardext/shardext.h"
+#include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/distributed_plan.h"
@@ -83,6 +84,7 @@ ShardextShmemRequest(void)
 
 	RequestAddinShmemSpace(SnowflakeShmemSize());
 	RequestAddinShmemSpace(MaintenanceShmemSize());
+	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
 	ShardStatsShmemRequest();
 }
 
@@ -97,5 +99,6 @@ ShardextShmemStartup(void)
 
 	SnowflakeShmemInit();
 	MaintenanceShmemInit();
+	DistributedDeadlockShmemInit();
 	ShardStatsShmemInit();
 }

@@ -28,6 +28,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
+#include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 
@@ -355,8 +356,9 @@ StartConnection(const char *host, int32 port, const char *dbname,
 	values[n++] = dbname;
 	keywords[n] = "user";
 	values[n++] = user;
+	/* tells the distributed deadlock detector whose transaction this is */
 	keywords[n] = "application_name";
-	values[n++] = SHARDEXT_APPLICATION_NAME;
+	values[n++] = RemoteApplicationName();
 	keywords[n] = "options";
 	values[n++] = options.data;
 	keywords[n] = "client_encoding";

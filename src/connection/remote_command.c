@@ -5,7 +5,8 @@
  *	  backend's reaction to interrupts, and relaying remote errors.
  *
  * Connections are in non-blocking mode; every wait goes through the latch so
- * that a cancel or statement_timeout interrupts it.  When an error escapes
+ * that a cancel, statement_timeout or the distributed deadlock detector
+ * interrupts it.  When an error escapes
  * while a command is in flight, conn->queryInProgress stays set and the
  * transaction abort callback cancels the remote command.
  *
@@ -22,6 +23,7 @@
 #include "pgtime.h"
 
 #include "shardext/connection.h"
+#include "shardext/deadlock_detection.h"
 #include "shardext/remote_command.h"
 
 static void FlushRemoteOutput(NodeConnection *conn);
@@ -46,6 +48,7 @@ WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
+		CheckForDistributedDeadlockCancel();
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (rc & WL_SOCKET_READABLE)

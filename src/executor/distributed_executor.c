@@ -49,6 +49,7 @@
 #include "utils/rel.h"
 
 #include "shardext/connection.h"
+#include "shardext/deadlock_detection.h"
 #include "shardext/deparser.h"
 #include "shardext/distributed_executor.h"
 #include "shardext/guc.h"
@@ -1113,7 +1114,8 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 /*
  * SendTask starts a task on its connection (inside the remote transaction
  * when the scan runs in one) and switches the connection to single-row
- * mode.
+ * mode.  When the remote transaction has yet to begin and the task has no
+ * parameters, BEGIN goes in the same simple query as the task.
  */
 static void
 SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
@@ -1122,22 +1124,36 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	RemoteParams *params = task->params;
 	ConnectionExecState *es;
 	char	   *statementName = NULL;
+	char	   *beginCommand = NULL;
 	int			ok;
 
 	MakeConnectionAvailable(state, tc);
 	if (state->inTransaction)
 	{
-		RemoteTransactionBegin(conn);
+		beginCommand = RemoteTransactionBeginCommand(conn);
 		if (state->job->kind != JOB_SELECT)
 			RemoteTransactionMarkModified(conn);
+		/* only a statement without parameters can share a simple query */
+		if (beginCommand != NULL && (state->job->usePrepared || params->count > 0))
+		{
+			ExecuteRemoteCommand(conn, beginCommand);
+			beginCommand = NULL;
+		}
 	}
-	else
-		SyncRemoteTimeZone(conn);
+	SyncRemoteTimeZone(conn);
 
 	if (state->job->usePrepared)
 		statementName = PreparedStatementName(conn, task->sql, params);
 
-	if (statementName != NULL)
+	if (beginCommand != NULL)
+	{
+		/* BEGIN (and savepoints) travel with the statement: no round trip */
+		char	   *combined = psprintf("%s;%s", beginCommand, task->sql);
+
+		ok = PQsendQuery(conn->pgConn, combined);
+		pfree(combined);
+	}
+	else if (statementName != NULL)
 		ok = PQsendQueryPrepared(conn->pgConn, statementName, params->count,
 								 params->values, params->lengths, params->formats, 0);
 	else
@@ -1318,6 +1334,7 @@ WaitForConnections(DistributedScanState *state)
 		if (events[i].events & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
+			CheckForDistributedDeadlockCancel();
 			CHECK_FOR_INTERRUPTS();
 		}
 		else if (events[i].events & WL_SOCKET_READABLE)
@@ -1504,8 +1521,9 @@ ExecutorXactCallback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
-		ForgetOwners(0);
+		/* first: ForgetOwners closes the broken connection it finds */
 		CloseConnectionsToFailedNodes();
+		ForgetOwners(0);
 	}
 	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE)
 		ForgetOwners(0);

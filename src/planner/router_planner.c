@@ -522,7 +522,8 @@ PlanRouterQuery(Query *query)
 	}
 	job.paramCount = list_length(sql.paramExprs);
 	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
-	job.usePrepared = true;
+	/* text with inlined constants rarely repeats: preparing would cost a round trip */
+	job.usePrepared = job.paramCount > 0;
 	job.insertDistColumn = -1;
 
 	foreach(cell, query->targetList)
@@ -669,7 +670,7 @@ PlanDistributedModify(Query *query)
 	job.pruneKinds = kinds;
 	job.paramCount = list_length(sql.paramExprs);
 	job.hasReturning = query->returningList != NIL;
-	job.usePrepared = (values != NIL);
+	job.usePrepared = (values != NIL && job.paramCount > 0);
 	job.insertDistColumn = -1;
 	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
 

@@ -3,7 +3,8 @@
  * maintenance.c
  *	  The maintenance daemon: one background worker per database that has
  *	  shardext, which resolves in-doubt prepared transactions every
- *	  shardext.recovery_interval (and once as soon as it starts).
+ *	  shardext.recovery_interval (and once as soon as it starts), and looks
+ *	  for distributed deadlocks every shardext.distributed_deadlock_timeout.
  *
  * How daemons find their databases: a launcher, registered as a static
  * background worker in _PG_init, starts with the server (and again after a
@@ -20,8 +21,9 @@
  * hook stops the daemon first (StopMaintenanceDaemon) and keeps it away for
  * a short time.
  *
- * Other periodic work (for example cleanup after shard moves) belongs in
- * RunMaintenanceTasks.
+ * Other periodic work (for example cleanup after shard moves) belongs in the
+ * daemon's loop, each task in a transaction of its own with its own error
+ * handling, like RunRecovery and RunDeadlockDetection.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,6 +54,7 @@
 #include "utils/timestamp.h"
 
 #include "shardext/shardext.h"
+#include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
@@ -93,7 +96,8 @@ static List *ConnectableDatabases(void);
 static void StartDaemonsAsNeeded(void);
 static bool StartDaemon(int slot, Oid databaseId);
 static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
-static bool RunMaintenanceTasks(void);
+static bool RunRecovery(void);
+static void RunDeadlockDetection(void);
 
 Size
 MaintenanceShmemSize(void)
@@ -389,6 +393,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	int			slot = DatumGetInt32(arg);
 	Oid			databaseId;
 	MemoryContext loopContext;
+	TimestampTz nextRecovery = 0;
+	TimestampTz nextDeadlockCheck = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -414,7 +420,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 										ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
-		bool		hasExtension;
+		TimestampTz now;
 		long		timeout;
 
 		CHECK_FOR_INTERRUPTS();
@@ -424,35 +430,58 @@ ShardextMaintenanceDaemonMain(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		MemoryContextSwitchTo(loopContext);
-		hasExtension = RunMaintenanceTasks();
-		MemoryContextSwitchTo(TopMemoryContext);
-		MemoryContextReset(loopContext);
-
-		if (!hasExtension)
+		now = GetCurrentTimestamp();
+		if (now >= nextRecovery)
 		{
-			SpinLockAcquire(&Maintenance->mutex);
-			Maintenance->databases[slot].noExtensionAt = GetCurrentTimestamp();
-			Maintenance->databases[slot].daemonPid = 0;
-			SpinLockRelease(&Maintenance->mutex);
-			proc_exit(0);
+			bool		hasExtension;
+
+			MemoryContextSwitchTo(loopContext);
+			hasExtension = RunRecovery();
+			MemoryContextSwitchTo(TopMemoryContext);
+			MemoryContextReset(loopContext);
+
+			if (!hasExtension)
+			{
+				SpinLockAcquire(&Maintenance->mutex);
+				Maintenance->databases[slot].noExtensionAt = GetCurrentTimestamp();
+				Maintenance->databases[slot].daemonPid = 0;
+				SpinLockRelease(&Maintenance->mutex);
+				proc_exit(0);
+			}
+			/* with recovery disabled, only look every minute whether shardext went */
+			nextRecovery = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   ShardextRecoveryInterval > 0 ?
+													   ShardextRecoveryInterval : 60000);
 		}
 
-		/* with recovery disabled, only look every minute whether shardext went */
-		timeout = ShardextRecoveryInterval > 0 ? ShardextRecoveryInterval : 60000;
+		if (ShardextDistributedDeadlockTimeout > 0 && now >= nextDeadlockCheck)
+		{
+			MemoryContextSwitchTo(loopContext);
+			RunDeadlockDetection();
+			MemoryContextSwitchTo(TopMemoryContext);
+			MemoryContextReset(loopContext);
+			nextDeadlockCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															ShardextDistributedDeadlockTimeout);
+		}
+
+		now = GetCurrentTimestamp();
+		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
+		if (ShardextDistributedDeadlockTimeout > 0)
+			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
+						 Max(timeout, 1), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }
 
 /*
- * RunMaintenanceTasks runs one round of the daemon's work in a transaction
- * of its own; errors are logged and the next round tries again.  Returns
- * false when shardext is not installed in the database.
+ * RunRecovery runs prepared transaction recovery (always in the first
+ * round, then only when shardext.recovery_interval enables it) in a
+ * transaction of its own; errors are logged and the next round tries
+ * again.  Returns false when shardext is not installed in the database.
  */
 static bool
-RunMaintenanceTasks(void)
+RunRecovery(void)
 {
 	static bool firstRound = true;
 	bool		hasExtension = true;
@@ -485,4 +514,27 @@ RunMaintenanceTasks(void)
 	}
 	PG_END_TRY();
 	return hasExtension;
+}
+
+/*
+ * RunDeadlockDetection runs one search for distributed deadlocks (which
+ * manages its own transactions); errors are logged and the next round
+ * tries again.
+ */
+static void
+RunDeadlockDetection(void)
+{
+	PG_TRY();
+	{
+		(void) DetectDistributedDeadlocks();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
 }

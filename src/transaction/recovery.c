@@ -281,13 +281,25 @@ CoordinatorTransactionRunning(const char *gid, const char *prefix)
 	return !ConditionalXactLockTableWait(xid);
 }
 
-/* runs COMMIT/ROLLBACK PREPARED; failures are warnings */
+/*
+ * RunResolution runs COMMIT/ROLLBACK PREPARED; failures are warnings.  A
+ * prepared transaction that was listed a moment ago but no longer exists
+ * was finished meanwhile by the backend that prepared it (between the
+ * listing and the look at its transaction lock): nothing to do, and
+ * nothing to warn about.
+ */
 static bool
 RunResolution(PGconn *pgConn, WorkerNode *node, const char *command)
 {
 	PGresult   *result = PQexec(pgConn, command);
 	bool		success = (PQresultStatus(result) == PGRES_COMMAND_OK);
+	const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
 
+	if (!success && sqlstate != NULL && strcmp(sqlstate, "42704") == 0)
+	{
+		PQclear(result);
+		return false;
+	}
 	if (!success)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),

@@ -78,6 +78,7 @@ static void ResetRemoteTransaction(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
 static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
 static void InjectTestFault(int fault);
+static bool AnyConnectionPrepared(List *connections);
 
 /* registers the transaction callbacks; called from _PG_init */
 void
@@ -96,6 +97,28 @@ InitializeRemoteTransactions(void)
 void
 RemoteTransactionBegin(NodeConnection *conn)
 {
+	char	   *command = RemoteTransactionBeginCommand(conn);
+
+	if (command != NULL)
+	{
+		ExecuteRemoteCommand(conn, command);
+		pfree(command);
+	}
+}
+
+/*
+ * RemoteTransactionBeginCommand returns the commands (';'-separated) that
+ * RemoteTransactionBegin would run, or NULL when none are needed, and
+ * records the connection's state as if they had run.  A caller that takes
+ * the commands must send them ahead of its own statement in the same simple
+ * query (which saves a round trip) before anything else is sent on the
+ * connection; their results (command tags without rows) come first.  If the
+ * send fails, the error aborts the (sub)transaction and the abort callbacks
+ * clean up the connection as usual.
+ */
+char *
+RemoteTransactionBeginCommand(NodeConnection *conn)
+{
 	int			level = GetCurrentTransactionNestLevel();
 	StringInfoData command;
 
@@ -110,7 +133,7 @@ RemoteTransactionBegin(NodeConnection *conn)
 
 	if (conn->xactState != REMOTE_XACT_NONE && conn->remoteLevel >= level &&
 		conn->pendingReleaseLevel == 0)
-		return;
+		return NULL;
 
 	initStringInfo(&command);
 	if (conn->xactState == REMOTE_XACT_NONE)
@@ -137,10 +160,9 @@ RemoteTransactionBegin(NodeConnection *conn)
 		conn->xactState = REMOTE_XACT_OPEN;
 		connectionsInTransaction++;
 	}
-	ExecuteRemoteCommand(conn, command.data);
 	conn->pendingReleaseLevel = 0;
 	conn->remoteLevel = Max(conn->remoteLevel, level);
-	pfree(command.data);
+	return command.data;
 }
 
 /*
@@ -285,8 +307,14 @@ RemoteXactCallback(XactEvent event, void *arg)
 				/*
 				 * The commit record must be durable before any node commits,
 				 * also with synchronous_commit = off: recovery decides by it.
+				 * Flush up to the end of our commit record, which exists:
+				 * only a transaction with an xid prepares.  (The current
+				 * insert position is no valid flush target: it may lie past
+				 * what was written, and an error here is a PANIC.)
 				 */
-				XLogFlush(GetXLogInsertRecPtr());
+				if (AnyConnectionPrepared(connections) &&
+					!XLogRecPtrIsInvalid(XactLastCommitEnd))
+					XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
 				FinishPreparedTransactions(connections);
 			}
@@ -439,6 +467,20 @@ RecordCommitDecision(NodeConnection *conn)
 	CatalogTupleInsert(rel, tuple);
 	heap_freetuple(tuple);
 	table_close(rel, NoLock);
+}
+
+/* does any of the connections have a prepared transaction? */
+static bool
+AnyConnectionPrepared(List *connections)
+{
+	ListCell   *cell;
+
+	foreach(cell, connections)
+	{
+		if (((NodeConnection *) lfirst(cell))->xactState == REMOTE_XACT_PREPARED)
+			return true;
+	}
+	return false;
 }
 
 /*

@@ -55,7 +55,7 @@ locker=$!
 sleep 1
 remote_waiters() {
 	$PSQL -p "$port" -d $DB -c "SELECT count(*) FROM pg_stat_activity
-		WHERE application_name = 'shardext' AND wait_event_type = 'Lock'"
+		WHERE application_name LIKE 'shardext\\_%' AND wait_event_type = 'Lock'"
 }
 
 coord -c "SELECT v FROM kv WHERE k = 7" >/tmp/planner_cancel_$$.log 2>&1 &

@@ -18,6 +18,7 @@ extern bool ShardextEnablePushdown;
 extern int	ShardextMultiNodeCommit;
 extern int	ShardextRecoveryInterval;
 extern int	ShardextTestFault;
+extern int	ShardextDistributedDeadlockTimeout;
 
 /* shardext.multi_node_commit */
 #define MULTI_NODE_COMMIT_2PC 0

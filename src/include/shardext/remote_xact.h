@@ -14,6 +14,7 @@
 
 extern void InitializeRemoteTransactions(void);
 extern void RemoteTransactionBegin(NodeConnection *conn);
+extern char *RemoteTransactionBeginCommand(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
 extern bool RemoteTransactionInProgress(NodeConnection *conn);
 extern bool NodeHasModifyingConnection(int32 nodeId, int exceptIndex);
