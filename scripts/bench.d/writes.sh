@@ -8,20 +8,23 @@
 #      WRITES_BENCH_FDW_ROWS, default 20k, because it inserts row by row)
 #      postgres_fdw partitions; rows/s and ratios to local.
 #   2. pgbench's TPC-B-like transaction (WRITES_BENCH_SECONDS, default 30 s,
-#      WRITES_BENCH_CLIENTS, default 8) on scale 10: local tables, and
-#      shardext with pgbench_accounts and pgbench_history distributed by aid
+#      WRITES_BENCH_CLIENTS, default 8) on scale 10: local tables; shardext
+#      with pgbench_accounts and pgbench_history distributed by aid
 #      (co-located) and pgbench_branches and pgbench_tellers distributed by
-#      their own keys.  Reference tables would make every transaction write
-#      each branch and teller row on every node (two-phase commit always, and
-#      the hot branch rows locked everywhere); distributed by their keys a
-#      quarter of the transactions stay on one node and each update is one
-#      round trip.  Needs the distributed planner (router queries); without
-#      it this part says so and is skipped.
+#      their own keys; and postgres_fdw with each table hash-partitioned into
+#      8 foreign partitions on the workers (parallel_commit on).  Reference
+#      tables would make every transaction write each branch and teller row
+#      on every node (two-phase commit always, and the hot branch rows locked
+#      everywhere); distributed by their keys a quarter of the transactions
+#      stay on one node and each update is one round trip.  Deadlocks and
+#      serialization failures are retried and counted.
 #
-# Runs against the coordinator of the local cluster (SHARDEXT_PORT, default
-# 9700; workers at +1 and +2; PG_CONFIG as for scripts/cluster) in databases
-# shardext_bench_writes (shardext) and shardext_bench_local (plain tables);
-# creates them if missing.  Takes two to three minutes.
+# WRITES_BENCH_PARTS (default "copy tpcb") selects the parts.  Runs against
+# the coordinator of the local cluster (SHARDEXT_PORT, default 9700; workers
+# at +1 and +2; PG_CONFIG as for scripts/cluster) in databases
+# shardext_bench_writes (shardext), shardext_bench_local (plain tables) and
+# shardext_bench_fdw (postgres_fdw, also on the workers); creates them if
+# missing.  Takes about four minutes.
 set -euo pipefail
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -29,19 +32,26 @@ PORT=${SHARDEXT_PORT:-9700}
 BINDIR=$("$PG_CONFIG" --bindir)
 DB=shardext_bench_writes
 LOCALDB=shardext_bench_local
+FDWDB=shardext_bench_fdw
 ROWS=${WRITES_BENCH_ROWS:-1000000}
 FDW_ROWS=${WRITES_BENCH_FDW_ROWS:-20000}
 SECONDS_=${WRITES_BENCH_SECONDS:-30}
 CLIENTS=${WRITES_BENCH_CLIENTS:-8}
+PARTS=" ${WRITES_BENCH_PARTS:-copy tpcb} "
 PSQL="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -p $PORT"
 W1=$((PORT + 1))
 W2=$((PORT + 2))
 DATA=/tmp/shardext_bench_writes_$PORT.csv
 FDW_DATA=/tmp/shardext_bench_writes_fdw_$PORT.csv
 
-for db in $DB $LOCALDB; do
+for db in $DB $LOCALDB $FDWDB; do
 	if [ "$($PSQL -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 0 ]; then
 		$PSQL -d postgres -c "CREATE DATABASE $db"
+	fi
+done
+for wport in $W1 $W2; do
+	if [ "$($PSQL -p "$wport" -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$FDWDB'")" = 0 ]; then
+		$PSQL -p "$wport" -d postgres -c "CREATE DATABASE $FDWDB"
 	fi
 done
 $PSQL -d "$DB" <<SQL
@@ -52,6 +62,7 @@ SELECT shardext_add_node('127.0.0.1', $W1);
 SELECT shardext_add_node('127.0.0.1', $W2);
 SQL
 
+if [[ "$PARTS" == *" copy "* ]]; then
 # the input: id, a random-looking text, a small int, a timestamp, a float
 $PSQL -d "$DB" -c "COPY (SELECT g, md5(g::text), g % 1000, timestamp '2024-01-01' + g * interval '1 second', g / 7.0
 	FROM generate_series(1, $ROWS) g) TO '$DATA' WITH (FORMAT csv)"
@@ -122,14 +133,22 @@ awk -v rows="$ROWS" -v frows="$FDW_ROWS" -v l="$local_s" -v d="$dist_s" -v f="$f
 }'
 $PSQL -d "$DB" -c "DROP TABLE bench_copy_local, bench_copy_dist, bench_copy_fdw CASCADE"
 rm -f "$DATA" "$FDW_DATA"
+fi
+[[ "$PARTS" == *" tpcb "* ]] || exit 0
 
 # --- pgbench TPC-B -----------------------------------------------------------
 PGBENCH="$BINDIR/pgbench -h 127.0.0.1 -U postgres -p $PORT"
-tps() {	# database, extra args
-	local db=$1
+# tps and failure counts of a run: "<tps> <failed> <retried>"; deadlocks and
+# serialization failures are retried (postgres_fdw's REPEATABLE READ remote
+# transactions have many on the hot branch rows)
+tpcb() {	# database, extra args
+	local db=$1 out
 	shift
-	$PGBENCH -n -c "$CLIENTS" -j 2 -T "$SECONDS_" "$@" "$db" 2>&1 |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
+	out=$($PGBENCH -n -c "$CLIENTS" -j 2 -T "$SECONDS_" --max-tries=0 "$@" "$db" 2>&1) ||
+		{ echo "pgbench failed on $db:" >&2; echo "$out" | tail -20 >&2; exit 1; }
+	echo "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out") \
+$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out") \
+$(sed -n 's/^number of transactions retried: \([0-9]*\).*/\1/p' <<<"$out")"
 }
 
 $PGBENCH -i -q -s 10 "$LOCALDB" >/dev/null 2>&1
@@ -144,14 +163,75 @@ SELECT create_distributed_table('pgbench_branches', 'bid', shard_count => 32, co
 SELECT create_distributed_table('pgbench_tellers', 'tid', colocate_with => 'pgbench_branches');
 SQL
 
+# postgres_fdw: the four tables hash-partitioned into 8 foreign partitions
+# each, alternating between the workers (parallel_commit on); the workers
+# fill their partitions themselves
+$PSQL -d "$FDWDB" <<SQL
+SET client_min_messages TO warning;
+CREATE EXTENSION IF NOT EXISTS postgres_fdw;
+DROP TABLE IF EXISTS pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history CASCADE;
+DROP SERVER IF EXISTS bench_w1 CASCADE;
+DROP SERVER IF EXISTS bench_w2 CASCADE;
+CREATE SERVER bench_w1 FOREIGN DATA WRAPPER postgres_fdw
+	OPTIONS (host '127.0.0.1', port '$W1', dbname '$FDWDB', parallel_commit 'true');
+CREATE SERVER bench_w2 FOREIGN DATA WRAPPER postgres_fdw
+	OPTIONS (host '127.0.0.1', port '$W2', dbname '$FDWDB', parallel_commit 'true');
+CREATE USER MAPPING FOR CURRENT_USER SERVER bench_w1 OPTIONS (user 'postgres');
+CREATE USER MAPPING FOR CURRENT_USER SERVER bench_w2 OPTIONS (user 'postgres');
+SQL
+TPCB_TABLES="pgbench_accounts:aid:aid int NOT NULL, bid int, abalance int, filler char(84)
+pgbench_branches:bid:bid int NOT NULL, bbalance int, filler char(88)
+pgbench_tellers:tid:tid int NOT NULL, bid int, tbalance int, filler char(84)
+pgbench_history:aid:tid int, bid int, aid int, delta int, mtime timestamp, filler char(22)"
+while IFS=: read -r table key columns; do
+	$PSQL -d "$FDWDB" -c "CREATE TABLE $table ($columns) PARTITION BY HASH ($key)"
+	for i in 0 1 2 3 4 5 6 7; do
+		server=bench_w$((i % 2 + 1))
+		$PSQL -d "$FDWDB" -c "CREATE FOREIGN TABLE ${table}_$i PARTITION OF $table
+			FOR VALUES WITH (MODULUS 8, REMAINDER $i) SERVER $server OPTIONS (table_name '${table}_$i')"
+	done
+done <<<"$TPCB_TABLES"
+for w in 1 2; do
+	wport=$((PORT + w))
+	wpsql="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -p $wport -d $FDWDB"
+	while IFS=: read -r table key columns; do
+		$wpsql -c "SET client_min_messages TO warning" -c "DROP TABLE IF EXISTS ${table}_shape CASCADE" \
+			-c "CREATE TABLE ${table}_shape ($columns) PARTITION BY HASH ($key)"
+		for i in 0 1 2 3 4 5 6 7; do
+			[ $((i % 2 + 1)) = "$w" ] || continue
+			pk=", PRIMARY KEY ($key)"
+			[ "$table" = pgbench_history ] && pk=""
+			$wpsql -c "SET client_min_messages TO warning" -c "DROP TABLE IF EXISTS ${table}_$i" \
+				-c "CREATE TABLE ${table}_$i ($columns$pk)"
+		done
+	done <<<"$TPCB_TABLES"
+	for i in 0 1 2 3 4 5 6 7; do
+		[ $((i % 2 + 1)) = "$w" ] || continue
+		$wpsql <<SQL
+INSERT INTO pgbench_branches_$i SELECT b, 0, '' FROM generate_series(1, 10) b
+	WHERE satisfies_hash_partition('pgbench_branches_shape'::regclass, 8, $i, b);
+INSERT INTO pgbench_tellers_$i SELECT t, (t - 1) / 10 + 1, 0, '' FROM generate_series(1, 100) t
+	WHERE satisfies_hash_partition('pgbench_tellers_shape'::regclass, 8, $i, t);
+INSERT INTO pgbench_accounts_$i SELECT a, (a - 1) / 100000 + 1, 0, '' FROM generate_series(1, 1000000) a
+	WHERE satisfies_hash_partition('pgbench_accounts_shape'::regclass, 8, $i, a);
+VACUUM ANALYZE pgbench_branches_$i, pgbench_tellers_$i, pgbench_accounts_$i, pgbench_history_$i;
+SQL
+	done
+done
+fdw_accounts=$($PSQL -d "$FDWDB" -c "SELECT count(*) FROM pgbench_accounts")
+[ "$fdw_accounts" = 1000000 ] || { echo "postgres_fdw accounts: $fdw_accounts rows, not 1000000" >&2; exit 1; }
+
 if ! $PSQL -d "$DB" -c "SELECT abalance FROM pgbench_accounts WHERE aid = 1" >/dev/null 2>&1; then
 	echo "pgbench TPC-B: skipped, the distributed planner cannot run queries on distributed tables yet"
 	exit 0
 fi
-local_tps=$(tps "$LOCALDB")
-dist_tps=$(tps "$DB")
-awk -v l="$local_tps" -v d="$dist_tps" -v c="$CLIENTS" -v s="$SECONDS_" 'BEGIN {
-	printf "pgbench TPC-B-like, scale 10, %d clients, %d s\n", c, s;
-	printf "  %-34s %10.0f tps\n", "local tables", l;
-	printf "  %-34s %10.0f tps  %.2fx local\n", "shardext (all four distributed)", d, d / l;
+read -r local_tps local_failed local_retried <<<"$(tpcb "$LOCALDB")"
+read -r dist_tps dist_failed dist_retried <<<"$(tpcb "$DB")"
+read -r fdw_tps fdw_failed fdw_retried <<<"$(tpcb "$FDWDB")"
+awk -v l="$local_tps" -v d="$dist_tps" -v f="$fdw_tps" -v c="$CLIENTS" -v s="$SECONDS_" \
+	-v lr="$local_retried" -v dr="$dist_retried" -v fr="$fdw_retried" 'BEGIN {
+	printf "pgbench TPC-B-like, scale 10, %d clients, %d s (retried: deadlocks, serialization failures)\n", c, s;
+	printf "  %-34s %10.0f tps              %6d retried\n", "local tables", l, lr;
+	printf "  %-34s %10.0f tps  %.2fx local  %6d retried\n", "shardext (all four distributed)", d, d / l, dr;
+	printf "  %-34s %10.0f tps  %.2fx local  %6d retried\n", "postgres_fdw, 8 partitions each", f, f / l, fr;
 }'

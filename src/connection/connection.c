@@ -31,6 +31,7 @@
 #include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_command.h"
 
 typedef struct ConnectionKey
 {
@@ -147,6 +148,7 @@ GetNodeConnectionByIndex(int32 nodeId, int index)
 		if (conn->pgConn != NULL)
 			PQfinish(conn->pgConn);
 		conn->pgConn = NULL;
+		ReleaseConnectionWaitSet(conn);
 		{
 			NodeConnection *fresh = OpenNodeConnection(nodeId);
 
@@ -201,6 +203,7 @@ CloseNodeConnection(NodeConnection *conn)
 	if (conn->pgConn != NULL)
 		PQfinish(conn->pgConn);
 	conn->pgConn = NULL;
+	ReleaseConnectionWaitSet(conn);
 	conn->queryInProgress = false;
 	conn->claimed = false;
 	conn->xactState = REMOTE_XACT_NONE;

@@ -27,7 +27,54 @@
 #include "shardext/remote_command.h"
 
 static void FlushRemoteOutput(NodeConnection *conn);
+static int	WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs);
 
+
+/* positions of the events in a connection's WaitEventSet */
+#define WAIT_SET_LATCH 0
+#define WAIT_SET_SOCKET 2
+
+/*
+ * WaitOnConnection waits for the given socket events of the connection, its
+ * latch, or timeoutMs (-1: no timeout), and returns what happened as WL_*
+ * flags.  It serves no interrupts: callers decide whether they may.  The
+ * connection's WaitEventSet is made on first use and kept.
+ */
+static int
+WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
+{
+	WaitEventSet *set = conn->waitSet;
+	WaitEvent	occurred[3];
+	int			count;
+	int			result = 0;
+
+	if (set == NULL)
+	{
+		set = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(set, socketEvents, PQsocket(conn->pgConn), NULL, NULL);
+		conn->waitSet = set;
+		conn->waitSetEvents = socketEvents;
+	}
+	else if (conn->waitSetEvents != socketEvents)
+	{
+		ModifyWaitEvent(set, WAIT_SET_SOCKET, socketEvents, NULL);
+		conn->waitSetEvents = socketEvents;
+	}
+
+	count = WaitEventSetWait(set, timeoutMs, occurred, lengthof(occurred), PG_WAIT_EXTENSION);
+	if (count == 0)
+		return WL_TIMEOUT;
+	for (int i = 0; i < count; i++)
+	{
+		if (occurred[i].pos == WAIT_SET_LATCH)
+			result |= WL_LATCH_SET;
+		else if (occurred[i].pos == WAIT_SET_SOCKET)
+			result |= occurred[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE);
+	}
+	return result;
+}
 
 /*
  * WaitForRemoteSocket sleeps until the connection's socket is readable (or
@@ -37,14 +84,9 @@ static void FlushRemoteOutput(NodeConnection *conn);
 void
 WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 {
-	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_SOCKET_READABLE;
-	int			rc;
+	int			rc = WaitOnConnection(conn, WL_SOCKET_READABLE |
+									  (forWrite ? WL_SOCKET_WRITEABLE : 0), -1L);
 
-	if (forWrite)
-		events |= WL_SOCKET_WRITEABLE;
-
-	rc = WaitLatchOrSocket(MyLatch, events, PQsocket(conn->pgConn), -1L,
-						   PG_WAIT_EXTENSION);
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
@@ -56,6 +98,19 @@ WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 		if (!PQconsumeInput(conn->pgConn))
 			ReportConnectionError(conn, ERROR);
 	}
+}
+
+/*
+ * ReleaseConnectionWaitSet frees the connection's WaitEventSet; called when
+ * its libpq connection is closed (a new one gets a new set).
+ */
+void
+ReleaseConnectionWaitSet(NodeConnection *conn)
+{
+	if (conn->waitSet != NULL)
+		FreeWaitEventSet((WaitEventSet *) conn->waitSet);
+	conn->waitSet = NULL;
+	conn->waitSetEvents = 0;
 }
 
 /* pushes everything libpq has buffered to the server */
@@ -340,10 +395,7 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 
 			if (timeout <= 0)
 				return false;
-			rc = WaitLatchOrSocket(MyLatch,
-								   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-								   WL_EXIT_ON_PM_DEATH,
-								   PQsocket(pgConn), timeout, PG_WAIT_EXTENSION);
+			rc = WaitOnConnection(conn, WL_SOCKET_READABLE, timeout);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 			if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
@@ -462,10 +514,7 @@ FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 
 			if (timeout <= 0)
 				return false;
-			rc = WaitLatchOrSocket(MyLatch,
-								   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-								   WL_EXIT_ON_PM_DEATH,
-								   PQsocket(pgConn), timeout, PG_WAIT_EXTENSION);
+			rc = WaitOnConnection(conn, WL_SOCKET_READABLE, timeout);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 			if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))

@@ -32,6 +32,7 @@
 #include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
@@ -94,15 +95,19 @@ ContainsAnyVar(Node *node)
 	return ContainsAnyVarWalker(node, NULL);
 }
 
-/* is opno the equality of the distribution column type's hash opfamily? */
+/*
+ * is opno the equality of the distribution column type's hash opfamily?
+ * (The type cache remembers the family; GetDefaultOpClass would scan
+ * pg_opclass for every clause of every query.)
+ */
 bool
 IsHashEquality(Oid opno, DistTableCacheEntry *entry)
 {
-	Oid			opclass = GetDefaultOpClass(entry->distType, HASH_AM_OID);
+	TypeCacheEntry *typeEntry = lookup_type_cache(entry->distType, TYPECACHE_HASH_OPFAMILY);
 
-	if (!OidIsValid(opclass))
+	if (!OidIsValid(typeEntry->hash_opf))
 		return false;
-	return op_in_opfamily(opno, get_opclass_family(opclass));
+	return op_in_opfamily(opno, typeEntry->hash_opf);
 }
 
 /*

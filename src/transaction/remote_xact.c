@@ -679,6 +679,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	if (conn->pgConn != NULL)
 		PQfinish(conn->pgConn);
 	conn->pgConn = NULL;
+	ReleaseConnectionWaitSet(conn);
 	conn->queryInProgress = false;
 	conn->xactState = REMOTE_XACT_FAILED;
 }

@@ -60,6 +60,15 @@ typedef struct NodeConnection
 
 	/* for the executor: its per-connection state (prepared statements) */
 	void	   *executorState;
+
+	/*
+	 * WaitEventSet of WaitForRemoteSocket (latch, postmaster death, this
+	 * socket), kept while pgConn lives: creating one per wait costs an
+	 * epoll instance per round trip.  Whoever closes pgConn calls
+	 * ReleaseConnectionWaitSet.
+	 */
+	void	   *waitSet;
+	int			waitSetEvents;	/* the socket events it waits for */
 } NodeConnection;
 
 extern NodeConnection *GetNodeConnection(int32 nodeId);

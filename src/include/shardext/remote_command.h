@@ -18,6 +18,7 @@ extern void SendRemoteCommandParams(NodeConnection *conn, const char *command,
 									const char *const *paramValues);
 extern PGresult *GetRemoteResult(NodeConnection *conn);
 extern void WaitForRemoteSocket(NodeConnection *conn, bool forWrite);
+extern void ReleaseConnectionWaitSet(NodeConnection *conn);
 extern void ExecuteRemoteCommand(NodeConnection *conn, const char *command);
 extern PGresult *ExecuteRemoteQuery(NodeConnection *conn, const char *query);
 extern void ExecuteRemoteCommandsInParallel(List *connections, List *commands);
