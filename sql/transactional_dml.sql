@@ -191,6 +191,15 @@ UPDATE acct SET balance = balance - 1000 WHERE id = :a1;
 UPDATE acct SET balance = balance + 1000 WHERE id = :b1;
 COMMIT;
 SELECT * FROM acct_on_nodes();
+-- a refused write inside a savepoint can be rolled back, the rest commits
+BEGIN;
+UPDATE acct SET balance = balance - 2 WHERE id = :a1;
+SAVEPOINT s;
+UPDATE acct SET balance = balance + 2 WHERE id = :b1;
+ROLLBACK TO SAVEPOINT s;
+UPDATE acct SET balance = balance + 2 WHERE id = :a2;
+COMMIT;
+SELECT id = :a1 AS is_a1, balance FROM acct WHERE id IN (:a1, :a2) ORDER BY id = :a1;
 -- a single statement that writes on both nodes is refused as well
 UPDATE acct SET balance = balance + 1;
 -- so is any write to a reference table: it has a placement on every node

@@ -1130,9 +1130,10 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	MakeConnectionAvailable(state, tc);
 	if (state->inTransaction)
 	{
-		beginCommand = RemoteTransactionBeginCommand(conn);
+		/* a refused write (multi_node_commit) must leave no trace: check first */
 		if (state->job->kind != JOB_SELECT)
 			RemoteTransactionMarkModified(conn);
+		beginCommand = RemoteTransactionBeginCommand(conn);
 		/* only a statement without parameters can share a simple query */
 		if (beginCommand != NULL && (state->job->usePrepared || params->count > 0))
 		{

@@ -168,13 +168,12 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 /*
  * RemoteTransactionMarkModified records that the connection writes.  With
  * shardext.multi_node_commit = 'reject' it refuses a write on a second node;
- * callers mark before they send the write.
+ * callers mark before they send the write, and may mark before
+ * RemoteTransactionBeginCommand, so that a refusal changes nothing.
  */
 void
 RemoteTransactionMarkModified(NodeConnection *conn)
 {
-	Assert(conn->xactState != REMOTE_XACT_NONE);
-
 	if (!conn->xactModified && ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT)
 	{
 		List	   *connections = ConnectionsInTransaction();

@@ -4,7 +4,7 @@
 -- subtransaction undoes its remote work while the transaction goes on.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(20);
+SELECT plan(24);
 
 CREATE TABLE tap_w_ref (code text PRIMARY KEY);
 SELECT create_reference_table('tap_w_ref');
@@ -51,6 +51,21 @@ SELECT is(current_setting('shardext.multi_node_commit'), 'reject', 'and is in ef
 SELECT throws_ok($$SET shardext.recovery_interval = 1000$$, '55P02', NULL,
 				 'recovery_interval is set in the configuration');
 SELECT is(shardext_recover_prepared_transactions(), 0, 'nothing to recover');
+SELECT throws_ok($$SET shardext.distributed_deadlock_timeout = 500$$, '55P02', NULL,
+				 'distributed_deadlock_timeout is set in the configuration');
+SELECT is(current_setting('shardext.distributed_deadlock_timeout'), '1s',
+		  'distributed deadlock detection runs every second by default');
+-- the nodes' backends tell whose transaction they run: the deadlock detector
+-- maps them to this backend by application_name
+SELECT is((SELECT array_agg(DISTINCT result) FROM shardext_run_on_nodes(
+			'SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()')),
+		  ARRAY[format('shardext_%s_%s_%s', (SELECT system_identifier FROM pg_control_system()),
+					   (SELECT oid FROM pg_database WHERE datname = current_database()),
+					   pg_backend_pid())],
+		  'connections to the nodes carry the coordinator backend in application_name');
+SELECT is((SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'shardext maintenance daemon'
+		   AND datname = current_database()), 1::bigint,
+		  'the maintenance daemon of this database runs (it searches for deadlocks)');
 SET LOCAL ROLE pg_monitor;
 SELECT throws_ok($$SELECT shardext_recover_prepared_transactions()$$, '42501', NULL,
 				 'recovery is for superusers');
