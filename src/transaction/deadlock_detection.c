@@ -472,9 +472,21 @@ ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix)
 
 	if (dc->pgConn == NULL)
 		return;
+	/*
+	 * The fifth column tells whether the holder waits for its session: it
+	 * is idle in a transaction block or runs a later statement of one (its
+	 * locks stay until the session ends the transaction), it waits for a
+	 * lock, or it waits for the session to read its output.  A holder that
+	 * is busy with the only statement of its transaction (a read outside a
+	 * remote transaction) releases its locks when that statement ends,
+	 * whatever its session does meanwhile: no wait for the session.
+	 */
 	result = RunNodeQuery(dc,
 						  "SELECT w.pid, w.application_name, b.pid, "
-						  "coalesce(h.application_name, '') "
+						  "coalesce(h.application_name, ''), "
+						  "coalesce(h.state LIKE 'idle in transaction%' "
+						  "OR h.wait_event_type IN ('Lock', 'Client') "
+						  "OR h.xact_start < h.query_start, true) "
 						  "FROM pg_catalog.pg_stat_activity w "
 						  "CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.pg_blocking_pids(w.pid)) b(pid) "
 						  "LEFT JOIN pg_catalog.pg_stat_activity h ON h.pid = b.pid "
@@ -500,6 +512,11 @@ ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix)
 									  PQgetvalue(result, i, 1), prefix);
 		edge->holder = MapNodeBackend(node->nodeId, edge->holderPid,
 									  PQgetvalue(result, i, 3), prefix);
+		if (edge->holder.nodeId == COORDINATOR_NODE && strcmp(PQgetvalue(result, i, 4), "t") != 0)
+		{
+			pfree(edge);
+			continue;
+		}
 		graph->edges = lappend(graph->edges, edge);
 		if (edge->waiter.nodeId == COORDINATOR_NODE || edge->holder.nodeId == COORDINATOR_NODE)
 			graph->anyRemote = true;

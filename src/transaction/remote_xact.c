@@ -398,15 +398,14 @@ CommitRemoteTransactions(List *connections)
 
 /*
  * PrepareRemoteTransactions runs phase one of two-phase commit on every
- * connection that wrote and records the commit decisions locally; the others
- * just commit.
+ * connection that wrote and records the commit decisions locally; the
+ * others just commit, in the same round trip (they wrote nothing, so their
+ * outcome does not matter to atomicity).
  */
 static void
 PrepareRemoteTransactions(List *connections)
 {
-	List	   *prepareConns = NIL;
 	List	   *commands = NIL;
-	List	   *readOnlyConns = NIL;
 	ListCell   *cell;
 	char	   *prefix = RemotePreparedGidPrefix();
 	FullTransactionId xid = GetTopFullTransactionId();
@@ -417,30 +416,33 @@ PrepareRemoteTransactions(List *connections)
 
 		if (!conn->xactModified)
 		{
-			readOnlyConns = lappend(readOnlyConns, conn);
+			commands = lappend(commands, "COMMIT");
 			continue;
 		}
 		snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s" UINT64_FORMAT "_%d",
 				 prefix, U64FromFullTransactionId(xid), conn->serial);
-		prepareConns = lappend(prepareConns, conn);
 		commands = lappend(commands,
 						   psprintf("PREPARE TRANSACTION %s",
 									quote_literal_cstr(conn->preparedGid)));
+
+		/*
+		 * Mark it prepared before sending: if any PREPARE fails, the abort
+		 * callback then tries ROLLBACK PREPARED, which is harmless where the
+		 * PREPARE did not happen (it falls back to a plain ROLLBACK).
+		 */
+		conn->xactState = REMOTE_XACT_PREPARED;
 	}
+	ExecuteRemoteCommandsInParallel(connections, commands);
 
-	/*
-	 * Mark them prepared before sending: if any PREPARE fails, the abort
-	 * callback then tries ROLLBACK PREPARED, which is harmless where the
-	 * PREPARE did not happen (it falls back to closing the connection).
-	 */
-	foreach(cell, prepareConns)
-		((NodeConnection *) lfirst(cell))->xactState = REMOTE_XACT_PREPARED;
-	ExecuteRemoteCommandsInParallel(prepareConns, commands);
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
 
-	foreach(cell, prepareConns)
-		RecordCommitDecision(lfirst(cell));
-
-	CommitRemoteTransactions(readOnlyConns);
+		if (conn->xactState == REMOTE_XACT_PREPARED)
+			RecordCommitDecision(conn);
+		else
+			ResetRemoteTransaction(conn);
+	}
 
 	/* make sure recovery runs in this database should we not get to finish */
 	EnsureMaintenanceDaemon();
