@@ -7,7 +7,9 @@
 #      local table, shardext table with 32 shards, and (with fewer rows,
 #      WRITES_BENCH_FDW_ROWS, default 20k, because it inserts row by row)
 #      postgres_fdw partitions; rows/s and ratios to local.
-#   2. pgbench's TPC-B-like transaction (WRITES_BENCH_SECONDS, default 30 s,
+#   2. pgbench's TPC-B-like transaction (WRITES_BENCH_SECONDS per
+#      configuration, default 30 s, in WRITES_BENCH_ROUNDS alternating runs,
+#      default 3, so that load from elsewhere hits every configuration alike;
 #      WRITES_BENCH_CLIENTS, default 8) on scale 10: local tables; shardext
 #      with pgbench_accounts and pgbench_history distributed by aid
 #      (co-located) and pgbench_branches and pgbench_tellers distributed by
@@ -54,7 +56,7 @@ for wport in $W1 $W2; do
 		$PSQL -p "$wport" -d postgres -c "CREATE DATABASE $FDWDB"
 	fi
 done
-$PSQL -d "$DB" <<SQL
+$PSQL -d "$DB" <<SQL >/dev/null
 SET client_min_messages TO warning;
 CREATE EXTENSION IF NOT EXISTS shardext;
 CREATE EXTENSION IF NOT EXISTS postgres_fdw;
@@ -141,11 +143,11 @@ PGBENCH="$BINDIR/pgbench -h 127.0.0.1 -U postgres -p $PORT"
 # tps and failure counts of a run: "<tps> <failed> <retried>"; deadlocks and
 # serialization failures are retried (postgres_fdw's REPEATABLE READ remote
 # transactions have many on the hot branch rows)
-tpcb() {	# database, extra args
-	local db=$1 out
-	shift
-	out=$($PGBENCH -n -c "$CLIENTS" -j 2 -T "$SECONDS_" --max-tries=0 "$@" "$db" 2>&1) ||
-		{ echo "pgbench failed on $db:" >&2; echo "$out" | tail -20 >&2; exit 1; }
+tpcb() {	# database, seconds, extra args
+	local db=$1 seconds=$2 out
+	shift 2
+	out=$($PGBENCH -n -c "$CLIENTS" -j 2 -T "$seconds" --max-tries=0 "$@" "$db" 2>&1) ||
+		{ echo "pgbench failed on $db:" >&2; echo "$out" | tail -20 >&2; return 1; }
 	echo "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out") \
 $(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out") \
 $(sed -n 's/^number of transactions retried: \([0-9]*\).*/\1/p' <<<"$out")"
@@ -225,13 +227,34 @@ if ! $PSQL -d "$DB" -c "SELECT abalance FROM pgbench_accounts WHERE aid = 1" >/d
 	echo "pgbench TPC-B: skipped, the distributed planner cannot run queries on distributed tables yet"
 	exit 0
 fi
-read -r local_tps local_failed local_retried <<<"$(tpcb "$LOCALDB")"
-read -r dist_tps dist_failed dist_retried <<<"$(tpcb "$DB")"
-read -r fdw_tps fdw_failed fdw_retried <<<"$(tpcb "$FDWDB")"
-awk -v l="$local_tps" -v d="$dist_tps" -v f="$fdw_tps" -v c="$CLIENTS" -v s="$SECONDS_" \
+# the runs alternate (local, shardext, postgres_fdw, local, ...) so that
+# load from elsewhere on the machine hits all three alike; medians reported
+ROUNDS=${WRITES_BENCH_ROUNDS:-3}
+ROUND_SECONDS=$((SECONDS_ / ROUNDS > 5 ? SECONDS_ / ROUNDS : 5))
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+local_all="" dist_all="" fdw_all="" local_retried=0 dist_retried=0 fdw_retried=0
+for round in $(seq 1 "$ROUNDS"); do
+	for kind in local dist fdw; do
+		case $kind in
+			local) db=$LOCALDB ;;
+			dist) db=$DB ;;
+			fdw) db=$FDWDB ;;
+		esac
+		read -r tps failed retried <<<"$(tpcb "$db" "$ROUND_SECONDS")"
+		[ -n "$tps" ] || exit 1
+		eval "${kind}_all=\"\${${kind}_all} $tps\""
+		eval "${kind}_retried=\$((${kind}_retried + ${retried:-0}))"
+	done
+done
+local_tps=$(median <<<"$local_all")
+dist_tps=$(median <<<"$dist_all")
+fdw_tps=$(median <<<"$fdw_all")
+awk -v l="$local_tps" -v d="$dist_tps" -v f="$fdw_tps" -v c="$CLIENTS" -v s="$ROUND_SECONDS" -v r="$ROUNDS" \
+	-v la="$local_all" -v da="$dist_all" -v fa="$fdw_all" \
 	-v lr="$local_retried" -v dr="$dist_retried" -v fr="$fdw_retried" 'BEGIN {
-	printf "pgbench TPC-B-like, scale 10, %d clients, %d s (retried: deadlocks, serialization failures)\n", c, s;
-	printf "  %-34s %10.0f tps              %6d retried\n", "local tables", l, lr;
-	printf "  %-34s %10.0f tps  %.2fx local  %6d retried\n", "shardext (all four distributed)", d, d / l, dr;
-	printf "  %-34s %10.0f tps  %.2fx local  %6d retried\n", "postgres_fdw, 8 partitions each", f, f / l, fr;
+	printf "pgbench TPC-B-like, scale 10, %d clients, median of %d alternating runs of %d s\n", c, r, s;
+	printf "(retried: deadlocks and serialization failures, summed over the runs)\n";
+	printf "  %-34s %8.0f tps              %6d retried  runs:%s\n", "local tables", l, lr, la;
+	printf "  %-34s %8.0f tps  %.2fx local  %6d retried  runs:%s\n", "shardext (all four distributed)", d, d / l, dr, da;
+	printf "  %-34s %8.0f tps  %.2fx local  %6d retried  runs:%s\n", "postgres_fdw, 8 partitions each", f, f / l, fr, fa;
 }'
