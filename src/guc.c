@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "utils/guc.h"
 
 #include "shardext/guc.h"
@@ -19,6 +21,13 @@ int			ShardextConnectTimeout = 5000;
 int			ShardextMaxConnectionsPerNode = 4;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
+int			ShardextMoveMaxLag = 1024;
+int			ShardextMoveLockTimeout = 1000;
+int			ShardextMoveCutoverTimeout = 10000;
+int			ShardextMoveDropTimeout = 10000;
+int			ShardextMinFreeDiskSpace = 100;
+bool		ShardextMoveVerify = true;
+char	   *ShardextSplitMap = NULL;
 
 /*
  * RegisterShardextGucs defines all shardext.* variables and reserves the
@@ -73,6 +82,77 @@ RegisterShardextGucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_max_lag",
+							"Replication lag below which an online shard move goes on to "
+							"verification and cutover.",
+							NULL,
+							&ShardextMoveMaxLag,
+							1024, 16, INT_MAX / 1024,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_lock_timeout",
+							"Time a shard move waits for writes in flight before it pauses "
+							"writes; on timeout it lets queued writes run and tries again.",
+							NULL,
+							&ShardextMoveLockTimeout,
+							1000, 1, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_cutover_timeout",
+							"Longest time writes stay paused while the target of an online "
+							"shard move catches up; past it the move fails and the source "
+							"stays authoritative.",
+							NULL,
+							&ShardextMoveCutoverTimeout,
+							10000, 10, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_drop_timeout",
+							"Time a finished shard move waits for older transactions before "
+							"it leaves the drop of the source to shardext_cleanup().",
+							NULL,
+							&ShardextMoveDropTimeout,
+							10000, 0, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.min_free_disk_space",
+							"Free disk space a shard move leaves on its target node, beyond "
+							"the size of the shards it copies there.",
+							NULL,
+							&ShardextMinFreeDiskSpace,
+							100, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.move_verify",
+							 "Compare row counts and checksums of source and target before "
+							 "a shard move switches to the target.",
+							 NULL,
+							 &ShardextMoveVerify,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.split_map",
+							   "Internal: the shard halves a split's replication connection "
+							   "sends changes to.",
+							   NULL,
+							   &ShardextSplitMap,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("shardext");
 }

@@ -45,7 +45,9 @@ static void AppendColumnDefinitions(StringInfo buf, Relation rel);
 static char *ColumnDefaultExpression(Relation rel, AttrNumber attnum, bool *usesSequence);
 static void AppendStorageOptions(StringInfo buf, Relation rel);
 static void AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
-									 int64 shardId);
+									 int64 shardId, bool indexBacked);
+static char *ShardCreateCommandParts(Oid relid, int64 shardId, bool tablePart,
+									 bool indexPart);
 static void AppendIndexCommands(StringInfo buf, Relation rel, const char *shardName,
 								int64 shardId);
 static bool ContainsNextval(Node *node, void *context);
@@ -91,28 +93,61 @@ EndSafeDeparse(int nestLevel)
 char *
 ShardCreateCommand(Oid relid, int64 shardId)
 {
+	return ShardCreateCommandParts(relid, shardId, true, true);
+}
+
+/*
+ * ShardCreateTableCommand is the part of ShardCreateCommand that builds the
+ * table without its indexes (CHECK constraints and the replica identity
+ * included), so that a bulk copy need not maintain them; the indexes follow
+ * from ShardCreateIndexCommands.
+ */
+char *
+ShardCreateTableCommand(Oid relid, int64 shardId)
+{
+	return ShardCreateCommandParts(relid, shardId, true, false);
+}
+
+/*
+ * ShardCreateIndexCommands returns the primary key, unique and exclusion
+ * constraints and the indexes of a shard created by ShardCreateTableCommand.
+ */
+char *
+ShardCreateIndexCommands(Oid relid, int64 shardId)
+{
+	return ShardCreateCommandParts(relid, shardId, false, true);
+}
+
+static char *
+ShardCreateCommandParts(Oid relid, int64 shardId, bool tablePart, bool indexPart)
+{
 	StringInfoData buf;
 	Relation	rel = relation_open(relid, AccessShareLock);
 	char	   *shardName = QualifiedShardName(relid, shardId);
 	int			nestLevel = BeginSafeDeparse();
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "CREATE %sTABLE %s (",
-					 rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ?
-					 "UNLOGGED " : "", shardName);
-	AppendColumnDefinitions(&buf, rel);
-	appendStringInfoChar(&buf, ')');
+	if (tablePart)
+	{
+		appendStringInfo(&buf, "CREATE %sTABLE %s (",
+						 rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ?
+						 "UNLOGGED " : "", shardName);
+		AppendColumnDefinitions(&buf, rel);
+		appendStringInfoChar(&buf, ')');
 
-	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID && OidIsValid(rel->rd_rel->relam))
-		appendStringInfo(&buf, " USING %s",
-						 quote_identifier(get_am_name(rel->rd_rel->relam)));
-	AppendStorageOptions(&buf, rel);
-	appendStringInfoString(&buf, ";\n");
-
-	AppendConstraintCommands(&buf, rel, shardName, shardId);
-	AppendIndexCommands(&buf, rel, shardName, shardId);
-
-	if (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
+		if (rel->rd_rel->relam != HEAP_TABLE_AM_OID && OidIsValid(rel->rd_rel->relam))
+			appendStringInfo(&buf, " USING %s",
+							 quote_identifier(get_am_name(rel->rd_rel->relam)));
+		AppendStorageOptions(&buf, rel);
+		appendStringInfoString(&buf, ";\n");
+		AppendConstraintCommands(&buf, rel, shardName, shardId, false);
+	}
+	if (indexPart)
+	{
+		AppendConstraintCommands(&buf, rel, shardName, shardId, true);
+		AppendIndexCommands(&buf, rel, shardName, shardId);
+	}
+	if (tablePart && rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
 		appendStringInfo(&buf, "ALTER TABLE %s REPLICA IDENTITY FULL;\n", shardName);
 
 	EndSafeDeparse(nestLevel);
@@ -284,13 +319,14 @@ AppendStorageOptions(StringInfo buf, Relation rel)
 }
 
 /*
- * AppendConstraintCommands adds the table's CHECK, PRIMARY KEY, UNIQUE and
- * EXCLUDE constraints.  (NOT NULL is part of the column definitions; foreign
- * keys are refused before we get here.)
+ * AppendConstraintCommands adds the table's CHECK constraints, or (when
+ * indexBacked) its PRIMARY KEY, UNIQUE and EXCLUDE constraints.  (NOT NULL
+ * is part of the column definitions; foreign keys are refused before we get
+ * here.)
  */
 static void
 AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
-						 int64 shardId)
+						 int64 shardId, bool indexBacked)
 {
 	Relation	conRel = table_open(ConstraintRelationId, AccessShareLock);
 	ScanKeyData key;
@@ -307,7 +343,8 @@ AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
 		char	   *definition;
 		char	   *name;
 
-		if (con->contype == CONSTRAINT_FOREIGN)
+		if (con->contype == CONSTRAINT_FOREIGN ||
+			OidIsValid(con->conindid) != indexBacked)
 			continue;
 
 		definition = TextDatumGetCString(DirectFunctionCall1(pg_get_constraintdef,

@@ -12,6 +12,8 @@
 
 /* table_ddl.c */
 extern char *ShardCreateCommand(Oid relid, int64 shardId);
+extern char *ShardCreateTableCommand(Oid relid, int64 shardId);
+extern char *ShardCreateIndexCommands(Oid relid, int64 shardId);
 extern char *ShardDropCommand(const char *schemaName, const char *relname,
 							  int64 shardId);
 extern char *WorkerCreateSchemaCommand(Oid relid);

@@ -13,6 +13,13 @@ extern int	ShardextConnectTimeout;
 extern int	ShardextMaxConnectionsPerNode;
 extern char *ShardextNodeConninfo;
 extern bool ShardextEnableDDLPropagation;
+extern int	ShardextMoveMaxLag;
+extern int	ShardextMoveLockTimeout;
+extern int	ShardextMoveCutoverTimeout;
+extern int	ShardextMoveDropTimeout;
+extern int	ShardextMinFreeDiskSpace;
+extern bool ShardextMoveVerify;
+extern char *ShardextSplitMap;
 
 extern void RegisterShardextGucs(void);
 
