@@ -177,14 +177,18 @@ MoveSetUpSource(ShardMoveState *state)
 			initStringInfo(&create);
 			appendStringInfo(&create, "%s;\n%s", WorkerCreateSchemaCommand(shard->relid),
 							 ShardCreateTableCommand(shard->relid, shard->childIds[half]));
-			if (shard->needsFullIdentity)
-			{
-				if (state->inPlace)
-					AddCleanupRecord(state, state->source.nodeId, "replica_identity",
-									 shard->childNames[half], 0, "d", "always");
-				appendStringInfo(&create, "ALTER TABLE %s REPLICA IDENTITY FULL;\n",
-								 shard->childNames[half]);
-			}
+
+			/*
+			 * pgoutput describes a half by its identity as of each change,
+			 * and the half gets its key only after the copy: until then
+			 * FULL identifies its rows (the subscriber finds them by its
+			 * own key).  A half in place gets its identity back after.
+			 */
+			if (state->inPlace && shard->coordinatorIdentity != 'f')
+				AddCleanupRecord(state, state->source.nodeId, "replica_identity",
+								 shard->childNames[half], 0, "d", "always");
+			appendStringInfo(&create, "ALTER TABLE %s REPLICA IDENTITY FULL;\n",
+							 shard->childNames[half]);
 			ExecuteRemoteCommand(state->sourceConn, create.data);
 			appendStringInfo(&tables, "%s, ", shard->childNames[half]);
 		}
@@ -260,6 +264,18 @@ MoveCreateSlotSnapshot(ShardMoveState *state)
 					 0, NULL, "always");
 	state->replication = OpenDedicatedConnection(state->source.host, state->source.port,
 												 true, true);
+	if (state->pluginLibraries != NULL)
+	{
+		StringInfoData set;
+		char	   *copy = pstrdup(state->pluginLibraries);
+		char	   *save = NULL;
+
+		initStringInfo(&set);
+		appendStringInfoString(&set, "SET output_plugin_libraries = ");
+		for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save))
+			appendStringInfo(&set, "%s%s", name == copy ? "" : ", ", quote_literal_cstr(name));
+		ExecuteRemoteCommand(state->replication, set.data);
+	}
 	result = RemoteQuery(state->replication,
 						 psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
 								  quote_identifier(state->objectName),
@@ -503,7 +519,10 @@ SubscriptionConninfo(ShardMoveState *state)
 								 parts[3], state->splitPoint + 1, state->hashMax);
 			}
 		}
-		AppendConninfoValue(&buf, "options", psprintf("-c shardext.split_map=%s", map.data));
+		AppendConninfoValue(&buf, "options",
+							psprintf("-c shardext.split_map=%s%s%s", map.data,
+									 state->pluginLibraries ? " -c output_plugin_libraries=" : "",
+									 state->pluginLibraries ? state->pluginLibraries : ""));
 	}
 	return buf.data;
 }

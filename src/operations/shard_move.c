@@ -31,6 +31,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/syscache.h"
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
@@ -44,6 +47,7 @@ PG_FUNCTION_INFO_V1(shardext_move_shard);
 PG_FUNCTION_INFO_V1(shardext_move_lock_shards);
 PG_FUNCTION_INFO_V1(shardext_move_commit_placements);
 
+static char RelationIdentityOf(Oid relid);
 static List *ShardGroup(DistTableCacheEntry *entry, ShardInterval *shard, int32 sourceNodeId);
 static void CheckSourceAndTarget(ShardMoveState *state);
 static void RunMoveSteps(ShardMoveState *state);
@@ -165,9 +169,24 @@ ShardGroup(DistTableCacheEntry *entry, ShardInterval *shard, int32 sourceNodeId)
 		moveShard->columnList = ColumnListString(relid);
 		moveShard->distColumnName = get_attname(relid, other->distAttnum, false);
 		moveShard->distColumn = pstrdup(quote_identifier(moveShard->distColumnName));
+		moveShard->coordinatorIdentity = RelationIdentityOf(relid);
 		group = lappend(group, moveShard);
 	}
 	return group;
+}
+
+/* the replica identity setting (pg_class.relreplident) of a relation */
+static char
+RelationIdentityOf(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	char		identity;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	identity = ((Form_pg_class) GETSTRUCT(tuple))->relreplident;
+	ReleaseSysCache(tuple);
+	return identity;
 }
 
 static int
@@ -282,9 +301,10 @@ PrepareShardMove(NodeConnection *local, int64 shardId, int32 targetNodeId, MoveM
 	}
 
 	state->description = psprintf("shard %s%s", ShardTableName(first->relid, first->shardId),
-								  list_length(state->shards) > 1 ?
-								  psprintf(" (with %d co-located shards)",
-										   list_length(state->shards) - 1) : "");
+								  list_length(state->shards) == 1 ? "" :
+								  psprintf(" and %d co-located shard%s",
+										   list_length(state->shards) - 1,
+										   list_length(state->shards) == 2 ? "" : "s"));
 
 	CheckSourceAndTarget(state);
 
@@ -337,6 +357,26 @@ CheckSourceAndTarget(ShardMoveState *state)
 							state->source.host, state->source.port, value ? value : "unknown"),
 					 errhint("Set wal_level = logical on the node and restart it, or use "
 							 "mode => 'block_writes'.")));
+	}
+
+	/*
+	 * Servers that restrict output plugins (output_plugin_libraries) must
+	 * let our split sessions, which are a superuser's, use shardext's.
+	 */
+	if (state->operation == MOVE_OPERATION_SPLIT)
+	{
+		value = RemoteScalar(state->sourceConn,
+							 "SELECT pg_catalog.string_agg(pg_catalog.btrim(l), ',') "
+							 "FROM pg_catalog.regexp_split_to_table("
+							 "  pg_catalog.current_setting('output_plugin_libraries', true), ',') l "
+							 "WHERE pg_catalog.btrim(l) <> ''",
+							 0, NULL);
+		if (value != NULL)
+			state->pluginLibraries = psprintf("%s,shardext", value);
+		else if (RemoteScalar(state->sourceConn,
+							  "SELECT pg_catalog.current_setting('output_plugin_libraries', true)",
+							  0, NULL) != NULL)
+			state->pluginLibraries = "shardext";
 	}
 
 	/* the source tables: size, replica identity, key */
@@ -821,7 +861,7 @@ CommitMovedPlacements(int64 moveId)
 	}
 
 	if (SPI_execute_with_args("DELETE FROM shardext.cleanup_record WHERE move_id = $1 "
-							  "AND policy = 'on_failure' AND object_type = 'table'",
+							  "AND policy = 'on_failure'",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args("UPDATE shardext.move SET phase = 'cleaning up', "
 							  "phase_started_at = clock_timestamp() WHERE move_id = $1",

@@ -43,6 +43,7 @@ typedef struct MoveShard
 	char	   *distColumn;		/* quoted name of the distribution column */
 	char	   *distColumnName; /* the same, not quoted */
 	char		sourceIdentity; /* relreplident of the shard on the source */
+	char		coordinatorIdentity;	/* relreplident of the distributed table */
 	bool		needsFullIdentity;	/* no key for logical replication */
 	/* splits: the lower and the upper half */
 	int64		childIds[2];
@@ -65,6 +66,7 @@ typedef struct ShardMoveState
 	bool		inPlace;		/* splits onto the source node */
 	char	   *objectName;		/* slot, publication and subscription */
 	char	   *description;	/* for messages: "shard orders_102008 ..." */
+	char	   *pluginLibraries;	/* splits: output_plugin_libraries to set, or NULL */
 	int			markerSeq;
 	int64		totalBytes;
 	int64		rowsCopied;
