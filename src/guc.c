@@ -15,6 +15,7 @@
 #include "utils/guc.h"
 
 #include "shardext/guc.h"
+#include "shardext/snowflake.h"
 
 int			ShardextShardCount = 32;
 int			ShardextConnectTimeout = 5000;
@@ -28,6 +29,9 @@ int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
+int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
+int			ShardextSnowflakeMaxClockSkew = 100;
+int			ShardextSnowflakeClockOffset = 0;
 
 /*
  * RegisterShardextGucs defines all shardext.* variables and reserves the
@@ -153,6 +157,37 @@ RegisterShardextGucs(void)
 							   PGC_SUSET,
 							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.node_id",
+							"Node id that snowflake_id() puts into the ids of this server.",
+							"-1 (the default) takes the node id the coordinator assigned when it "
+							"registered this server as a worker, or 0 on a coordinator. Every "
+							"node of a cluster needs a different node id.",
+							&ShardextNodeId,
+							SNOWFLAKE_NODE_ID_AUTOMATIC, SNOWFLAKE_NODE_ID_AUTOMATIC,
+							SNOWFLAKE_MAX_NODE_ID,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.snowflake_max_clock_skew",
+							"How far the system clock may step back before snowflake_id() fails.",
+							"Within this bound ids continue from the last one issued; beyond "
+							"it snowflake_id() raises an error rather than risk a duplicate.",
+							&ShardextSnowflakeMaxClockSkew,
+							100, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.snowflake_clock_offset",
+							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",
+							"Lets tests simulate a system clock that stepped backwards.",
+							&ShardextSnowflakeClockOffset,
+							0, -86400 * 1000, 0,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("shardext");
 }

@@ -20,6 +20,9 @@ extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
 extern char *ShardextSplitMap;
+extern int	ShardextNodeId;
+extern int	ShardextSnowflakeMaxClockSkew;
+extern int	ShardextSnowflakeClockOffset;
 
 extern void RegisterShardextGucs(void);
 
