@@ -29,6 +29,8 @@ int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
+char	   *ShardextMoveTestPausePhase = NULL;
+int			ShardextMoveTestPauseMs = 60000;
 int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
 int			ShardextSnowflakeMaxClockSkew = 100;
 int			ShardextSnowflakeClockOffset = 0;
@@ -187,6 +189,24 @@ RegisterShardextGucs(void)
 							0, -86400 * 1000, 0,
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.move_test_pause_phase",
+							   "For testing only: a shard move pauses when it enters this phase.",
+							   "Lets fault tests interrupt a move at a chosen phase.",
+							   &ShardextMoveTestPausePhase,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_test_pause_ms",
+							"For testing only: how long shardext.move_test_pause_phase pauses.",
+							NULL,
+							&ShardextMoveTestPauseMs,
+							60000, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("shardext");

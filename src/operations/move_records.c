@@ -269,6 +269,16 @@ SetMovePhase(ShardMoveState *state, const char *phase)
 						"UPDATE shardext.move SET phase = $2, phase_started_at = clock_timestamp() "
 						"WHERE move_id = $1::int8", 2, params);
 	ereport(NOTICE, (errmsg("%s: %s", state->description, phase)));
+
+	/* fault tests interrupt a move here */
+	if (ShardextMoveTestPausePhase != NULL && strcmp(ShardextMoveTestPausePhase, phase) == 0)
+	{
+		TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													  ShardextMoveTestPauseMs);
+
+		while (GetCurrentTimestamp() < end)
+			MoveSleep(10);
+	}
 }
 
 /*

@@ -62,11 +62,24 @@ static void CommitMovedPlacements(int64 moveId);
 Datum
 shardext_move_shard(PG_FUNCTION_ARGS)
 {
-	int64		shardId = PG_GETARG_INT64(0);
-	int32		targetNodeId = PG_GETARG_INT32(1);
-	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	int64		shardId;
+	int32		targetNodeId;
+	MoveMode	mode;
 	NodeConnection *local;
 	ShardMoveState *state;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("shard_id, target_node_id and mode must not be NULL")));
+	shardId = PG_GETARG_INT64(0);
+	targetNodeId = PG_GETARG_INT32(1);
+	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	if (targetNodeId <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node with id %d does not exist", targetNodeId),
+				 errhint("shardext.nodes lists the nodes.")));
 
 	EnsureMovePreconditions("shardext_move_shard");
 	local = OpenLoopbackConnection(true);

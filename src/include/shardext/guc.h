@@ -20,6 +20,8 @@ extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
 extern char *ShardextSplitMap;
+extern char *ShardextMoveTestPausePhase;
+extern int	ShardextMoveTestPauseMs;
 extern int	ShardextNodeId;
 extern int	ShardextSnowflakeMaxClockSkew;
 extern int	ShardextSnowflakeClockOffset;

@@ -74,7 +74,7 @@ CREATE TABLE shardext.move_marker_applied (
 CREATE FUNCTION pg_catalog.shardext_move_shard(shard_id bigint, target_node_id int,
 											   mode text DEFAULT 'online')
 	RETURNS void
-	LANGUAGE C STRICT
+	LANGUAGE C
 	AS 'MODULE_PATHNAME', 'shardext_move_shard';
 COMMENT ON FUNCTION pg_catalog.shardext_move_shard(bigint, int, text)
 	IS 'move a shard and the shards co-located with it to another node, online or blocking writes';
