@@ -616,7 +616,7 @@ shardext_cleanup(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	int			removed;
 
-	EnsureMovePreconditions("shardext_cleanup");
+	EnsureMoveAllowed("shardext_cleanup");
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
@@ -669,7 +669,7 @@ shardext_cancel_rebalance(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	char	   *count;
 
-	EnsureMovePreconditions("shardext_cancel_rebalance");
+	EnsureMoveAllowed("shardext_cancel_rebalance");
 	local = OpenLoopbackConnection(true);
 	count = LocalCoordinatorQuery(local,
 								  "SELECT count(*) FILTER (WHERE pg_catalog.pg_cancel_backend(pid)) "

@@ -513,8 +513,9 @@ ExecutePlan(NodeConnection *local, List *plan, MoveMode mode)
 					(errmsg("rebalance: move %d of %d", foreach_current_index(cell) + 1,
 							list_length(plan))));
 			RunCleanup(local, 0, true, true, jobId, true);
-			state = PrepareShardMove(local, planned->group->shardId, planned->targetNodeId,
+			state = PrepareShardMove(planned->group->shardId, planned->targetNodeId,
 									 mode, MOVE_OPERATION_MOVE, jobId, moveId);
+			state->local = local;
 			ExecuteShardMove(state);
 			done++;
 
@@ -551,7 +552,8 @@ shardext_rebalance(PG_FUNCTION_ARGS)
 	List	   *plan;
 	int			done = 0;
 
-	EnsureMovePreconditions("shardext_rebalance");
+	EnsureMoveAllowed("shardext_rebalance");
+	EnsureOutsideTransactionBlock("shardext_rebalance");
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
@@ -588,13 +590,14 @@ shardext_drain_node(PG_FUNCTION_ARGS)
 	List	   *plan;
 	int			done = 0;
 
-	EnsureMovePreconditions("shardext_drain_node");
+	EnsureMoveAllowed("shardext_drain_node");
 	node = FindWorkerNode(host, port);
 	if (node == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("node %s:%d is not registered", host, port)));
 	nodeId = node->nodeId;
+	EnsureOutsideTransactionBlock("shardext_drain_node");
 
 	local = OpenLoopbackConnection(true);
 	PG_TRY();

@@ -81,12 +81,15 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 				 errmsg("node with id %d does not exist", targetNodeId),
 				 errhint("shardext.nodes lists the nodes.")));
 
-	EnsureMovePreconditions("shardext_move_shard");
+	EnsureMoveAllowed("shardext_move_shard");
+	state = PrepareShardMove(shardId, targetNodeId, mode, MOVE_OPERATION_MOVE, 0, 0);
+	EnsureOutsideTransactionBlock("shardext_move_shard");
+
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
 		RunCleanup(local, 0, true, true, 0, true);
-		state = PrepareShardMove(local, shardId, targetNodeId, mode, MOVE_OPERATION_MOVE, 0, 0);
+		state->local = local;
 		ExecuteShardMove(state);
 	}
 	PG_FINALLY();
@@ -98,12 +101,11 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 }
 
 /*
- * EnsureMovePreconditions: moves need a superuser (logical replication
- * does), the extension, and no transaction block (a move commits on its own
- * as it goes, so it cannot be rolled back with the caller's transaction).
+ * EnsureMoveAllowed: moves need a superuser (logical replication does) and
+ * the extension.
  */
 void
-EnsureMovePreconditions(const char *function)
+EnsureMoveAllowed(const char *function)
 {
 	if (!superuser())
 		ereport(ERROR,
@@ -114,6 +116,15 @@ EnsureMovePreconditions(const char *function)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"shardext\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION shardext.")));
+}
+
+/*
+ * EnsureOutsideTransactionBlock: a move commits on its own as it goes, so
+ * it cannot be rolled back with the caller's transaction.
+ */
+void
+EnsureOutsideTransactionBlock(const char *function)
+{
 	if (IsTransactionBlock())
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
@@ -212,16 +223,16 @@ CompareMoveShards(const ListCell *a, const ListCell *b)
 }
 
 /*
- * PrepareShardMove checks a move or split and gathers what it needs,
- * without changing anything: the shard and its group, the nodes, the
- * tables' state on the source, room on the target.  It takes a
+ * PrepareShardMove checks a move or split against the catalog and gathers
+ * what it needs, without changing anything or asking the nodes (that is
+ * CheckSourceAndTarget's job, at the start of ExecuteShardMove).  It takes a
  * ShareUpdateExclusiveLock on each table of the group for the rest of the
  * transaction, which keeps schema changes and other moves of the group
  * away.  targetNodeId 0 means the source node (splits only).  moveId > 0
  * reuses a pending record of a rebalance.
  */
 ShardMoveState *
-PrepareShardMove(NodeConnection *local, int64 shardId, int32 targetNodeId, MoveMode mode,
+PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 				 MoveOperation operation, int64 jobId, int64 moveId)
 {
 	ShardMoveState *state = palloc0(sizeof(ShardMoveState));
@@ -232,7 +243,6 @@ PrepareShardMove(NodeConnection *local, int64 shardId, int32 targetNodeId, MoveM
 	ListCell   *cell;
 	MoveShard  *first;
 
-	state->local = local;
 	state->operation = operation;
 	state->mode = mode;
 	state->jobId = jobId;
@@ -319,23 +329,6 @@ PrepareShardMove(NodeConnection *local, int64 shardId, int32 targetNodeId, MoveM
 										   list_length(state->shards) - 1,
 										   list_length(state->shards) == 2 ? "" : "s"));
 
-	CheckSourceAndTarget(state);
-
-	/* new shard ids last: nothing is left to refuse the split */
-	if (operation == MOVE_OPERATION_SPLIT)
-	{
-		foreach(cell, state->shards)
-		{
-			MoveShard  *moveShard = lfirst(cell);
-
-			for (int half = 0; half < 2; half++)
-			{
-				moveShard->childIds[half] = NextShardId();
-				moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
-																 moveShard->childIds[half]);
-			}
-		}
-	}
 	return state;
 }
 
@@ -484,7 +477,8 @@ CheckSourceAndTarget(ShardMoveState *state)
 }
 
 /*
- * ExecuteShardMove runs a prepared move or split to the end: records it,
+ * ExecuteShardMove runs a prepared move or split (with state->local set) to
+ * the end: checks the nodes, records it,
  * runs its steps in a subtransaction, cleans up after a failure (and
  * rethrows it), or finishes after the catalog switch.
  */
@@ -493,6 +487,26 @@ ExecuteShardMove(ShardMoveState *state)
 {
 	MemoryContext oldContext = CurrentMemoryContext;
 	ResourceOwner oldOwner = CurrentResourceOwner;
+	ListCell   *cell;
+
+	Assert(state->local != NULL);
+	CheckSourceAndTarget(state);
+
+	/* new shard ids last: nothing is left to refuse the split */
+	if (state->operation == MOVE_OPERATION_SPLIT)
+	{
+		foreach(cell, state->shards)
+		{
+			MoveShard  *moveShard = lfirst(cell);
+
+			for (int half = 0; half < 2; half++)
+			{
+				moveShard->childIds[half] = NextShardId();
+				moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
+																 moveShard->childIds[half]);
+			}
+		}
+	}
 
 	state->moveId = InsertMoveRecord(state->local, state, "running");
 	state->objectName = psprintf("shardext_move_" INT64_FORMAT, state->moveId);

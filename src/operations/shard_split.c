@@ -55,13 +55,15 @@ shardext_split_shard(PG_FUNCTION_ARGS)
 					 errhint("shardext.nodes lists the nodes.")));
 	}
 
-	EnsureMovePreconditions("shardext_split_shard");
+	EnsureMoveAllowed("shardext_split_shard");
+	state = PrepareShardMove(shardId, targetNodeId, MOVE_MODE_ONLINE, MOVE_OPERATION_SPLIT, 0, 0);
+	EnsureOutsideTransactionBlock("shardext_split_shard");
+
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
 		RunCleanup(local, 0, true, true, 0, true);
-		state = PrepareShardMove(local, shardId, targetNodeId, MOVE_MODE_ONLINE,
-								 MOVE_OPERATION_SPLIT, 0, 0);
+		state->local = local;
 		ExecuteShardMove(state);
 	}
 	PG_FINALLY();

@@ -85,13 +85,13 @@ typedef struct ShardMoveState
 } ShardMoveState;
 
 /* shard_move.c */
-extern ShardMoveState *PrepareShardMove(NodeConnection *local, int64 shardId,
-										int32 targetNodeId, MoveMode mode,
+extern ShardMoveState *PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 										MoveOperation operation, int64 jobId, int64 moveId);
 extern void ExecuteShardMove(ShardMoveState *state);
 extern MoveMode ParseMoveMode(const char *mode);
 extern bool MoveWasCommitted(int64 moveId);
-extern void EnsureMovePreconditions(const char *function);
+extern void EnsureMoveAllowed(const char *function);
+extern void EnsureOutsideTransactionBlock(const char *function);
 
 /* move_steps.c: the remote work of a move */
 extern void MoveSetUpSource(ShardMoveState *state);
