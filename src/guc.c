@@ -22,6 +22,9 @@ int			ShardextConnectTimeout = 5000;
 int			ShardextMaxConnectionsPerNode = 4;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
+int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
+int			ShardextRecoveryInterval = 10000;
+int			ShardextTestFault = TEST_FAULT_NONE;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
 int			ShardextMoveCutoverTimeout = 10000;
@@ -31,6 +34,19 @@ bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
+
+static const struct config_enum_entry multi_node_commit_options[] = {
+	{"2pc", MULTI_NODE_COMMIT_2PC, false},
+	{"reject", MULTI_NODE_COMMIT_REJECT, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry test_fault_options[] = {
+	{"none", TEST_FAULT_NONE, false},
+	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
+	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
+	{NULL, 0, false}
+};
 int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
 int			ShardextSnowflakeMaxClockSkew = 100;
 int			ShardextSnowflakeClockOffset = 0;
@@ -89,6 +105,37 @@ RegisterShardextGucs(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomEnumVariable("shardext.multi_node_commit",
+							 "How a transaction that wrote on several nodes commits.",
+							 "'2pc' commits it with two-phase commit; 'reject' makes a "
+							 "transaction fail as soon as it would write on a second node.",
+							 &ShardextMultiNodeCommit,
+							 MULTI_NODE_COMMIT_2PC,
+							 multi_node_commit_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.recovery_interval",
+							"Time between two runs of prepared transaction recovery by the "
+							"maintenance daemon.",
+							"-1 disables the periodic recovery; it still runs once when the "
+							"daemon starts.",
+							&ShardextRecoveryInterval,
+							10000, -1, 24 * 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.test_fault",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
+							 NULL,
+							 &ShardextTestFault,
+							 TEST_FAULT_NONE,
+							 test_fault_options,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("shardext.move_max_lag",
 							"Replication lag below which an online shard move goes on to "
 							"verification and cutover.",

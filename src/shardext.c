@@ -19,6 +19,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/guc.h"
+#include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 #include "shardext/remote_xact.h"
@@ -64,6 +65,7 @@ _PG_init(void)
 
 	InitializeMetadataCache();
 	InitializeRemoteTransactions();
+	RegisterMaintenanceLauncher();
 }
 
 /*
@@ -76,6 +78,7 @@ ShardextShmemRequest(void)
 		prev_shmem_request_hook();
 
 	RequestAddinShmemSpace(SnowflakeShmemSize());
+	RequestAddinShmemSpace(MaintenanceShmemSize());
 }
 
 /*
@@ -88,4 +91,5 @@ ShardextShmemStartup(void)
 		prev_shmem_startup_hook();
 
 	SnowflakeShmemInit();
+	MaintenanceShmemInit();
 }

@@ -21,6 +21,7 @@
 
 #include "access/xact.h"
 #include "commands/dbcommands.h"
+#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -628,6 +629,61 @@ shardext_cleanup(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	PG_RETURN_INT32(removed);
+}
+
+/*
+ * MaintainShardMoves is the maintenance daemon's share of the cleanup: when
+ * a move that is no longer running left records, or ended without saying
+ * so, it runs the cleanup (over a loopback connection as the daemon's
+ * user, a superuser).  Called in a transaction.
+ */
+void
+MaintainShardMoves(void)
+{
+	bool		needed = false;
+	NodeConnection *local;
+	int			removed = 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT EXISTS (SELECT 1 FROM shardext.cleanup_record r "
+					"  LEFT JOIN shardext.move m ON m.move_id = r.move_id "
+					"  WHERE m.move_id IS NULL OR m.status NOT IN ('pending', 'running') "
+					"  OR NOT shardext.backend_is_alive(m.owner_pid, m.owner_start)) "
+					"OR EXISTS (SELECT 1 FROM shardext.move "
+					"  WHERE status IN ('pending', 'running') "
+					"  AND NOT shardext.backend_is_alive(owner_pid, owner_start))",
+					true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		bool		isnull;
+
+		needed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											1, &isnull));
+	}
+	SPI_finish();
+	if (!needed)
+		return;
+
+	local = OpenLoopbackConnection(false);
+	if (local == NULL)
+	{
+		ereport(LOG,
+				(errmsg("shardext could not connect to its own database to clean up "
+						"after shard moves")));
+		return;
+	}
+	PG_TRY();
+	{
+		removed = RunCleanup(local, 0, true, true, 0, true);
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(local);
+	}
+	PG_END_TRY();
+	if (removed > 0)
+		ereport(LOG,
+				(errmsg("shardext removed %d objects left by shard moves", removed)));
 }
 
 /*

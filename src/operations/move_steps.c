@@ -415,33 +415,73 @@ MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 	ReportMoveProgress(state, true, -1);
 }
 
+/* which half of a split a foreign key of the other half references */
+typedef struct SplitHalfLookup
+{
+	ShardMoveState *state;
+	int			half;
+} SplitHalfLookup;
+
+/*
+ * SplitHalfOf names, for a foreign key of a split's half, the same half of
+ * the referenced (co-located) table: the catalog does not know the halves
+ * yet.
+ */
+static int64
+SplitHalfOf(Oid referencedRelid, void *arg)
+{
+	SplitHalfLookup *lookup = arg;
+	ListCell   *cell;
+
+	foreach(cell, lookup->state->shards)
+	{
+		MoveShard  *shard = lfirst(cell);
+
+		if (shard->relid == referencedRelid)
+			return shard->childIds[lookup->half];
+	}
+	elog(ERROR, "table %u is not co-located with the shard being split", referencedRelid);
+	return 0;					/* keep compiler quiet */
+}
+
 /*
  * MoveBuildIndexes adds the primary keys, unique constraints and indexes to
- * the copied tables and analyzes them.
+ * the copied tables, then their foreign keys (which need the keys of the
+ * tables they reference, co-located ones included), and analyzes them.
  */
 void
 MoveBuildIndexes(ShardMoveState *state)
 {
 	StringInfoData command;
 	ListCell   *cell;
+	bool		split = state->operation == MOVE_OPERATION_SPLIT;
 
 	SetMovePhase(state, "building indexes");
 	initStringInfo(&command);
-	foreach(cell, state->shards)
+	for (int pass = 0; pass < 2; pass++)
 	{
-		MoveShard  *shard = lfirst(cell);
+		foreach(cell, state->shards)
+		{
+			MoveShard  *shard = lfirst(cell);
 
-		if (state->operation == MOVE_OPERATION_MOVE)
-		{
-			appendStringInfoString(&command, ShardCreateIndexCommands(shard->relid, shard->shardId));
-			appendStringInfo(&command, "ANALYZE %s;\n", shard->shardName);
-			continue;
-		}
-		for (int half = 0; half < 2; half++)
-		{
-			appendStringInfoString(&command,
-								   ShardCreateIndexCommands(shard->relid, shard->childIds[half]));
-			appendStringInfo(&command, "ANALYZE %s;\n", shard->childNames[half]);
+			for (int half = 0; half < (split ? 2 : 1); half++)
+			{
+				int64		shardId = split ? shard->childIds[half] : shard->shardId;
+				SplitHalfLookup lookup = {state, half};
+
+				if (pass == 0)
+					appendStringInfoString(&command,
+										   ShardCreateIndexCommands(shard->relid, shardId));
+				else
+				{
+					appendStringInfoString(&command,
+										   ShardCreateForeignKeyCommands(shard->relid, shardId,
+																		 split ? SplitHalfOf : NULL,
+																		 &lookup));
+					appendStringInfo(&command, "ANALYZE %s;\n",
+									 split ? shard->childNames[half] : shard->shardName);
+				}
+			}
 		}
 	}
 	ExecuteRemoteCommand(state->targetConn, command.data);

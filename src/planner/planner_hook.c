@@ -13,6 +13,7 @@
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
 
+#include "shardext/ddl.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 
@@ -24,7 +25,9 @@ PlannedStmt *
 ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 				ParamListInfo boundParams)
 {
-	if (ShardextExtensionLoaded() && QueryReferencesDistributedTable((Node *) parse))
+	/* queries DDL runs for itself (foreign key checks) see the local shells */
+	if (ShardextLocalDDLDepth == 0 &&
+		ShardextExtensionLoaded() && QueryReferencesDistributedTable((Node *) parse))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("queries on distributed tables are not supported yet"),

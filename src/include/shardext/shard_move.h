@@ -121,6 +121,7 @@ extern int	RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFai
 extern void CancelPendingMoves(NodeConnection *local, int64 jobId);
 extern void WaitForOlderTransactions(NodeConnection *local, int64 moveId, int timeoutMs);
 extern char *LocalCoordinatorQuery(NodeConnection *local, const char *query);
+extern void MaintainShardMoves(void);
 
 
 #endif							/* SHARDEXT_SHARD_MOVE_H */
