@@ -51,9 +51,11 @@ CREATE FUNCTION moves.leftovers() RETURNS TABLE (node_port int, leftover text)
 LANGUAGE sql AS $$
 	SELECT node_port, result FROM shardext_run_on_nodes($q$
 		SELECT string_agg(x, ', ' ORDER BY x) FROM (
-			SELECT 'slot ' || slot_name FROM pg_replication_slots WHERE slot_name LIKE 'shardext%'
+			SELECT 'slot ' || slot_name FROM pg_replication_slots
+				WHERE slot_name LIKE 'shardext%' AND database = current_database()
 			UNION ALL SELECT 'publication ' || pubname FROM pg_publication
 			UNION ALL SELECT 'subscription ' || subname FROM pg_subscription
+				WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			UNION ALL SELECT 'marker ' || move_id FROM shardext.move_marker
 			UNION ALL SELECT 'marker ' || move_id FROM shardext.move_marker_applied
 			UNION ALL SELECT 'identity ' || relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -270,16 +270,42 @@ SetMovePhase(ShardMoveState *state, const char *phase)
 						"UPDATE shardext.move SET phase = $2, phase_started_at = clock_timestamp() "
 						"WHERE move_id = $1::int8", 2, params);
 	ereport(NOTICE, (errmsg("%s: %s", state->description, phase)));
+	MoveTestPause(state, phase);
+}
 
-	/* fault tests interrupt a move here */
-	if (ShardextMoveTestPausePhase != NULL && strcmp(ShardextMoveTestPausePhase, phase) == 0)
+/*
+ * MoveTestPause: fault tests set shardext.move_test_pause_phase to a phase
+ * (or to "writes paused", the point where a move holds the cutover locks)
+ * to interrupt a move there; the move records the point as its phase and
+ * sleeps for shardext.move_test_pause_ms.
+ */
+void
+MoveTestPause(ShardMoveState *state, const char *point)
+{
+	TimestampTz end;
+	const char *params[2];
+
+	if (ShardextMoveTestPausePhase == NULL || strcmp(ShardextMoveTestPausePhase, point) != 0)
+		return;
+	params[0] = psprintf(INT64_FORMAT, state->moveId);
+	params[1] = point;
+	if (PQtransactionStatus(state->local->pgConn) == PQTRANS_IDLE)
+		(void) RemoteScalar(state->local,
+							"UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8",
+							2, params);
+	else
 	{
-		TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													  ShardextMoveTestPauseMs);
+		/* the loopback session holds the cutover locks: record it elsewhere */
+		NodeConnection *other = OpenLoopbackConnection(true);
 
-		while (GetCurrentTimestamp() < end)
-			MoveSleep(10);
+		(void) RemoteScalar(other,
+							"UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8",
+							2, params);
+		CloseDedicatedConnection(other);
 	}
+	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextMoveTestPauseMs);
+	while (GetCurrentTimestamp() < end)
+		MoveSleep(10);
 }
 
 /*

@@ -1063,6 +1063,7 @@ MoveCutover(ShardMoveState *state)
 	SetMovePhase(state, "cutting over");
 	AcquireCutoverLock(state);
 	pauseStart = GetCurrentTimestamp();
+	MoveTestPause(state, "writes paused");
 
 	gids = RemoteQuery(state->sourceConn,
 					   psprintf("INSERT INTO shardext.move_marker (move_id, seq) VALUES ("

@@ -21,6 +21,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "common/hashfn.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -55,6 +57,7 @@ static void AbortMove(ShardMoveState *state, ErrorData *edata);
 static void FinishMove(ShardMoveState *state);
 static void CloseMoveConnections(ShardMoveState *state, bool cancel);
 static void CommitMovedPlacements(int64 moveId);
+static char *MoveObjectName(int64 moveId);
 
 /*
  * shardext_move_shard(shard_id bigint, target_node_id int, mode text)
@@ -509,7 +512,7 @@ ExecuteShardMove(ShardMoveState *state)
 	}
 
 	state->moveId = InsertMoveRecord(state->local, state, "running");
-	state->objectName = psprintf("shardext_move_" INT64_FORMAT, state->moveId);
+	state->objectName = MoveObjectName(state->moveId);
 	ereport(NOTICE,
 			(errmsg("%s %s from %s:%d to %s:%d",
 					state->operation == MOVE_OPERATION_SPLIT ? "splitting" : "moving",
@@ -572,6 +575,21 @@ RunMoveSteps(ShardMoveState *state)
 	MoveVerify(state, false);
 	MoveWaitForLag(state);
 	MoveCutover(state);
+}
+
+/*
+ * MoveObjectName names the replication slot, publication and subscription
+ * of a move.  Slots are shared by all databases of a node, which may serve
+ * several coordinator databases, so the name carries a hash of this
+ * coordinator database's identity: shardext_move_<hash>_<move id>.
+ */
+static char *
+MoveObjectName(int64 moveId)
+{
+	uint64		identity[2] = {GetSystemIdentifier(), MyDatabaseId};
+	uint32		hash = hash_bytes((const unsigned char *) identity, sizeof(identity));
+
+	return psprintf("shardext_move_%08x_" INT64_FORMAT, hash, moveId);
 }
 
 /*

@@ -111,6 +111,7 @@ extern void MoveSleep(long milliseconds);
 extern int64 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status);
 extern void SetMoveStatus(ShardMoveState *state, const char *status, const char *error);
 extern void SetMovePhase(ShardMoveState *state, const char *phase);
+extern void MoveTestPause(ShardMoveState *state, const char *point);
 extern void ReportMoveProgress(ShardMoveState *state, bool force, int64 lagBytes);
 extern void AddCleanupRecord(ShardMoveState *state, int32 nodeId, const char *objectType,
 							 const char *objectName, int64 shardId, const char *restore,
