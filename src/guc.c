@@ -22,6 +22,8 @@ int			ShardextConnectTimeout = 5000;
 int			ShardextMaxConnectionsPerNode = 4;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
+bool		ShardextExplainAllTasks = false;
+bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextTestFault = TEST_FAULT_NONE;
@@ -237,6 +239,25 @@ RegisterShardextGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.explain_all_tasks",
+							 "EXPLAIN shows every task of a distributed query, not only one.",
+							 NULL,
+							 &ShardextExplainAllTasks,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.enable_pushdown",
+							 "Push joins, aggregates, sorting and limits down to the shards.",
+							 "When off, every query on distributed tables pulls the rows it "
+							 "needs to the coordinator (for testing).",
+							 &ShardextEnablePushdown,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("shardext.move_test_pause_phase",
 							   "For testing only: a shard move pauses when it enters this phase.",

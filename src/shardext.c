@@ -20,6 +20,7 @@
 #include "shardext/shardext.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
+#include "shardext/distributed_plan.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 #include "shardext/remote_xact.h"
@@ -59,6 +60,8 @@ _PG_init(void)
 
 	prev_planner_hook = planner_hook;
 	planner_hook = ShardextPlanner;
+	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
+	set_rel_pathlist_hook = DistributedRelPathlist;
 
 	prev_ProcessUtility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = ShardextProcessUtility;
@@ -66,6 +69,7 @@ _PG_init(void)
 	InitializeMetadataCache();
 	InitializeRemoteTransactions();
 	RegisterMaintenanceLauncher();
+	InitializeDistributedExecutor();
 }
 
 /*
@@ -79,6 +83,7 @@ ShardextShmemRequest(void)
 
 	RequestAddinShmemSpace(SnowflakeShmemSize());
 	RequestAddinShmemSpace(MaintenanceShmemSize());
+	ShardStatsShmemRequest();
 }
 
 /*
@@ -92,4 +97,5 @@ ShardextShmemStartup(void)
 
 	SnowflakeShmemInit();
 	MaintenanceShmemInit();
+	ShardStatsShmemInit();
 }

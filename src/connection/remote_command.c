@@ -25,7 +25,7 @@
 #include "shardext/remote_command.h"
 
 static void FlushRemoteOutput(NodeConnection *conn);
-static void SyncRemoteTimeZone(NodeConnection *conn);
+
 
 /*
  * WaitForRemoteSocket sleeps until the connection's socket is readable (or
@@ -71,7 +71,7 @@ FlushRemoteOutput(NodeConnection *conn)
  * SyncRemoteTimeZone makes the remote session use the local session's time
  * zone, so that time zone dependent expressions evaluate alike.
  */
-static void
+void
 SyncRemoteTimeZone(NodeConnection *conn)
 {
 	const char *localZone = pg_get_timezone_name(session_timezone);

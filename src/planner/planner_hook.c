@@ -2,40 +2,172 @@
  *
  * planner_hook.c
  *	  The planner hook: queries that touch distributed or reference tables
- *	  are planned by shardext, all others by the previous hook or the
- *	  standard planner, untouched.
+ *	  are planned by shardext (see planner.h for the order of strategies),
+ *	  all others by the previous hook or the standard planner, untouched.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/planmain.h"
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
+#include "utils/lsyscache.h"
 
 #include "shardext/ddl.h"
+#include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 
 planner_hook_type prev_planner_hook = NULL;
+set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 
 static bool DistributedTableWalker(Node *node, void *context);
+static PlannedStmt *LocalPlanner(Query *parse, const char *queryString,
+								 int cursorOptions, ParamListInfo boundParams);
+static void RejectRowLocks(Query *parse);
+static void RejectModifyingCTEs(Query *parse);
+static bool IsDistributedResultRelation(Query *parse);
 
+static PlannedStmt *
+LocalPlanner(Query *parse, const char *queryString, int cursorOptions,
+			 ParamListInfo boundParams)
+{
+	if (prev_planner_hook)
+		return prev_planner_hook(parse, queryString, cursorOptions, boundParams);
+	return standard_planner(parse, queryString, cursorOptions, boundParams);
+}
+
+/*
+ * ShardextPlanner is the planner hook.  The common case of a query without
+ * distributed tables costs one walk over its range tables.
+ */
 PlannedStmt *
 ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 				ParamListInfo boundParams)
 {
-	/* queries DDL runs for itself (foreign key checks) see the local shells */
-	if (ShardextLocalDDLDepth == 0 &&
-		ShardextExtensionLoaded() && QueryReferencesDistributedTable((Node *) parse))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("queries on distributed tables are not supported yet"),
-				 errhint("Use undistribute_table() to query the table locally.")));
+	PlannedStmt *plan = NULL;
 
-	if (prev_planner_hook)
-		return prev_planner_hook(parse, queryString, cursorOptions, boundParams);
-	return standard_planner(parse, queryString, cursorOptions, boundParams);
+	/*
+	 * Queries that DDL runs for itself (foreign key validation) are about the
+	 * local shells; the shards validate their own constraints.
+	 */
+	if (ShardextLocalDDLDepth > 0 || !ShardextExtensionLoaded() ||
+		!QueryReferencesDistributedTable((Node *) parse))
+		return LocalPlanner(parse, queryString, cursorOptions, boundParams);
+
+	RejectRowLocks(parse);
+
+	switch (parse->commandType)
+	{
+		case CMD_SELECT:
+			if (ShardextEnablePushdown)
+			{
+				plan = PlanRouterQuery(parse);
+				if (plan == NULL)
+					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
+			}
+			break;
+		case CMD_INSERT:
+			if (IsDistributedResultRelation(parse))
+				plan = PlanDistributedInsert(parse, cursorOptions, boundParams);
+			break;
+		case CMD_UPDATE:
+		case CMD_DELETE:
+			if (IsDistributedResultRelation(parse))
+				plan = PlanDistributedModify(parse);
+			break;
+		default:
+			if (IsDistributedResultRelation(parse))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("MERGE on distributed table \"%s\" is not supported",
+								get_rel_name(rt_fetch(parse->resultRelation,
+													  parse->rtable)->relid)),
+						 errhint("Use INSERT ... ON CONFLICT, UPDATE and DELETE instead.")));
+			break;
+	}
+
+	if (plan == NULL && IsDistributedResultRelation(parse))
+		elog(ERROR, "no distributed plan for a write to a distributed table");
+	RejectModifyingCTEs(parse);
+
+	if (plan != NULL)
+	{
+		if ((cursorOptions & CURSOR_OPT_SCROLL) &&
+			!ExecSupportsBackwardScan(plan->planTree))
+			plan->planTree = materialize_finished_plan(plan->planTree);
+		return plan;
+	}
+
+	/*
+	 * Everything else is planned locally; distributed tables in it are
+	 * scanned by pulling rows (DistributedRelPathlist).
+	 */
+	return LocalPlanner(parse, queryString, cursorOptions, boundParams);
+}
+
+/* is the target of this INSERT/UPDATE/DELETE/MERGE a distributed table? */
+static bool
+IsDistributedResultRelation(Query *parse)
+{
+	RangeTblEntry *rte;
+
+	if (parse->resultRelation <= 0)
+		return false;
+	rte = rt_fetch(parse->resultRelation, parse->rtable);
+	return rte->rtekind == RTE_RELATION && IsDistributedTable(rte->relid);
+}
+
+/* SELECT ... FOR UPDATE cannot lock rows on the workers from here */
+static void
+RejectRowLocks(Query *parse)
+{
+	ListCell   *cell;
+
+	foreach(cell, parse->rowMarks)
+	{
+		RowMarkClause *mark = lfirst(cell);
+		RangeTblEntry *rte = rt_fetch(mark->rti, parse->rtable);
+
+		if (rte->rtekind == RTE_RELATION && IsDistributedTable(rte->relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("SELECT ... FOR UPDATE/SHARE on distributed table \"%s\" is not supported",
+							get_rel_name(rte->relid)),
+					 errhint("Use UPDATE ... RETURNING, or lock on the coordinator with a "
+							 "local table or advisory lock.")));
+	}
+}
+
+/*
+ * RejectModifyingCTEs refuses WITH (INSERT/UPDATE/DELETE ...) on distributed
+ * tables: the local planner would write to the empty local table.
+ */
+static void
+RejectModifyingCTEs(Query *parse)
+{
+	ListCell   *cell;
+
+	foreach(cell, parse->cteList)
+	{
+		CommonTableExpr *cte = lfirst(cell);
+		Query	   *cteQuery = (Query *) cte->ctequery;
+
+		if (cteQuery->commandType != CMD_SELECT && IsDistributedResultRelation(cteQuery))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("data-modifying statement in WITH on distributed table \"%s\" is not supported",
+							get_rel_name(rt_fetch(cteQuery->resultRelation,
+												  cteQuery->rtable)->relid)),
+					 errhint("Run the modification as a separate statement.")));
+		RejectModifyingCTEs(cteQuery);
+	}
 }
 
 /*
@@ -63,4 +195,159 @@ DistributedTableWalker(Node *node, void *context)
 		return query_tree_walker((Query *) node, DistributedTableWalker, context,
 								 QTW_EXAMINE_RTES_BEFORE);
 	return expression_tree_walker(node, DistributedTableWalker, context);
+}
+
+typedef struct CollectContext
+{
+	List	   *relids;
+	List	   *rtes;
+} CollectContext;
+
+static bool
+CollectRelationsWalker(Node *node, CollectContext *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_RELATION)
+		{
+			context->relids = list_append_unique_oid(context->relids, rte->relid);
+			context->rtes = lappend(context->rtes, rte);
+		}
+		return false;
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, CollectRelationsWalker, context,
+								 QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, CollectRelationsWalker, context);
+}
+
+/*
+ * CollectRelations returns the OIDs of every relation a query uses, at any
+ * level, and their range table entries.
+ */
+void
+CollectRelations(Query *query, List **relids, List **rtes)
+{
+	CollectContext context = {NIL, NIL};
+
+	query_tree_walker(query, CollectRelationsWalker, &context, QTW_EXAMINE_RTES_BEFORE);
+	*relids = context.relids;
+	if (rtes)
+		*rtes = context.rtes;
+}
+
+/*
+ * RemoteScanTargetList makes the custom_scan_tlist describing the columns
+ * the workers return: a plain column keeps its Var (EXPLAIN VERBOSE shows
+ * it); anything else is described by a typed NULL, because expressions such
+ * as window functions cannot be shown outside their plan node.
+ */
+List *
+RemoteScanTargetList(List *remoteTargetList)
+{
+	List	   *result = NIL;
+	ListCell   *cell;
+	int			resno = 1;
+
+	foreach(cell, remoteTargetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+		Node	   *expr = (Node *) tle->expr;
+
+		if (!(IsA(expr, Var) && ((Var *) expr)->varlevelsup == 0))
+			expr = (Node *) makeNullConst(exprType(expr), exprTypmod(expr),
+										  exprCollation(expr));
+		result = lappend(result, makeTargetEntry((Expr *) expr, resno++,
+												 tle->resname, false));
+	}
+	return result;
+}
+
+/*
+ * MakeDistributedPlannedStmt wraps a distributed scan, built without the
+ * standard planner, into a PlannedStmt for query.  remoteTargetList
+ * describes the columns the tasks return, in order (the query's target list
+ * for a SELECT, its RETURNING list for DML); the scan returns them as they
+ * are.  Every relation the query uses goes into the range table, so that
+ * permissions are checked and cached plans are invalidated as usual.
+ */
+PlannedStmt *
+MakeDistributedPlannedStmt(Query *query, CustomScan *scan, List *remoteTargetList)
+{
+	PlannedStmt *stmt = makeNode(PlannedStmt);
+	List	   *relids;
+	List	   *rtes;
+	List	   *rtable = list_copy(query->rtable);
+	ListCell   *cell;
+
+	CollectRelations(query, &relids, &rtes);
+	foreach(cell, rtes)
+	{
+		if (!list_member_ptr(query->rtable, lfirst(cell)))
+			rtable = lappend(rtable, lfirst(cell));
+	}
+
+	SetDistributedScanTargetList(scan, remoteTargetList);
+	scan->scan.scanrelid = 0;
+	scan->scan.plan.startup_cost = 0;
+	scan->scan.plan.total_cost = 0;
+	scan->scan.plan.plan_rows = 1;
+	scan->scan.plan.plan_width = 32;
+	scan->scan.plan.parallel_safe = false;
+
+	stmt->commandType = query->commandType;
+	stmt->queryId = query->queryId;
+	stmt->hasReturning = (query->returningList != NIL);
+	stmt->hasModifyingCTE = false;
+	stmt->canSetTag = query->canSetTag;
+	stmt->transientPlan = false;
+	stmt->dependsOnRole = false;
+	stmt->parallelModeNeeded = false;
+	stmt->jitFlags = 0;
+	stmt->planTree = (Plan *) scan;
+	stmt->rtable = rtable;
+	stmt->resultRelations = NIL;
+	stmt->appendRelations = NIL;
+	stmt->subplans = NIL;
+	stmt->rewindPlanIDs = NULL;
+	stmt->rowMarks = NIL;
+	stmt->relationOids = relids;
+	stmt->invalItems = NIL;
+	stmt->paramExecTypes = NIL;
+	stmt->utilityStmt = NULL;
+	stmt->stmt_location = query->stmt_location;
+	stmt->stmt_len = query->stmt_len;
+	return stmt;
+}
+
+/*
+ * SetDistributedScanTargetList makes the scan return the columns the tasks
+ * return (described by remoteTargetList) as they are.
+ */
+void
+SetDistributedScanTargetList(CustomScan *scan, List *remoteTargetList)
+{
+	List	   *targetList = NIL;
+	ListCell   *cell;
+	int			resno = 1;
+
+	foreach(cell, remoteTargetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+		Var		   *var = makeVar(INDEX_VAR, resno, exprType((Node *) tle->expr),
+								  exprTypmod((Node *) tle->expr),
+								  exprCollation((Node *) tle->expr), 0);
+		TargetEntry *newTle = makeTargetEntry((Expr *) var, resno, tle->resname,
+											  tle->resjunk);
+
+		newTle->ressortgroupref = tle->ressortgroupref;
+		targetList = lappend(targetList, newTle);
+		resno++;
+	}
+	scan->custom_scan_tlist = RemoteScanTargetList(remoteTargetList);
+	scan->scan.plan.targetlist = targetList;
 }

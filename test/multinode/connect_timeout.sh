@@ -21,8 +21,8 @@ start=$(date +%s%N)
 out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 1500" \
 	-c "SELECT shardext_add_node('127.0.0.1', $port)" 2>&1)
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "$out" | grep -q "could not connect to node 127.0.0.1:$port" || fail "unexpected: $out"
-echo "$out" | grep -q "timeout expired after 1500 ms" || fail "no timeout detail: $out"
+grep -q "could not connect to node 127.0.0.1:$port" <<<"$out" || fail "unexpected: $out"
+grep -q "timeout expired after 1500 ms" <<<"$out" || fail "no timeout detail: $out"
 echo "ok - silent node: error names the node and the timeout ($elapsed_ms ms)"
 [ "$elapsed_ms" -lt 5000 ] || fail "took $elapsed_ms ms, more than the timeout allows"
 [ "$elapsed_ms" -ge 1400 ] || fail "gave up after $elapsed_ms ms, before the timeout"
@@ -33,6 +33,6 @@ start=$(date +%s%N)
 out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 20000" \
 	-c "SET statement_timeout = 700" -c "SELECT shardext_add_node('127.0.0.1', $port)" 2>&1)
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "$out" | grep -q "canceling statement due to statement timeout" || fail "unexpected: $out"
+grep -q "canceling statement due to statement timeout" <<<"$out" || fail "unexpected: $out"
 [ "$elapsed_ms" -lt 5000 ] || fail "statement_timeout took $elapsed_ms ms to interrupt the connect"
 echo "ok - statement_timeout interrupts a hanging connect ($elapsed_ms ms)"

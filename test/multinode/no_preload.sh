@@ -15,9 +15,9 @@ as_pg "$BINDIR/pg_ctl" -D "$dir" -o "-p $port -k $SHARDEXT_CLUSTER_DIR/sockets -
 	-l "$dir.log" -w start >/dev/null || fail "start server without preload"
 
 out=$(DB=postgres psql_at "$port" -c "CREATE EXTENSION shardext" 2>&1)
-echo "$out" | grep -q "shardext must be loaded via shared_preload_libraries" ||
+grep -q "shardext must be loaded via shared_preload_libraries" <<<"$out" ||
 	fail "unexpected message: $out"
-echo "$out" | grep -q "HINT:  Add shardext to shared_preload_libraries" || fail "no hint: $out"
+grep -q "HINT:  Add shardext to shared_preload_libraries" <<<"$out" || fail "no hint: $out"
 echo "ok - CREATE EXTENSION without preload: clear error and hint"
 expect_eq "nothing was installed" "0" \
 	"$(DB=postgres psql_at "$port" -c "SELECT count(*) FROM pg_extension WHERE extname = 'shardext'")"

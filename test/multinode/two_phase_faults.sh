@@ -41,7 +41,7 @@ expect_eq "shards on both workers" "2" \
 out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'crash_after_local_commit'" \
 	-c "COPY tpc_t FROM PROGRAM 'seq 1 100 | sed \"s/\$/\tcommitted/\"'" 2>&1) &&
 	fail "the crashing COPY succeeded: $out"
-echo "$out" | grep -Eq "server closed the connection|terminated" || fail "no crash: $out"
+grep -Eq "server closed the connection|terminated" <<<"$out" || fail "no crash: $out"
 wait_for_coordinator
 [ "$(prepared_on_workers)" != 0 ] || echo "note: resolved before we looked"
 wait_for_no_prepared
@@ -73,8 +73,8 @@ COMMIT;
 SELECT 'session usable', count(*) FROM shardext.nodes;
 SQL
 )
-echo "$out" | grep -Eq "127.0.0.1:$WORKER_2_PORT" || fail "the error does not name worker 2: $out"
-echo "$out" | grep -q "session usable|2" || fail "the session did not go on: $out"
+grep -Eq "127.0.0.1:$WORKER_2_PORT" <<<"$out" || fail "the error does not name worker 2: $out"
+grep -q "session usable|2" <<<"$out" || fail "the session did not go on: $out"
 echo "ok - statement failed naming the stopped worker, session usable"
 expect_eq "no prepared transactions on worker 1" "0" "$(worker1 "SELECT count(*) FROM pg_prepared_xacts")"
 cluster start-node worker2

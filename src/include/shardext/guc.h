@@ -13,6 +13,8 @@ extern int	ShardextConnectTimeout;
 extern int	ShardextMaxConnectionsPerNode;
 extern char *ShardextNodeConninfo;
 extern bool ShardextEnableDDLPropagation;
+extern bool ShardextExplainAllTasks;
+extern bool ShardextEnablePushdown;
 extern int	ShardextMultiNodeCommit;
 extern int	ShardextRecoveryInterval;
 extern int	ShardextTestFault;

@@ -3,17 +3,85 @@
  * planner.h
  *	  The planner hook and distributed planning.
  *
+ * Queries on distributed or reference tables are planned, in this order:
+ *	- router (router_planner.c): every distributed table pinned to one shard
+ *	  (by the distribution column = a constant or parameter): the whole
+ *	  statement goes to one node, without the standard planner;
+ *	- DML (router_planner.c): INSERT ... VALUES routed row by row,
+ *	  UPDATE/DELETE on the shards their WHERE clause leaves;
+ *	- multi-shard pushdown (pushdown_planner.c): a per-shard query plus a
+ *	  coordinator "combine" step planned by the standard planner;
+ *	- pull fallback (fallback_scan.c): the standard planner plans the query
+ *	  locally and every distributed table is scanned by fetching the needed
+ *	  columns of the matching rows.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef SHARDEXT_PLANNER_H
 #define SHARDEXT_PLANNER_H
 
+#include "nodes/pathnodes.h"
+#include "optimizer/paths.h"
 #include "optimizer/planner.h"
 
+#include "shardext/distributed_plan.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_sql.h"
+
 extern planner_hook_type prev_planner_hook;
+extern set_rel_pathlist_hook_type prev_set_rel_pathlist_hook;
 
 extern PlannedStmt *ShardextPlanner(Query *parse, const char *queryString,
 									int cursorOptions, ParamListInfo boundParams);
 extern bool QueryReferencesDistributedTable(Node *node);
+
+/* planner_hook.c */
+extern PlannedStmt *MakeDistributedPlannedStmt(Query *query, CustomScan *scan,
+											   List *remoteTargetList);
+extern void SetDistributedScanTargetList(CustomScan *scan, List *remoteTargetList);
+extern List *RemoteScanTargetList(List *remoteTargetList);
+extern void CollectRelations(Query *query, List **relids, List **rtes);
+
+/* router_planner.c */
+extern PlannedStmt *PlanRouterQuery(Query *query);
+extern PlannedStmt *PlanDistributedModify(Query *query);
+extern PlannedStmt *PlanDistributedInsert(Query *query, int cursorOptions,
+										  ParamListInfo boundParams);
+extern void FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *entry,
+							  Node *quals, List **values, List **kinds);
+extern bool IsHashEquality(Oid opno, DistTableCacheEntry *entry);
+extern bool IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex);
+extern void CollectConjuncts(Node *node, List **conjuncts);
+extern List *TopLevelConjuncts(Query *query);
+extern int	RelationPosition(List *relations, Oid relid);
+extern Node *DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
+								  DistTableCacheEntry *entry, int *kind);
+
+/* insert_planner.c */
+extern void DeparseInsertStatement(Query *query, DistTableCacheEntry *entry,
+								   List *columns, RemoteSql *prefix, RemoteSql *suffix);
+
+/* insert_select.c */
+extern PlannedStmt *PlanInsertSelect(Query *query, int cursorOptions,
+									 ParamListInfo boundParams);
+
+/* pushdown_planner.c */
+typedef struct PushdownInfo
+{
+	Oid			anchorRelid;
+	int32		colocationId;
+	List	   *hashRtindexes;	/* hash tables of the top level */
+	List	   *distVars;		/* their distribution column Vars */
+} PushdownInfo;
+
+extern bool AnalyzePushdownFrom(Query *query, PushdownInfo *info);
+extern bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
+extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
+extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
+										 ParamListInfo boundParams);
+
+/* fallback_scan.c */
+extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
+								   RangeTblEntry *rte);
 
 #endif							/* SHARDEXT_PLANNER_H */

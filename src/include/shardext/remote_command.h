@@ -11,6 +11,7 @@
 
 #include "shardext/connection.h"
 
+extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
 extern void SendRemoteCommandParams(NodeConnection *conn, const char *command,
 									int nParams, const Oid *paramTypes,

@@ -37,7 +37,7 @@ expect_error_like() {
 	if out=$("$@" 2>&1); then
 		fail "$what: expected an error, got success: $out"
 	fi
-	echo "$out" | grep -Eq "$pattern" || fail "$what: error did not match /$pattern/: $out"
+	grep -Eq "$pattern" <<<"$out" || fail "$what: error did not match /$pattern/: $out"
 	echo "ok - $what"
 }
 

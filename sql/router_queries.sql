@@ -1,0 +1,209 @@
+--
+-- router_queries: statements pinned to one shard go to exactly one shard;
+-- DML (INSERT ... VALUES, UPDATE, DELETE, RETURNING, ON CONFLICT) on
+-- distributed and reference tables; prepared statements across the
+-- generic-plan switch; PL/pgSQL; EXPLAIN; statistics; what is refused.
+--
+SET client_min_messages TO warning;
+CREATE SCHEMA router;
+SET search_path TO router, public;
+
+-- the Task Count and Remote SQL lines of a query's EXPLAIN
+CREATE FUNCTION explain_tasks(query text) RETURNS SETOF text LANGUAGE plpgsql AS $fn$
+DECLARE
+	line text;
+BEGIN
+	FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+		IF line ~ '(Task Count|Remote SQL|Custom Scan|Aggregate|Limit|Sort|Insert|Result|Scan)' THEN
+			RETURN NEXT line;
+		END IF;
+		-- the worker's own plan may vary
+		EXIT WHEN line ~ 'Remote SQL';
+	END LOOP;
+END
+$fn$;
+
+CREATE TABLE events (
+	id bigserial,
+	tenant int NOT NULL,
+	kind text DEFAULT 'click',
+	payload text,
+	at timestamptz DEFAULT '2026-01-01 00:00:00+00',
+	PRIMARY KEY (tenant, id)
+);
+SELECT create_distributed_table('events', 'tenant');
+CREATE TABLE kinds (kind text PRIMARY KEY, score int);
+SELECT create_reference_table('kinds');
+RESET client_min_messages;
+
+-- INSERT ... VALUES: defaults (the serial id) come from the coordinator
+INSERT INTO events (tenant, payload) VALUES (1, 'a') RETURNING id, tenant, kind, payload;
+INSERT INTO events (tenant, payload) VALUES (2, 'b'), (2, 'd') RETURNING id, tenant, payload;
+INSERT INTO events (tenant, payload) VALUES (3, 'c'), (40, NULL), (3, 'e');
+SELECT id, tenant, payload FROM events WHERE tenant IN (3, 40) ORDER BY id;
+INSERT INTO events (tenant, kind, payload)
+	SELECT * FROM (VALUES (5, 'view', 'x')) v;
+INSERT INTO events (tenant, payload) SELECT g % 50, 'bulk ' || g FROM generate_series(1, 995) g;
+SELECT count(*), count(DISTINCT id), min(id), max(id) FROM events;
+
+-- every row is in the shard its tenant hashes to
+SELECT sum(result::int) AS rows_in_their_shards FROM shardext.shards s,
+	LATERAL (SELECT DISTINCT tenant FROM events) t,
+	LATERAL shardext_run_on_nodes(format('SELECT count(*) FROM %s WHERE tenant = %s',
+										 s.shard_name, t.tenant)) r
+WHERE s.logicalrelid = 'events'::regclass AND r.node_id = s.node_id AND r.success
+	AND s.shard_id = shardext_shard_for_value('events', t.tenant::text);
+SELECT count(*) AS tenant_2_rows FROM events WHERE tenant = 2;
+
+-- a pinned query runs as one task; others on every shard
+SELECT * FROM explain_tasks('SELECT payload FROM events WHERE tenant = 2 AND id = 3');
+SELECT * FROM explain_tasks('SELECT count(*) FROM events WHERE tenant IN (2, 3)');
+SELECT * FROM explain_tasks('SELECT count(*) FROM events');
+SELECT * FROM explain_tasks('SELECT e.payload, k.score FROM events e JOIN kinds k USING (kind) WHERE e.tenant = 7');
+SELECT * FROM explain_tasks('SELECT tenant, count(*) FROM events GROUP BY tenant ORDER BY 2 DESC LIMIT 3');
+
+-- statistics: the pinned query went to exactly one shard, three times
+SELECT shardext_stat_shards_reset();
+SELECT count(*) FROM events WHERE tenant = 7;
+SELECT count(*) FROM events WHERE tenant = 7;
+SELECT count(*) FROM events WHERE tenant = 7;
+SELECT count(*) AS shards, sum(queries) AS queries, bool_and(table_name = 'events'::regclass) AS events
+FROM shardext.stat_shards;
+SELECT count(*) FROM events;
+SELECT count(*) AS shards_queried FROM shardext.stat_shards;
+
+-- prepared statements: the shard is chosen at execution, also with generic plans
+PREPARE by_tenant(int) AS SELECT count(*) FROM events WHERE tenant = $1;
+EXECUTE by_tenant(1);
+EXECUTE by_tenant(2);
+EXECUTE by_tenant(3);
+EXECUTE by_tenant(4);
+EXECUTE by_tenant(5);
+EXECUTE by_tenant(6);
+EXECUTE by_tenant(7);
+EXECUTE by_tenant(2);
+SET plan_cache_mode TO force_generic_plan;
+PREPARE upd(int, bigint, text) AS
+	UPDATE events SET payload = $3 WHERE tenant = $1 AND id = $2 RETURNING tenant, payload;
+EXECUTE upd(1, 1, 'one');
+EXECUTE upd(2, 2, 'two');
+EXECUTE upd(2, 999999, 'none');
+EXECUTE upd(1, 1, 'uno');
+EXECUTE upd(3, 3, 'three');
+EXECUTE upd(1, 1, 'eins');
+EXECUTE upd(2, 2, 'zwei');
+SELECT tenant, id, payload FROM events WHERE tenant IN (1, 2, 3) AND id <= 4 ORDER BY id;
+PREPARE ins(int, text) AS INSERT INTO events (tenant, payload) VALUES ($1, $2) RETURNING tenant, payload;
+EXECUTE ins(10, 'p1');
+EXECUTE ins(11, 'p2');
+EXECUTE ins(10, 'p3');
+EXECUTE ins(12, 'p4');
+EXECUTE ins(13, 'p5');
+EXECUTE ins(10, 'p6');
+SELECT payload FROM events WHERE tenant = 10 AND payload LIKE 'p%' ORDER BY payload;
+PREPARE any_tenant(int[]) AS SELECT tenant, count(*) FROM events WHERE tenant = ANY ($1) GROUP BY 1 ORDER BY 1;
+EXECUTE any_tenant('{10,11}');
+EXECUTE any_tenant('{12}');
+EXECUTE any_tenant('{}');
+EXECUTE any_tenant('{10,11,12,13}');
+EXECUTE any_tenant('{13}');
+EXECUTE any_tenant('{11,13}');
+RESET plan_cache_mode;
+DEALLOCATE ALL;
+
+-- INSERT ... SELECT between co-located tables runs on the shards
+CREATE TABLE events_archive (LIKE events);
+SELECT create_distributed_table('events_archive', 'tenant', colocate_with => 'events');
+SELECT * FROM explain_tasks('INSERT INTO events_archive SELECT * FROM events WHERE kind = ''view''');
+INSERT INTO events_archive SELECT * FROM events WHERE kind = 'view';
+-- otherwise the coordinator re-routes the rows
+SELECT * FROM explain_tasks('INSERT INTO events_archive (id, tenant, payload) SELECT id, tenant + 1, payload FROM events');
+INSERT INTO events_archive (id, tenant, payload)
+	SELECT id, tenant + 100, payload FROM events WHERE tenant < 3 AND id < 10
+	RETURNING tenant >= 100 AS moved;
+INSERT INTO events_archive (id, tenant, payload)
+	SELECT id, tenant + 100, payload FROM events WHERE tenant < 3 AND id >= 10;
+INSERT INTO events_archive (id, tenant, payload) SELECT g, g, 'g' FROM generate_series(1, 20) g;
+SELECT count(*), count(*) FILTER (WHERE kind = 'view') AS views,
+	   count(*) FILTER (WHERE tenant >= 100) AS moved, count(*) FILTER (WHERE payload = 'g') AS generated
+FROM events_archive;
+SELECT sum(result::int) AS rows_in_their_shards FROM shardext.shards s,
+	LATERAL (SELECT DISTINCT tenant FROM events_archive) t,
+	LATERAL shardext_run_on_nodes(format('SELECT count(*) FROM %s WHERE tenant = %s',
+										 s.shard_name, t.tenant)) r
+WHERE s.logicalrelid = 'events_archive'::regclass AND r.node_id = s.node_id AND r.success
+	AND s.shard_id = shardext_shard_for_value('events_archive', t.tenant::text);
+
+-- PL/pgSQL
+CREATE FUNCTION tenant_count(t int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	c bigint;
+BEGIN
+	SELECT count(*) INTO c FROM events WHERE tenant = t;
+	RETURN c;
+END
+$$;
+SELECT t, tenant_count(t) FROM generate_series(1, 8) t;
+DO $$
+BEGIN
+	FOR i IN 1..7 LOOP
+		UPDATE events SET kind = 'view' WHERE tenant = i AND id = i;
+	END LOOP;
+END
+$$;
+SELECT tenant, kind FROM events WHERE id = tenant AND tenant <= 7 ORDER BY tenant;
+
+-- multi-shard UPDATE and DELETE, with RETURNING
+UPDATE events SET kind = 'bulk' WHERE payload LIKE 'bulk 99%';
+SELECT count(*) FROM events WHERE kind = 'bulk';
+DELETE FROM events WHERE kind = 'bulk' AND tenant = 49 RETURNING tenant, payload;
+DELETE FROM events WHERE kind = 'bulk';
+
+-- transactions: read your own writes, roll back everywhere
+BEGIN;
+INSERT INTO events (tenant, payload) VALUES (21, 'tx'), (22, 'tx');
+SELECT count(*) FROM events WHERE payload = 'tx';
+UPDATE events SET payload = 'tx2' WHERE payload = 'tx';
+SELECT count(*) FROM events WHERE payload = 'tx2';
+ROLLBACK;
+SELECT count(*) FROM events WHERE payload IN ('tx', 'tx2');
+
+-- ON CONFLICT
+INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'dup') ON CONFLICT DO NOTHING;
+INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'dup')
+	ON CONFLICT (tenant, id) DO UPDATE SET payload = excluded.payload || '!' RETURNING id, payload;
+INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'again');
+
+-- reference tables: reads from one placement, writes to all of them
+INSERT INTO kinds VALUES ('click', 1), ('view', 2), ('buy', 10);
+UPDATE kinds SET score = score * 2 WHERE kind <> 'buy';
+DELETE FROM kinds WHERE kind = 'buy' RETURNING *;
+SELECT * FROM kinds ORDER BY kind;
+SELECT * FROM explain_tasks('SELECT * FROM kinds');
+SELECT node_id > 0 AS node, result FROM shardext_run_on_nodes(
+	(SELECT format('SELECT string_agg(kind || ''='' || score, '','' ORDER BY kind) FROM %s', shard_name)
+	 FROM shardext.shards WHERE logicalrelid = 'kinds'::regclass LIMIT 1));
+SELECT e.kind, k.score, count(*) FROM events e JOIN kinds k USING (kind) GROUP BY 1, 2 ORDER BY 1;
+
+-- odd identifiers and literals
+CREATE TABLE "Odd ""Name""" ("My Col" int, "Value's" text, "order" int);
+SELECT create_distributed_table('"Odd ""Name"""', 'My Col');
+INSERT INTO "Odd ""Name""" VALUES (1, 'it''s', 1), (2, E'back\\slash', 2), (3, '"quoted"', 3);
+UPDATE "Odd ""Name""" SET "Value's" = "Value's" || ' ok' WHERE "My Col" = 1;
+SELECT * FROM "Odd ""Name""" WHERE "My Col" IN (1, 2, 3) ORDER BY "order";
+SELECT "My Col" FROM "Odd ""Name""" WHERE "Value's" = '"quoted"';
+
+-- what is refused, with a hint, and leaves nothing behind
+UPDATE events SET tenant = 99 WHERE tenant = 1;
+UPDATE events SET payload = random()::text WHERE tenant = 1;
+DELETE FROM events WHERE tenant = 1 AND random() < 0.5;
+INSERT INTO events (tenant, payload) VALUES (NULL, 'no tenant');
+SELECT * FROM events WHERE tenant = 1 FOR UPDATE;
+WITH d AS (DELETE FROM events WHERE tenant = 1 RETURNING *) SELECT count(*) FROM d;
+MERGE INTO events e USING kinds k ON e.kind = k.kind WHEN MATCHED THEN DELETE;
+UPDATE events e SET payload = 'x' FROM "Odd ""Name""" o WHERE o."My Col" = e.tenant;
+SELECT count(*) FROM events WHERE tenant = 1;
+
+-- queries the workers cannot run are still answered correctly
+SELECT count(*) FROM events WHERE tenant = 1 AND random() >= 0;
+SELECT count(*) FROM events e WHERE e.tenant = 2 AND e.payload <> (SELECT 'x'::text);

@@ -1,0 +1,1197 @@
+/*-------------------------------------------------------------------------
+ *
+ * remote_sql.c
+ *	  Deparses query trees into SQL templates that run on shards (see
+ *	  remote_sql.h for the template format).
+ *
+ * Like postgres_fdw's deparse.c this covers exactly the constructs shardext
+ * ships: a node it does not know makes the deparse fail, and the query is
+ * planned another way.  The output does not depend on the local session:
+ * every function, operator, type and collation is schema-qualified, every
+ * identifier and literal quoted, every constant typed ('...'::type) and
+ * printed under the settings remote sessions use (ISO dates, full float
+ * precision).  Only built-in immutable functions and operators run on the
+ * workers; a column-free expression that uses anything else (now(), a
+ * user-defined function, a parameter) is evaluated once on the coordinator
+ * and sent as a parameter; a volatile function or a user-defined function
+ * applied to columns cannot be shipped.
+ *
+ * Table references are printed with aliases q<level>_<rtindex>, so columns
+ * never need the (shard) table name; subqueries in FROM get column aliases
+ * c1, c2 ... so their columns need no names either.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/transam.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "shardext/deparser.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_sql.h"
+
+typedef struct DeparseLevel
+{
+	Query	   *query;
+	int			id;
+} DeparseLevel;
+
+static void FlushText(RemoteSql *sql);
+static void DeparseVar(RemoteSql *sql, Var *var);
+static void DeparseConst(RemoteSql *sql, Const *constant, bool withType);
+static void DeparseParamExpr(RemoteSql *sql, Node *expr);
+static void DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr);
+static void DeparseOperator(RemoteSql *sql, Oid opno);
+static void DeparseOpExpr(RemoteSql *sql, OpExpr *expr);
+static void DeparseAggref(RemoteSql *sql, Aggref *aggref);
+static void DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc);
+static void DeparseSubLink(RemoteSql *sql, SubLink *sublink);
+static void DeparseExprList(RemoteSql *sql, List *exprs);
+static void DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
+static bool IsBuiltin(Oid oid);
+static bool NeedsCoordinator(Node *node);
+static bool NeedsCoordinatorWalker(Node *node, void *context);
+static bool ContainsColumnOrAggregate(Node *node);
+static bool ContainsColumnOrAggregateWalker(Node *node, int *levels);
+static bool IsGucSensitiveType(Oid typid);
+
+void
+InitRemoteSql(RemoteSql *sql)
+{
+	memset(sql, 0, sizeof(RemoteSql));
+	initStringInfo(&sql->buf);
+}
+
+/*
+ * FinishRemoteSql moves the remaining text into parts and restores the
+ * session settings the deparse may have changed.  Call it also when the
+ * deparse failed.
+ */
+void
+FinishRemoteSql(RemoteSql *sql)
+{
+	FlushText(sql);
+	if (sql->gucNestLevel > 0)
+	{
+		EndSafeDeparse(sql->gucNestLevel);
+		sql->gucNestLevel = 0;
+	}
+}
+
+void
+RemoteSqlFail(RemoteSql *sql, const char *reason)
+{
+	if (!sql->failed)
+	{
+		sql->failed = true;
+		sql->failReason = reason;
+	}
+}
+
+static void
+FlushText(RemoteSql *sql)
+{
+	if (sql->buf.len > 0)
+	{
+		sql->parts = lappend(sql->parts, makeString(pstrdup(sql->buf.data)));
+		resetStringInfo(&sql->buf);
+	}
+}
+
+/*
+ * RemoteSqlAppendRelation emits the gap for the shard of a distributed or
+ * reference table; a local table cannot be shipped.
+ */
+void
+RemoteSqlAppendRelation(RemoteSql *sql, Oid relid)
+{
+	int			position = 0;
+	ListCell   *cell;
+
+	if (!IsDistributedTable(relid))
+	{
+		RemoteSqlFail(sql, "a local table is used together with distributed tables");
+		return;
+	}
+	foreach(cell, sql->relations)
+	{
+		if (lfirst_oid(cell) == relid)
+			break;
+		position++;
+	}
+	if (cell == NULL)
+		sql->relations = lappend_oid(sql->relations, relid);
+	FlushText(sql);
+	sql->parts = lappend(sql->parts, makeInteger(position));
+}
+
+void
+RemoteSqlPushQuery(RemoteSql *sql, Query *query)
+{
+	DeparseLevel *level = palloc(sizeof(DeparseLevel));
+
+	level->query = query;
+	level->id = ++sql->nextLevelId;
+	sql->levels = lcons(level, sql->levels);
+}
+
+void
+RemoteSqlPopQuery(RemoteSql *sql)
+{
+	sql->levels = list_delete_first(sql->levels);
+}
+
+/* the alias of a range table entry levelsUp query levels out */
+char *
+RemoteSqlAlias(RemoteSql *sql, int levelsUp, Index rtindex)
+{
+	DeparseLevel *level;
+
+	if (levelsUp >= list_length(sql->levels))
+		elog(ERROR, "variable level %d out of range", levelsUp);
+	level = list_nth(sql->levels, levelsUp);
+	return psprintf("q%d_%u", level->id, rtindex);
+}
+
+static Query *
+LevelQuery(RemoteSql *sql, int levelsUp)
+{
+	return ((DeparseLevel *) list_nth(sql->levels, levelsUp))->query;
+}
+
+/*
+ * BuildTaskSql pastes shard names (quoted, qualified) into a template.
+ */
+char *
+BuildTaskSql(List *parts, List *shardNames)
+{
+	StringInfoData buf;
+	ListCell   *cell;
+
+	initStringInfo(&buf);
+	foreach(cell, parts)
+	{
+		Node	   *part = lfirst(cell);
+
+		if (IsA(part, String))
+			appendStringInfoString(&buf, strVal(part));
+		else
+			appendStringInfoString(&buf, list_nth(shardNames, intVal(part)));
+	}
+	return buf.data;
+}
+
+static bool
+IsBuiltin(Oid oid)
+{
+	return oid < FirstGenbkiObjectId;
+}
+
+/* a schema-qualified type name with its modifier, for casts */
+char *
+RemoteTypeName(Oid typid, int32 typmod)
+{
+	return format_type_extended(typid, typmod,
+								FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+}
+
+static char *
+QualifiedFunctionName(Oid funcid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_func_namespace(funcid)),
+									  get_func_name(funcid));
+}
+
+/* types whose text form depends on DateStyle and similar settings */
+static bool
+IsGucSensitiveType(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+		case BOOLOID:
+		case OIDOID:
+		case UUIDOID:
+		case CHAROID:
+			return false;
+		default:
+			return true;
+	}
+}
+
+/*
+ * ContainsColumnOrAggregate tells whether an expression refers to a column
+ * of any query level, an aggregate or a window function, or anything else
+ * that only exists where the rows are.
+ */
+static bool
+ContainsColumnOrAggregate(Node *node)
+{
+	int			levels = 0;
+
+	return ContainsColumnOrAggregateWalker(node, &levels);
+}
+
+static bool
+ContainsColumnOrAggregateWalker(Node *node, int *levels)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var) || IsA(node, Aggref) || IsA(node, WindowFunc) ||
+		IsA(node, GroupingFunc) || IsA(node, SubLink) || IsA(node, SubPlan) ||
+		IsA(node, AlternativeSubPlan) || IsA(node, CurrentOfExpr) ||
+		IsA(node, PlaceHolderVar) || IsA(node, SetToDefault) ||
+		IsA(node, NextValueExpr))
+		return true;
+	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
+		return true;
+	if (IsA(node, Query))
+		return true;
+	return expression_tree_walker(node, ContainsColumnOrAggregateWalker, levels);
+}
+
+/*
+ * NeedsCoordinator tells whether an expression uses something the workers
+ * must not evaluate: a parameter, a function or operator that is not
+ * built-in and immutable.
+ */
+static bool
+NeedsCoordinator(Node *node)
+{
+	return NeedsCoordinatorWalker(node, NULL);
+}
+
+static bool
+FunctionNeedsCoordinator(Oid funcid, void *context)
+{
+	return !IsBuiltin(funcid) || func_volatile(funcid) != PROVOLATILE_IMMUTABLE;
+}
+
+static bool
+NeedsCoordinatorWalker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Param))
+		return true;
+	if (IsA(node, SQLValueFunction))
+		return true;
+	if (check_functions_in_node(node, FunctionNeedsCoordinator, NULL))
+		return true;
+	return expression_tree_walker(node, NeedsCoordinatorWalker, context);
+}
+
+/*
+ * ExprIsShippable tells whether an expression of the given query can be
+ * deparsed for the workers (possibly with coordinator-evaluated parts).
+ */
+bool
+ExprIsShippable(Node *node, Query *query)
+{
+	RemoteSql	sql;
+	bool		ok;
+
+	InitRemoteSql(&sql);
+	RemoteSqlPushQuery(&sql, query);
+	DeparseRemoteExpr(&sql, node);
+	ok = !sql.failed;
+	FinishRemoteSql(&sql);
+	return ok;
+}
+
+/*
+ * DeparseRemoteExpr appends an expression of the innermost pushed query.
+ */
+void
+DeparseRemoteExpr(RemoteSql *sql, Node *node)
+{
+	StringInfo	buf = &sql->buf;
+
+	if (node == NULL || sql->failed)
+		return;
+
+	/* column-free parts the workers cannot evaluate: the coordinator does */
+	if (!IsA(node, Const) && !IsA(node, List) && !IsA(node, Var) &&
+		NeedsCoordinator(node) && !ContainsColumnOrAggregate(node))
+	{
+		if (contain_volatile_functions(node))
+		{
+			RemoteSqlFail(sql, "a volatile function");
+			return;
+		}
+		DeparseParamExpr(sql, node);
+		return;
+	}
+
+	switch (nodeTag(node))
+	{
+		case T_Var:
+			DeparseVar(sql, (Var *) node);
+			break;
+		case T_Const:
+			DeparseConst(sql, (Const *) node, true);
+			break;
+		case T_FuncExpr:
+			DeparseFuncExpr(sql, (FuncExpr *) node);
+			break;
+		case T_OpExpr:
+			DeparseOpExpr(sql, (OpExpr *) node);
+			break;
+		case T_DistinctExpr:
+			{
+				OpExpr	   *op = (OpExpr *) node;
+
+				if (!IsBuiltin(op->opno))
+				{
+					RemoteSqlFail(sql, "a user-defined operator");
+					return;
+				}
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, linitial(op->args));
+				appendStringInfoString(buf, " IS DISTINCT FROM ");
+				DeparseRemoteExpr(sql, lsecond(op->args));
+				appendStringInfoChar(buf, ')');
+				break;
+			}
+		case T_NullIfExpr:
+			{
+				OpExpr	   *op = (OpExpr *) node;
+
+				if (!IsBuiltin(op->opno))
+				{
+					RemoteSqlFail(sql, "a user-defined operator");
+					return;
+				}
+				appendStringInfoString(buf, "NULLIF(");
+				DeparseExprList(sql, op->args);
+				appendStringInfoChar(buf, ')');
+				break;
+			}
+		case T_ScalarArrayOpExpr:
+			{
+				ScalarArrayOpExpr *op = (ScalarArrayOpExpr *) node;
+
+				if (!IsBuiltin(op->opno) || func_volatile(get_opcode(op->opno)) != PROVOLATILE_IMMUTABLE)
+				{
+					RemoteSqlFail(sql, "a user-defined operator");
+					return;
+				}
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, linitial(op->args));
+				appendStringInfoChar(buf, ' ');
+				DeparseOperator(sql, op->opno);
+				appendStringInfo(buf, " %s (", op->useOr ? "ANY" : "ALL");
+				DeparseRemoteExpr(sql, lsecond(op->args));
+				appendStringInfoString(buf, "))");
+				break;
+			}
+		case T_BoolExpr:
+			{
+				BoolExpr   *b = (BoolExpr *) node;
+				ListCell   *cell;
+				const char *op = b->boolop == AND_EXPR ? " AND " : " OR ";
+
+				if (b->boolop == NOT_EXPR)
+				{
+					appendStringInfoString(buf, "(NOT ");
+					DeparseRemoteExpr(sql, linitial(b->args));
+					appendStringInfoChar(buf, ')');
+					break;
+				}
+				appendStringInfoChar(buf, '(');
+				foreach(cell, b->args)
+				{
+					if (cell != list_head(b->args))
+						appendStringInfoString(buf, op);
+					DeparseRemoteExpr(sql, lfirst(cell));
+				}
+				appendStringInfoChar(buf, ')');
+				break;
+			}
+		case T_NullTest:
+			{
+				NullTest   *test = (NullTest *) node;
+
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, (Node *) test->arg);
+				appendStringInfoString(buf, test->nulltesttype == IS_NULL ?
+									   " IS NULL)" : " IS NOT NULL)");
+				break;
+			}
+		case T_BooleanTest:
+			{
+				BooleanTest *test = (BooleanTest *) node;
+				static const char *const names[] = {
+					" IS TRUE)", " IS NOT TRUE)", " IS FALSE)", " IS NOT FALSE)",
+					" IS UNKNOWN)", " IS NOT UNKNOWN)"
+				};
+
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, (Node *) test->arg);
+				appendStringInfoString(buf, names[test->booltesttype]);
+				break;
+			}
+		case T_RelabelType:
+			{
+				RelabelType *r = (RelabelType *) node;
+
+				if (r->relabelformat == COERCE_IMPLICIT_CAST)
+					DeparseRemoteExpr(sql, (Node *) r->arg);
+				else
+				{
+					appendStringInfoChar(buf, '(');
+					DeparseRemoteExpr(sql, (Node *) r->arg);
+					appendStringInfo(buf, ")::%s", RemoteTypeName(r->resulttype, r->resulttypmod));
+				}
+				break;
+			}
+		case T_CoerceViaIO:
+			{
+				CoerceViaIO *c = (CoerceViaIO *) node;
+
+				/* the I/O functions of built-in types are immutable unless DateStyle-like */
+				if (!IsBuiltin(c->resulttype) || !IsBuiltin(exprType((Node *) c->arg)) ||
+					contain_mutable_functions(node))
+				{
+					RemoteSqlFail(sql, "a cast that depends on session settings");
+					return;
+				}
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, (Node *) c->arg);
+				appendStringInfo(buf, ")::%s", RemoteTypeName(c->resulttype, -1));
+				break;
+			}
+		case T_CollateExpr:
+			{
+				CollateExpr *c = (CollateExpr *) node;
+
+				if (!IsBuiltin(c->collOid))
+				{
+					RemoteSqlFail(sql, "a user-defined collation");
+					return;
+				}
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, (Node *) c->arg);
+				appendStringInfo(buf, " COLLATE %s)", generate_collation_name(c->collOid));
+				break;
+			}
+		case T_CaseExpr:
+			{
+				CaseExpr   *c = (CaseExpr *) node;
+				ListCell   *cell;
+
+				if (c->arg != NULL)
+				{
+					/* CASE x WHEN ...: the tests use CaseTestExpr; not shipped */
+					RemoteSqlFail(sql, "a CASE with an operand");
+					return;
+				}
+				appendStringInfoString(buf, "(CASE");
+				foreach(cell, c->args)
+				{
+					CaseWhen   *when = lfirst(cell);
+
+					appendStringInfoString(buf, " WHEN ");
+					DeparseRemoteExpr(sql, (Node *) when->expr);
+					appendStringInfoString(buf, " THEN ");
+					DeparseRemoteExpr(sql, (Node *) when->result);
+				}
+				if (c->defresult != NULL)
+				{
+					appendStringInfoString(buf, " ELSE ");
+					DeparseRemoteExpr(sql, (Node *) c->defresult);
+				}
+				appendStringInfoString(buf, " END)");
+				break;
+			}
+		case T_CoalesceExpr:
+			appendStringInfoString(buf, "COALESCE(");
+			DeparseExprList(sql, ((CoalesceExpr *) node)->args);
+			appendStringInfoChar(buf, ')');
+			break;
+		case T_MinMaxExpr:
+			{
+				MinMaxExpr *m = (MinMaxExpr *) node;
+
+				appendStringInfoString(buf, m->op == IS_GREATEST ? "GREATEST(" : "LEAST(");
+				DeparseExprList(sql, m->args);
+				appendStringInfoChar(buf, ')');
+				break;
+			}
+		case T_ArrayExpr:
+			{
+				ArrayExpr  *a = (ArrayExpr *) node;
+
+				if (a->multidims)
+				{
+					RemoteSqlFail(sql, "a multidimensional ARRAY constructor");
+					return;
+				}
+				appendStringInfoString(buf, "ARRAY[");
+				DeparseExprList(sql, a->elements);
+				appendStringInfo(buf, "]::%s", RemoteTypeName(a->array_typeid, -1));
+				break;
+			}
+		case T_Aggref:
+			DeparseAggref(sql, (Aggref *) node);
+			break;
+		case T_WindowFunc:
+			DeparseWindowFunc(sql, (WindowFunc *) node);
+			break;
+		case T_SubLink:
+			DeparseSubLink(sql, (SubLink *) node);
+			break;
+		case T_Param:
+			DeparseParamExpr(sql, node);
+			break;
+		case T_List:
+			DeparseExprList(sql, (List *) node);
+			break;
+		default:
+			RemoteSqlFail(sql, "an expression shardext cannot send to the workers");
+			break;
+	}
+}
+
+static void
+DeparseExprList(RemoteSql *sql, List *exprs)
+{
+	ListCell   *cell;
+
+	foreach(cell, exprs)
+	{
+		if (cell != list_head(exprs))
+			appendStringInfoString(&sql->buf, ", ");
+		DeparseRemoteExpr(sql, lfirst(cell));
+	}
+}
+
+static void
+DeparseVar(RemoteSql *sql, Var *var)
+{
+	Query	   *query;
+	RangeTblEntry *rte;
+	char	   *alias;
+
+	if (var->varlevelsup >= list_length(sql->levels))
+	{
+		RemoteSqlFail(sql, "a reference to an outer query");
+		return;
+	}
+	query = LevelQuery(sql, var->varlevelsup);
+	if (var->varno < 1 || var->varno > list_length(query->rtable))
+	{
+		RemoteSqlFail(sql, "a column of a special relation");
+		return;
+	}
+	rte = rt_fetch(var->varno, query->rtable);
+	alias = RemoteSqlAlias(sql, var->varlevelsup, var->varno);
+	if (sql->exclRelIndex > 0 && var->varno == sql->exclRelIndex &&
+		var->varlevelsup == list_length(sql->levels) - 1)
+		alias = "excluded";
+
+	if (var->varattno <= 0)
+	{
+		RemoteSqlFail(sql, var->varattno == 0 ? "a whole-row reference" : "a system column");
+		return;
+	}
+
+	if (rte->rtekind == RTE_RELATION)
+	{
+		char	   *name = get_attname(rte->relid, var->varattno, false);
+
+		appendStringInfo(&sql->buf, "%s.%s", alias, quote_identifier(name));
+	}
+	else if (rte->rtekind == RTE_SUBQUERY)
+		appendStringInfo(&sql->buf, "%s.c%d", alias, var->varattno);
+	else
+		RemoteSqlFail(sql, "a column of a join, function or VALUES list");
+}
+
+/*
+ * DeparseConst prints a constant as a typed literal.  Text forms that
+ * depend on DateStyle and similar settings are printed under the settings
+ * of remote sessions.
+ */
+static void
+DeparseConst(RemoteSql *sql, Const *constant, bool withType)
+{
+	Oid			outputFunction;
+	bool		isVarlena;
+	char	   *text;
+
+	if (constant->constisnull)
+	{
+		appendStringInfo(&sql->buf, "NULL::%s",
+						 RemoteTypeName(constant->consttype, constant->consttypmod));
+		return;
+	}
+	if (constant->consttype == BOOLOID)
+	{
+		appendStringInfoString(&sql->buf,
+							   DatumGetBool(constant->constvalue) ? "true" : "false");
+		return;
+	}
+	if (IsGucSensitiveType(constant->consttype) && sql->gucNestLevel == 0)
+		sql->gucNestLevel = BeginSafeDeparse();
+
+	getTypeOutputInfo(constant->consttype, &outputFunction, &isVarlena);
+	text = OidOutputFunctionCall(outputFunction, constant->constvalue);
+	appendStringInfoString(&sql->buf, quote_literal_cstr(text));
+	if (withType)
+		appendStringInfo(&sql->buf, "::%s",
+						 RemoteTypeName(constant->consttype, constant->consttypmod));
+}
+
+/*
+ * DeparseParamExpr sends a column-free expression as a parameter that the
+ * coordinator evaluates at execution; equal expressions share a number.
+ */
+static void
+DeparseParamExpr(RemoteSql *sql, Node *expr)
+{
+	int			number = 1;
+	ListCell   *cell;
+
+	if (IsA(expr, Param) && ((Param *) expr)->paramkind != PARAM_EXTERN)
+	{
+		RemoteSqlFail(sql, "a parameter of a subplan");
+		return;
+	}
+	foreach(cell, sql->paramExprs)
+	{
+		if (equal(lfirst(cell), expr))
+			break;
+		number++;
+	}
+	if (cell == NULL)
+		sql->paramExprs = lappend(sql->paramExprs, expr);
+	appendStringInfo(&sql->buf, "$%d::%s", number,
+					 RemoteTypeName(exprType(expr), exprTypmod(expr)));
+}
+
+static void
+DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr)
+{
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+
+	if (!IsBuiltin(expr->funcid) || func_volatile(expr->funcid) != PROVOLATILE_IMMUTABLE)
+	{
+		RemoteSqlFail(sql, func_volatile(expr->funcid) == PROVOLATILE_VOLATILE ?
+					  "a volatile function" : "a function that only the coordinator can evaluate");
+		return;
+	}
+	if (expr->funcretset)
+	{
+		RemoteSqlFail(sql, "a set-returning function");
+		return;
+	}
+	if (expr->funcformat == COERCE_IMPLICIT_CAST)
+	{
+		/* a length coercion keeps the value's typmod: print the cast */
+		appendStringInfoChar(buf, '(');
+		DeparseRemoteExpr(sql, linitial(expr->args));
+		appendStringInfo(buf, ")::%s",
+						 RemoteTypeName(expr->funcresulttype, exprTypmod((Node *) expr)));
+		return;
+	}
+	if (expr->funcformat == COERCE_EXPLICIT_CAST)
+	{
+		appendStringInfoChar(buf, '(');
+		DeparseRemoteExpr(sql, linitial(expr->args));
+		appendStringInfo(buf, ")::%s",
+						 RemoteTypeName(expr->funcresulttype, exprTypmod((Node *) expr)));
+		return;
+	}
+	appendStringInfo(buf, "%s(", QualifiedFunctionName(expr->funcid));
+	foreach(cell, expr->args)
+	{
+		if (cell != list_head(expr->args))
+			appendStringInfoString(buf, ", ");
+		if (expr->funcvariadic && lnext(expr->args, cell) == NULL)
+			appendStringInfoString(buf, "VARIADIC ");
+		DeparseRemoteExpr(sql, lfirst(cell));
+	}
+	appendStringInfoChar(buf, ')');
+}
+
+static void
+DeparseOperator(RemoteSql *sql, Oid opno)
+{
+	HeapTuple	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator form;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	form = (Form_pg_operator) GETSTRUCT(tuple);
+	appendStringInfo(&sql->buf, "OPERATOR(%s.%s)",
+					 quote_identifier(get_namespace_name(form->oprnamespace)),
+					 NameStr(form->oprname));
+	ReleaseSysCache(tuple);
+}
+
+static void
+DeparseOpExpr(RemoteSql *sql, OpExpr *expr)
+{
+	StringInfo	buf = &sql->buf;
+
+	if (!IsBuiltin(expr->opno) ||
+		func_volatile(get_opcode(expr->opno)) != PROVOLATILE_IMMUTABLE)
+	{
+		RemoteSqlFail(sql, "an operator that only the coordinator can evaluate");
+		return;
+	}
+	appendStringInfoChar(buf, '(');
+	if (list_length(expr->args) == 2)
+	{
+		DeparseRemoteExpr(sql, linitial(expr->args));
+		appendStringInfoChar(buf, ' ');
+		DeparseOperator(sql, expr->opno);
+		appendStringInfoChar(buf, ' ');
+		DeparseRemoteExpr(sql, lsecond(expr->args));
+	}
+	else
+	{
+		DeparseOperator(sql, expr->opno);
+		appendStringInfoChar(buf, ' ');
+		DeparseRemoteExpr(sql, linitial(expr->args));
+	}
+	appendStringInfoChar(buf, ')');
+}
+
+static void
+DeparseAggref(RemoteSql *sql, Aggref *aggref)
+{
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+	bool		first = true;
+
+	if (!IsBuiltin(aggref->aggfnoid) || aggref->aggkind != AGGKIND_NORMAL ||
+		aggref->aggsplit != AGGSPLIT_SIMPLE || aggref->agglevelsup != 0)
+	{
+		RemoteSqlFail(sql, "an aggregate that cannot run on the workers");
+		return;
+	}
+	appendStringInfo(buf, "%s(", QualifiedFunctionName(aggref->aggfnoid));
+	if (aggref->aggdistinct != NIL)
+		appendStringInfoString(buf, "DISTINCT ");
+	if (aggref->aggstar)
+		appendStringInfoChar(buf, '*');
+	foreach(cell, aggref->args)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		if (tle->resjunk)
+			continue;
+		if (!first)
+			appendStringInfoString(buf, ", ");
+		first = false;
+		if (aggref->aggvariadic && lnext(aggref->args, cell) == NULL)
+			appendStringInfoString(buf, "VARIADIC ");
+		DeparseRemoteExpr(sql, (Node *) tle->expr);
+	}
+	if (aggref->aggorder != NIL)
+	{
+		appendStringInfoString(buf, " ORDER BY ");
+		DeparseSortClause(sql, aggref->aggorder, aggref->args);
+	}
+	appendStringInfoChar(buf, ')');
+	if (aggref->aggfilter != NULL)
+	{
+		appendStringInfoString(buf, " FILTER (WHERE ");
+		DeparseRemoteExpr(sql, (Node *) aggref->aggfilter);
+		appendStringInfoChar(buf, ')');
+	}
+}
+
+static void
+DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc)
+{
+	StringInfo	buf = &sql->buf;
+	Query	   *query = LevelQuery(sql, 0);
+	WindowClause *clause = NULL;
+	ListCell   *cell;
+
+	if (!IsBuiltin(wfunc->winfnoid) || func_volatile(wfunc->winfnoid) == PROVOLATILE_VOLATILE)
+	{
+		RemoteSqlFail(sql, "a user-defined window function");
+		return;
+	}
+	foreach(cell, query->windowClause)
+	{
+		if (((WindowClause *) lfirst(cell))->winref == wfunc->winref)
+			clause = lfirst(cell);
+	}
+	if (clause == NULL || clause->frameOptions != FRAMEOPTION_DEFAULTS)
+	{
+		RemoteSqlFail(sql, "a window frame clause");
+		return;
+	}
+	appendStringInfo(buf, "%s(", QualifiedFunctionName(wfunc->winfnoid));
+	if (wfunc->winstar)
+		appendStringInfoChar(buf, '*');
+	DeparseExprList(sql, wfunc->args);
+	appendStringInfoChar(buf, ')');
+	if (wfunc->aggfilter != NULL)
+	{
+		appendStringInfoString(buf, " FILTER (WHERE ");
+		DeparseRemoteExpr(sql, (Node *) wfunc->aggfilter);
+		appendStringInfoChar(buf, ')');
+	}
+	appendStringInfoString(buf, " OVER (");
+	if (clause->partitionClause != NIL)
+	{
+		bool		first = true;
+
+		appendStringInfoString(buf, "PARTITION BY ");
+		foreach(cell, clause->partitionClause)
+		{
+			SortGroupClause *sgc = lfirst(cell);
+
+			if (!first)
+				appendStringInfoString(buf, ", ");
+			first = false;
+			DeparseRemoteExpr(sql, get_sortgroupclause_expr(sgc, query->targetList));
+		}
+	}
+	if (clause->orderClause != NIL)
+	{
+		appendStringInfoString(buf, clause->partitionClause ? " ORDER BY " : "ORDER BY ");
+		DeparseSortClause(sql, clause->orderClause, query->targetList);
+	}
+	appendStringInfoChar(buf, ')');
+}
+
+/*
+ * DeparseSortClause prints ORDER BY items, each with its direction and
+ * NULLS placement; a non-default ordering operator is printed with USING.
+ */
+static void
+DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
+{
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+
+	foreach(cell, sortClause)
+	{
+		SortGroupClause *sgc = lfirst(cell);
+		Node	   *expr = get_sortgroupclause_expr(sgc, targetList);
+		Oid			type = exprType(expr);
+		TypeCacheEntry *typentry;
+
+		if (cell != list_head(sortClause))
+			appendStringInfoString(buf, ", ");
+		DeparseRemoteExpr(sql, expr);
+
+		typentry = lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
+		if (sgc->sortop == typentry->lt_opr)
+			appendStringInfoString(buf, " ASC");
+		else if (sgc->sortop == typentry->gt_opr)
+			appendStringInfoString(buf, " DESC");
+		else
+		{
+			if (!IsBuiltin(sgc->sortop))
+			{
+				RemoteSqlFail(sql, "a user-defined ordering operator");
+				return;
+			}
+			appendStringInfoString(buf, " USING ");
+			DeparseOperator(sql, sgc->sortop);
+		}
+		appendStringInfoString(buf, sgc->nulls_first ? " NULLS FIRST" : " NULLS LAST");
+	}
+}
+
+void
+DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause, List *targetList)
+{
+	DeparseSortClause(sql, sortClause, targetList);
+}
+
+static void
+DeparseSubLink(RemoteSql *sql, SubLink *sublink)
+{
+	StringInfo	buf = &sql->buf;
+	Query	   *subquery = (Query *) sublink->subselect;
+
+	switch (sublink->subLinkType)
+	{
+		case EXISTS_SUBLINK:
+			appendStringInfoString(buf, "EXISTS (");
+			DeparseRemoteSelect(sql, subquery);
+			appendStringInfoChar(buf, ')');
+			break;
+		case EXPR_SUBLINK:
+			appendStringInfoChar(buf, '(');
+			DeparseRemoteSelect(sql, subquery);
+			appendStringInfoChar(buf, ')');
+			break;
+		case ARRAY_SUBLINK:
+			appendStringInfoString(buf, "ARRAY(");
+			DeparseRemoteSelect(sql, subquery);
+			appendStringInfoChar(buf, ')');
+			break;
+		case ANY_SUBLINK:
+		case ALL_SUBLINK:
+			{
+				OpExpr	   *test = (OpExpr *) sublink->testexpr;
+
+				/* only the single-column form: lhs op ANY (SELECT ...) */
+				if (test == NULL || !IsA(test, OpExpr) || list_length(test->args) != 2 ||
+					!IsA(lsecond(test->args), Param) ||
+					((Param *) lsecond(test->args))->paramkind != PARAM_SUBLINK)
+				{
+					RemoteSqlFail(sql, "a row comparison with a subquery");
+					return;
+				}
+				if (!IsBuiltin(test->opno))
+				{
+					RemoteSqlFail(sql, "a user-defined operator");
+					return;
+				}
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, linitial(test->args));
+				appendStringInfoChar(buf, ' ');
+				DeparseOperator(sql, test->opno);
+				appendStringInfoString(buf, sublink->subLinkType == ANY_SUBLINK ?
+									   " ANY (" : " ALL (");
+				DeparseRemoteSelect(sql, subquery);
+				appendStringInfoString(buf, "))");
+				break;
+			}
+		default:
+			RemoteSqlFail(sql, "a kind of subquery shardext cannot send to the workers");
+			break;
+	}
+}
+
+/*
+ * DeparseRemoteTargetList prints a SELECT list (junk columns too when
+ * asked: callers that read them by position need them).
+ */
+void
+DeparseRemoteTargetList(RemoteSql *sql, List *targetList, bool withJunk)
+{
+	ListCell   *cell;
+	bool		first = true;
+
+	foreach(cell, targetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		if (tle->resjunk && !withJunk)
+			continue;
+		if (!first)
+			appendStringInfoString(&sql->buf, ", ");
+		first = false;
+		DeparseRemoteExpr(sql, (Node *) tle->expr);
+	}
+	if (first)
+		appendStringInfoString(&sql->buf, "NULL");
+}
+
+/* prints one FROM item of the innermost query */
+void
+DeparseRemoteFromItem(RemoteSql *sql, Node *item)
+{
+	StringInfo	buf = &sql->buf;
+	Query	   *query = LevelQuery(sql, 0);
+
+	if (sql->failed)
+		return;
+	if (IsA(item, RangeTblRef))
+	{
+		Index		rtindex = ((RangeTblRef *) item)->rtindex;
+		RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
+
+		if (rte->rtekind == RTE_RELATION)
+		{
+			if (rte->tablesample != NULL)
+			{
+				RemoteSqlFail(sql, "TABLESAMPLE");
+				return;
+			}
+			appendStringInfoString(buf, rte->inh ? "" : "ONLY ");
+			RemoteSqlAppendRelation(sql, rte->relid);
+			appendStringInfo(buf, " %s", RemoteSqlAlias(sql, 0, rtindex));
+		}
+		else if (rte->rtekind == RTE_SUBQUERY)
+		{
+			int			ncolumns = 0;
+			ListCell   *cell;
+
+			if (rte->lateral)
+				appendStringInfoString(buf, "LATERAL ");
+			appendStringInfoChar(buf, '(');
+			DeparseRemoteSelect(sql, rte->subquery);
+			appendStringInfo(buf, ") %s(", RemoteSqlAlias(sql, 0, rtindex));
+			foreach(cell, rte->subquery->targetList)
+			{
+				if (((TargetEntry *) lfirst(cell))->resjunk)
+					continue;
+				appendStringInfo(buf, "%sc%d", ncolumns > 0 ? ", " : "", ncolumns + 1);
+				ncolumns++;
+			}
+			if (ncolumns == 0)
+				RemoteSqlFail(sql, "a subquery without columns");
+			appendStringInfoChar(buf, ')');
+		}
+		else
+			RemoteSqlFail(sql, "a function, VALUES list or CTE in FROM");
+	}
+	else if (IsA(item, JoinExpr))
+	{
+		JoinExpr   *join = (JoinExpr *) item;
+		const char *type;
+
+		switch (join->jointype)
+		{
+			case JOIN_INNER:
+				type = "JOIN";
+				break;
+			case JOIN_LEFT:
+				type = "LEFT JOIN";
+				break;
+			case JOIN_RIGHT:
+				type = "RIGHT JOIN";
+				break;
+			case JOIN_FULL:
+				type = "FULL JOIN";
+				break;
+			default:
+				RemoteSqlFail(sql, "a kind of join shardext cannot send to the workers");
+				return;
+		}
+		appendStringInfoChar(buf, '(');
+		DeparseRemoteFromItem(sql, join->larg);
+		appendStringInfo(buf, " %s ", type);
+		DeparseRemoteFromItem(sql, join->rarg);
+		appendStringInfoString(buf, " ON ");
+		if (join->quals != NULL)
+			DeparseRemoteExpr(sql, flatten_join_alias_vars(query, join->quals));
+		else
+			appendStringInfoString(buf, "true");
+		appendStringInfoChar(buf, ')');
+	}
+	else
+		RemoteSqlFail(sql, "an unknown FROM item");
+}
+
+/*
+ * DeparseRemoteSelect appends a whole SELECT (a subquery or a query pushed
+ * down as it is).  Output columns are in target list order without junk.
+ */
+void
+DeparseRemoteSelect(RemoteSql *sql, Query *query)
+{
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+	List	   *targetList;
+
+	if (sql->failed)
+		return;
+	if (query->commandType != CMD_SELECT || query->setOperations != NULL ||
+		query->cteList != NIL || query->groupingSets != NIL ||
+		query->rowMarks != NIL || query->hasTargetSRFs || query->utilityStmt != NULL)
+	{
+		RemoteSqlFail(sql, "a set operation, CTE, grouping set, row lock or set-returning function");
+		return;
+	}
+
+	RemoteSqlPushQuery(sql, query);
+	targetList = (List *) flatten_join_alias_vars(query, (Node *) query->targetList);
+
+	appendStringInfoString(buf, "SELECT ");
+	if (query->distinctClause != NIL)
+	{
+		if (query->hasDistinctOn)
+		{
+			bool		first = true;
+
+			appendStringInfoString(buf, "DISTINCT ON (");
+			foreach(cell, query->distinctClause)
+			{
+				if (!first)
+					appendStringInfoString(buf, ", ");
+				first = false;
+				DeparseRemoteExpr(sql, get_sortgroupclause_expr(lfirst(cell), targetList));
+			}
+			appendStringInfoString(buf, ") ");
+		}
+		else
+			appendStringInfoString(buf, "DISTINCT ");
+	}
+	DeparseRemoteTargetList(sql, targetList, false);
+
+	if (query->jointree->fromlist != NIL)
+	{
+		appendStringInfoString(buf, " FROM ");
+		foreach(cell, query->jointree->fromlist)
+		{
+			if (cell != list_head(query->jointree->fromlist))
+				appendStringInfoString(buf, ", ");
+			DeparseRemoteFromItem(sql, lfirst(cell));
+		}
+	}
+	if (query->jointree->quals != NULL)
+	{
+		appendStringInfoString(buf, " WHERE ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+	}
+	if (query->groupClause != NIL)
+	{
+		appendStringInfoString(buf, " GROUP BY ");
+		foreach(cell, query->groupClause)
+		{
+			if (cell != list_head(query->groupClause))
+				appendStringInfoString(buf, ", ");
+			DeparseRemoteExpr(sql, get_sortgroupclause_expr(lfirst(cell), targetList));
+		}
+	}
+	if (query->havingQual != NULL)
+	{
+		appendStringInfoString(buf, " HAVING ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->havingQual));
+	}
+	if (query->sortClause != NIL)
+	{
+		appendStringInfoString(buf, " ORDER BY ");
+		DeparseSortClause(sql, query->sortClause, targetList);
+	}
+	if (query->limitCount != NULL)
+	{
+		if (query->limitOption == LIMIT_OPTION_WITH_TIES)
+			RemoteSqlFail(sql, "FETCH FIRST ... WITH TIES");
+		appendStringInfoString(buf, " LIMIT ");
+		DeparseRemoteExpr(sql, query->limitCount);
+	}
+	if (query->limitOffset != NULL)
+	{
+		appendStringInfoString(buf, " OFFSET ");
+		DeparseRemoteExpr(sql, query->limitOffset);
+	}
+	RemoteSqlPopQuery(sql);
+}

@@ -1,0 +1,1604 @@
+/*-------------------------------------------------------------------------
+ *
+ * distributed_executor.c
+ *	  Runs the tasks of a distributed CustomScan on the workers and returns
+ *	  their rows.
+ *
+ * At the first fetch the scan chooses its shards (pruning values evaluated
+ * now, so prepared statements route by their parameters), locks the shards
+ * it writes (in shard id order, before it looks at placements, so shard
+ * moves can block writes at cutover), evaluates the parameters once, and
+ * builds one task per shard (per placement when it writes).  Tasks are
+ * queued on connections -- inside a transaction (or when writing) one per
+ * node, so the transaction reads its own writes; otherwise up to
+ * shardext.max_connections_per_node per node -- and one event loop drives
+ * them all: results arrive in single-row mode and are returned as they come.
+ *
+ * A connection serves one task at a time.  When another scan (for example
+ * the inner side of a nested loop) needs a connection that a scan is still
+ * reading from, the rest of that task's rows are read into a tuplestore
+ * first ("buffering"), and the first scan later returns them from there.
+ *
+ * Errors are relayed with the worker's SQLSTATE; connections left busy are
+ * cancelled by the transaction abort callbacks (remote_xact.c for
+ * transactional connections, ours for the rest).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/explain.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "tcop/pquery.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/portal.h"
+#include "utils/rel.h"
+
+#include "shardext/connection.h"
+#include "shardext/deparser.h"
+#include "shardext/distributed_executor.h"
+#include "shardext/guc.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_command.h"
+#include "shardext/remote_sql.h"
+#include "shardext/remote_xact.h"
+#include "shardext/resource_lock.h"
+
+/* per-connection executor state (NodeConnection.executorState) */
+typedef struct ConnectionExecState
+{
+	HTAB	   *statements;		/* SQL hash -> prepared statement */
+	int			statementCount;
+	DistributedScanState *owner;	/* scan whose task is in flight */
+} ConnectionExecState;
+
+typedef struct PreparedStatementEntry
+{
+	uint64		key;			/* hash of the SQL text */
+	char	   *sql;
+	int			number;			/* statement name sx<number> */
+} PreparedStatementEntry;
+
+#define MAX_PREPARED_STATEMENTS 2000
+#define DRAIN_TIMEOUT_MS 30000
+#define MAX_PARAMS_PER_STATEMENT 65535
+#define INSERT_SELECT_BATCH_ROWS 10000
+
+static CustomExecMethods DistributedExecMethods;
+static MemoryContext ExecutorStateContext = NULL;
+
+static void BeginDistributedScan(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *ExecDistributedScan(CustomScanState *node);
+static void EndDistributedScan(CustomScanState *node);
+static void ReScanDistributedScan(CustomScanState *node);
+static TupleTableSlot *DistributedScanNext(ScanState *node);
+static bool DistributedScanRecheck(ScanState *node, TupleTableSlot *slot);
+static void StartExecution(DistributedScanState *state);
+static void SendFirstTasks(DistributedScanState *state);
+static bool StartNextInsertBatch(DistributedScanState *state);
+static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
+static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
+									int first, int count);
+static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
+static void BuildInsertTasks(DistributedScanState *state);
+static int	ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
+							Oid *types);
+static void AssignTasksToConnections(DistributedScanState *state);
+static void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
+static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
+										 int index);
+static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
+static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut);
+static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
+						   PGresult **resultOut);
+static void WaitForConnections(DistributedScanState *state);
+static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
+						   TupleTableSlot *slot);
+static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
+static void ReleaseConnection(NodeConnection *conn);
+static void AbandonExecution(DistributedScanState *state);
+static ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
+static bool IsWholeTopLevelStatement(EState *estate);
+static bool AnyRemoteTransactionOpen(void);
+static void ExecutorXactCallback(XactEvent event, void *arg);
+static void ExecutorSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+									SubTransactionId parentSubid, void *arg);
+
+/* registers the abort callbacks; called from _PG_init */
+void
+InitializeDistributedExecutor(void)
+{
+	DistributedExecMethods.CustomName = SHARDEXT_SCAN_NAME;
+	DistributedExecMethods.BeginCustomScan = BeginDistributedScan;
+	DistributedExecMethods.ExecCustomScan = ExecDistributedScan;
+	DistributedExecMethods.EndCustomScan = EndDistributedScan;
+	DistributedExecMethods.ReScanCustomScan = ReScanDistributedScan;
+	DistributedExecMethods.ExplainCustomScan = ExplainDistributedScan;
+	RegisterDistributedScanMethods();
+	RegisterXactCallback(ExecutorXactCallback, NULL);
+	RegisterSubXactCallback(ExecutorSubXactCallback, NULL);
+}
+
+Node *
+CreateDistributedScanState(CustomScan *scan)
+{
+	DistributedScanState *state = palloc0(sizeof(DistributedScanState));
+
+	NodeSetTag(state, T_CustomScanState);
+	state->css.methods = &DistributedExecMethods;
+	state->job = DistributedJobFromScan(scan);
+	return (Node *) state;
+}
+
+static void
+BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
+{
+	DistributedScanState *state = (DistributedScanState *) node;
+	CustomScan *scan = (CustomScan *) node->ss.ps.plan;
+	DistributedJob *job = state->job;
+	List	   *exprStates = ExecInitExprList(scan->custom_exprs, (PlanState *) node);
+	TupleDesc	desc = node->ss.ss_ScanTupleSlot->tts_tupleDescriptor;
+	int			first = job->pruneCount + job->paramCount;
+
+	state->pruneExprStates = list_copy_head(exprStates, job->pruneCount);
+	state->paramExprStates = list_copy_head(list_copy_tail(exprStates, job->pruneCount),
+											job->paramCount);
+	state->insertExprStates = list_copy_tail(exprStates, first);
+
+	state->execContext = AllocSetContextCreate(estate->es_query_cxt,
+											   "shardext execution",
+											   ALLOCSET_DEFAULT_SIZES);
+	state->rowContext = AllocSetContextCreate(estate->es_query_cxt,
+											  "shardext row",
+											  ALLOCSET_DEFAULT_SIZES);
+	state->batchContext = AllocSetContextCreate(state->execContext,
+												"shardext insert batch",
+												ALLOCSET_DEFAULT_SIZES);
+	if (scan->custom_plans != NIL)
+		node->custom_ps = list_make1(ExecInitNode(linitial(scan->custom_plans), estate, eflags));
+
+	/* which scan slot attribute each remote column fills */
+	if (job->pullFallback)
+	{
+		ListCell   *cell;
+		int			i = 0;
+
+		state->remoteColumns = list_length(job->scanAttnums);
+		state->columnAttnos = palloc(sizeof(AttrNumber) * Max(state->remoteColumns, 1));
+		foreach(cell, job->scanAttnums)
+			state->columnAttnos[i++] = lfirst_int(cell);
+	}
+	else
+	{
+		state->remoteColumns = desc->natts;
+		state->columnAttnos = palloc(sizeof(AttrNumber) * desc->natts);
+		for (int i = 0; i < desc->natts; i++)
+			state->columnAttnos[i] = i + 1;
+	}
+
+	state->inputFunctions = palloc0(sizeof(FmgrInfo) * desc->natts);
+	state->typioparams = palloc0(sizeof(Oid) * desc->natts);
+	state->typmods = palloc0(sizeof(int32) * desc->natts);
+	for (int i = 0; i < state->remoteColumns; i++)
+	{
+		int			index = state->columnAttnos[i] - 1;
+		Form_pg_attribute attr = TupleDescAttr(desc, index);
+		Oid			inputFunction;
+
+		getTypeInputInfo(attr->atttypid, &inputFunction, &state->typioparams[index]);
+		fmgr_info(inputFunction, &state->inputFunctions[index]);
+		state->typmods[index] = attr->atttypmod;
+	}
+	state->bufferSlot = ExecAllocTableSlot(&estate->es_tupleTable, desc,
+										   &TTSOpsMinimalTuple);
+}
+
+static TupleTableSlot *
+ExecDistributedScan(CustomScanState *node)
+{
+	return ExecScan(&node->ss, DistributedScanNext, DistributedScanRecheck);
+}
+
+static bool
+DistributedScanRecheck(ScanState *node, TupleTableSlot *slot)
+{
+	return true;
+}
+
+/*
+ * DistributedScanNext returns the next row of any task, or an empty slot
+ * when every task is done.
+ */
+static TupleTableSlot *
+DistributedScanNext(ScanState *node)
+{
+	DistributedScanState *state = (DistributedScanState *) node;
+	TupleTableSlot *slot = node->ss_ScanTupleSlot;
+	RemoteTask *task;
+	PGresult   *result;
+
+	if (!state->started)
+		StartExecution(state);
+
+	MemoryContextReset(state->rowContext);
+	ExecClearTuple(slot);
+
+	/* rows read ahead while another scan needed a connection come first */
+	while (state->bufferedTasks != NIL)
+	{
+		RemoteTask *buffered = linitial(state->bufferedTasks);
+
+		if (tuplestore_gettupleslot(buffered->buffer, true, false, state->bufferSlot))
+		{
+			ExecCopySlot(slot, state->bufferSlot);
+			return slot;
+		}
+		tuplestore_end(buffered->buffer);
+		buffered->buffer = NULL;
+		state->bufferedTasks = list_delete_first(state->bufferedTasks);
+	}
+
+	if (state->finished)
+		return slot;
+
+	result = NextRemoteResult(state, &task);
+	while (result == NULL && StartNextInsertBatch(state))
+		result = NextRemoteResult(state, &task);
+	if (result == NULL)
+	{
+		/* the command tag is set right after the run: count rows now */
+		state->finished = true;
+		if (state->job->kind != JOB_SELECT)
+			node->ps.state->es_processed += state->affectedRows;
+		return slot;
+	}
+	PG_TRY();
+	{
+		StoreRemoteRow(state, result, slot);
+	}
+	PG_FINALLY();
+	{
+		PQclear(result);
+	}
+	PG_END_TRY();
+	return slot;
+}
+
+/*
+ * StartNextInsertBatch starts the tasks of the next batch of an INSERT ...
+ * SELECT; false when there is none.
+ */
+static bool
+StartNextInsertBatch(DistributedScanState *state)
+{
+	MemoryContext oldContext;
+
+	if (!state->job->insertFromSubplan || state->subplanDone)
+		return false;
+	state->tasks = NIL;
+	state->tasksBuilt = false;
+	MemoryContextReset(state->batchContext);
+	BuildDistributedTasks(state);
+	oldContext = MemoryContextSwitchTo(state->execContext);
+	AssignTasksToConnections(state);
+	MemoryContextSwitchTo(oldContext);
+	SendFirstTasks(state);
+	return true;
+}
+
+/*
+ * StoreRemoteRow converts the text values of a single-row result into the
+ * scan slot; unfetched attributes are NULL.
+ */
+static void
+StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *slot)
+{
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	MemoryContext oldContext;
+
+	if (PQnfields(result) != state->remoteColumns)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("a worker returned %d columns where %d were expected",
+						PQnfields(result), state->remoteColumns)));
+
+	oldContext = MemoryContextSwitchTo(state->rowContext);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+	for (int i = 0; i < state->remoteColumns; i++)
+	{
+		int			index = state->columnAttnos[i] - 1;
+		char	   *value = PQgetisnull(result, 0, i) ? NULL : PQgetvalue(result, 0, i);
+
+		slot->tts_values[index] = InputFunctionCall(&state->inputFunctions[index], value,
+													state->typioparams[index],
+													state->typmods[index]);
+		slot->tts_isnull[index] = (value == NULL);
+	}
+	MemoryContextSwitchTo(oldContext);
+	ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * IsWholeTopLevelStatement tells whether the executing plan is the entire
+ * statement a client sent outside a transaction block: then a single-shard
+ * write may commit on its own on the worker, without BEGIN.  Statements run
+ * by functions, DO blocks, or EXECUTE do not qualify.
+ */
+static bool
+IsWholeTopLevelStatement(EState *estate)
+{
+	if (IsTransactionBlock() || ActivePortal == NULL ||
+		GetCurrentTransactionNestLevel() != 1)
+		return false;
+	if (ActivePortal->sourceText != debug_query_string)
+		return false;
+	return list_length(ActivePortal->stmts) == 1 &&
+		linitial(ActivePortal->stmts) == estate->es_plannedstmt;
+}
+
+/* has this transaction started a remote transaction anywhere? */
+static bool
+AnyRemoteTransactionOpen(void)
+{
+	List	   *all = AllNodeConnections();
+	ListCell   *cell;
+	bool		open = false;
+
+	foreach(cell, all)
+	{
+		if (((NodeConnection *) lfirst(cell))->xactState != REMOTE_XACT_NONE)
+			open = true;
+	}
+	list_free(all);
+	return open;
+}
+
+/*
+ * StartExecution builds the tasks, puts them on connections and sends the
+ * first task of each connection.
+ */
+static void
+StartExecution(DistributedScanState *state)
+{
+	EState	   *estate = state->css.ss.ps.state;
+	DistributedJob *job = state->job;
+	bool		modifies = job->kind != JOB_SELECT;
+	MemoryContext oldContext;
+
+	BuildDistributedTasks(state);
+
+	/*
+	 * Remote transactions are needed for writes (except a single-shard
+	 * statement that is the whole top-level statement: it commits on its
+	 * own), to read this transaction's earlier writes, and for the
+	 * snapshot of a REPEATABLE READ or SERIALIZABLE transaction block.  A
+	 * READ COMMITTED read takes a new snapshot per statement anyway.
+	 */
+	state->inTransaction = AnyRemoteTransactionOpen() ||
+		(IsTransactionBlock() && IsolationUsesXactSnapshot()) ||
+		(modifies && !(list_length(state->tasks) == 1 && IsWholeTopLevelStatement(estate)));
+	state->subxactLevel = GetCurrentTransactionNestLevel();
+
+	oldContext = MemoryContextSwitchTo(state->execContext);
+	AssignTasksToConnections(state);
+	MemoryContextSwitchTo(oldContext);
+	state->started = true;
+	SendFirstTasks(state);
+}
+
+/* SendFirstTasks starts the first queued task of every idle connection */
+static void
+SendFirstTasks(DistributedScanState *state)
+{
+	ListCell   *cell;
+
+	foreach(cell, state->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+
+		if (tc->current == NULL && tc->queue != NIL)
+		{
+			RemoteTask *task = linitial(tc->queue);
+
+			tc->queue = list_delete_first(tc->queue);
+			SendTask(state, tc, task);
+		}
+	}
+}
+
+/*
+ * LockShardsInOrder takes a write lock on each shard, in shard id order.
+ *
+ * A statement that writes one placement of one shard takes
+ * ShardWriteLockMode, which does not conflict with itself: such writers
+ * only meet in the worker's row locks, where the worker's deadlock
+ * detector sees them.  A statement that writes several shards or several
+ * placements (a multi-shard UPDATE/DELETE, any write to a reference table)
+ * could deadlock with another one across nodes, where no detector sees
+ * it; it takes the self-conflicting ShardMultiWriteLockMode, so such
+ * statements (and single-shard writers of the same shards) queue up on the
+ * coordinator, in shard id order, instead.
+ */
+static void
+LockShardsInOrder(int64 *ids, int count, LOCKMODE mode)
+{
+	for (int i = 1; i < count; i++)
+	{
+		int64		key = ids[i];
+		int			j = i - 1;
+
+		while (j >= 0 && ids[j] > key)
+		{
+			ids[j + 1] = ids[j];
+			j--;
+		}
+		ids[j + 1] = key;
+	}
+	for (int i = 0; i < count; i++)
+		LockShardResource(ids[i], mode);
+}
+
+/*
+ * BuildDistributedTasks makes the task list (once per execution); EXPLAIN
+ * calls it too, without running the tasks.
+ */
+void
+BuildDistributedTasks(DistributedScanState *state)
+{
+	DistributedJob *job = state->job;
+	DistTableCacheEntry *anchor = NULL;
+	List	   *shardIndexes;
+	RemoteParams *params;
+	MemoryContext oldContext;
+	ListCell   *cell;
+	int			relationCount = list_length(job->relations);
+
+	if (state->tasksBuilt)
+		return;
+
+	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
+									   state->batchContext : state->execContext);
+	if (job->kind == JOB_INSERT)
+	{
+		BuildInsertTasks(state);
+		state->tasksBuilt = true;
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
+
+	if (job->anchor >= 0)
+		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+	shardIndexes = SelectShardIndexes(state, anchor);
+
+	/* writers lock their shards in id order before looking at placements */
+	if (job->kind == JOB_MODIFY)
+	{
+		Oid			target = list_nth_oid(job->relations, Max(job->anchor, 0));
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
+		int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
+		int			n = 0;
+
+		bool		several = false;
+
+		foreach(cell, shardIndexes)
+		{
+			ShardInterval *shard = &entry->shards[lfirst_int(cell)];
+
+			ids[n++] = shard->shardId;
+			if (shard->placementCount > 1)
+				several = true;
+		}
+		if (n > 1)
+			several = true;
+		LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
+		/* a wait may have let a move commit: look the table up again */
+		if (job->anchor >= 0)
+			anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+	}
+
+	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+
+	foreach(cell, shardIndexes)
+	{
+		int			shardIndex = lfirst_int(cell);
+		List	   *shardNames = NIL;
+		ShardInterval *taskShard = NULL;
+		char	   *sql;
+
+		for (int i = 0; i < relationCount; i++)
+		{
+			Oid			relid = list_nth_oid(job->relations, i);
+			DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+			ShardInterval *shard;
+
+			if (entry == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+			if (entry->method == DISTRIBUTE_BY_HASH)
+			{
+				if (shardIndex >= entry->shardCount)
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("shards of table \"%s\" changed during planning",
+									get_rel_name(relid)),
+							 errhint("Run the statement again.")));
+				shard = &entry->shards[shardIndex];
+			}
+			else
+				shard = &entry->shards[0];
+			if (i == Max(job->anchor, 0))
+				taskShard = shard;
+			shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
+		}
+		sql = BuildTaskSql(job->sqlParts, shardNames);
+
+		if (taskShard->placementCount == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("shard " INT64_FORMAT " has no placement", taskShard->shardId)));
+
+		if (job->kind == JOB_MODIFY)
+		{
+			/* every placement gets the write; the first one's rows are returned */
+			for (int p = 0; p < taskShard->placementCount; p++)
+			{
+				RemoteTask *task = palloc0(sizeof(RemoteTask));
+
+				task->sql = sql;
+				task->nodeId = taskShard->placementNodeIds[p];
+				task->shardId = taskShard->shardId;
+				task->params = params;
+				task->returnsRows = (p == 0);
+				state->tasks = lappend(state->tasks, task);
+			}
+		}
+		else
+		{
+			RemoteTask *task = palloc0(sizeof(RemoteTask));
+			int			choice = 0;
+
+			/* a reference table read: prefer a node this transaction already uses */
+			if (taskShard->placementCount > 1)
+			{
+				choice = MyProcPid % taskShard->placementCount;
+				for (int p = 0; p < taskShard->placementCount; p++)
+				{
+					List	   *conns = NodeConnectionList(taskShard->placementNodeIds[p]);
+					ListCell   *c;
+
+					foreach(c, conns)
+					{
+						if (((NodeConnection *) lfirst(c))->xactState != REMOTE_XACT_NONE)
+							choice = p;
+					}
+				}
+			}
+			task->sql = sql;
+			task->nodeId = taskShard->placementNodeIds[choice];
+			task->shardId = taskShard->shardId;
+			task->params = params;
+			task->returnsRows = true;
+			state->tasks = lappend(state->tasks, task);
+		}
+	}
+	state->tasksBuilt = true;
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * SelectShardIndexes evaluates the pruning values and returns the indexes
+ * of the anchor table's shards that can hold matching rows (one index, 0,
+ * when only reference tables are involved).
+ */
+static List *
+SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor)
+{
+	DistributedJob *job = state->job;
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	bool	   *selected;
+	List	   *result = NIL;
+	ListCell   *exprCell;
+	ListCell   *kindCell;
+
+	if (anchor == NULL)
+		return list_make1_int(0);
+
+	selected = palloc(sizeof(bool) * anchor->shardCount);
+	for (int i = 0; i < anchor->shardCount; i++)
+		selected[i] = true;
+
+	forboth(exprCell, state->pruneExprStates, kindCell, job->pruneKinds)
+	{
+		bool		isnull;
+		Datum		value = ExecEvalExpr(lfirst(exprCell), econtext, &isnull);
+		bool	   *matches = palloc0(sizeof(bool) * anchor->shardCount);
+
+		if (!isnull && lfirst_int(kindCell) == PRUNE_EQUAL)
+			matches[FindShardForValue(anchor, value)->shardIndex] = true;
+		else if (!isnull)
+		{
+			ArrayType  *array = DatumGetArrayTypeP(value);
+			int16		typlen;
+			bool		typbyval;
+			char		typalign;
+			Datum	   *elements;
+			bool	   *nulls;
+			int			count;
+
+			get_typlenbyvalalign(ARR_ELEMTYPE(array), &typlen, &typbyval, &typalign);
+			deconstruct_array(array, ARR_ELEMTYPE(array), typlen, typbyval, typalign,
+							  &elements, &nulls, &count);
+			for (int i = 0; i < count; i++)
+			{
+				if (!nulls[i])
+					matches[FindShardForValue(anchor, elements[i])->shardIndex] = true;
+			}
+		}
+		for (int i = 0; i < anchor->shardCount; i++)
+			selected[i] = selected[i] && matches[i];
+	}
+
+	for (int i = 0; i < anchor->shardCount; i++)
+	{
+		if (selected[i])
+			result = lappend_int(result, i);
+	}
+	return result;
+}
+
+/*
+ * EvaluateParams computes count expressions starting at first on the
+ * coordinator and encodes them for libpq: binary for built-in types (exact
+ * and independent of DateStyle), text otherwise.
+ */
+static RemoteParams *
+EvaluateParams(DistributedScanState *state, List *exprStates, int first, int count)
+{
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	RemoteParams *params = palloc0(sizeof(RemoteParams));
+
+	params->count = count;
+	if (count == 0)
+		return params;
+	params->types = palloc0(sizeof(Oid) * count);
+	params->values = palloc0(sizeof(char *) * count);
+	params->lengths = palloc0(sizeof(int) * count);
+	params->formats = palloc0(sizeof(int) * count);
+
+	for (int i = 0; i < count; i++)
+	{
+		ExprState  *exprState = list_nth(exprStates, first + i);
+		bool		isnull;
+		Datum		value = ExecEvalExpr(exprState, econtext, &isnull);
+
+		EncodeParam(params, i, value, isnull, exprType((Node *) exprState->expr));
+	}
+	return params;
+}
+
+static void
+EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
+{
+	Oid			function;
+	bool		isVarlena;
+
+	if (type < FirstGenbkiObjectId && type != UNKNOWNOID)
+	{
+		params->types[i] = type;
+		params->formats[i] = 1;
+		if (isnull)
+			return;
+		getTypeBinaryOutputInfo(type, &function, &isVarlena);
+		{
+			bytea	   *bytes = OidSendFunctionCall(function, value);
+
+			params->values[i] = VARDATA(bytes);
+			params->lengths[i] = VARSIZE(bytes) - VARHDRSZ;
+		}
+		return;
+	}
+
+	params->types[i] = InvalidOid;	/* the SQL casts $n to its type */
+	params->formats[i] = 0;
+	if (isnull)
+		return;
+	getTypeOutputInfo(type, &function, &isVarlena);
+	{
+		int			nestLevel = BeginSafeDeparse();
+
+		params->values[i] = OidOutputFunctionCall(function, value);
+		EndSafeDeparse(nestLevel);
+	}
+}
+
+/*
+ * ReadSubplanRows reads the next batch of rows of an INSERT ... SELECT from
+ * the plan below (copied into the batch's memory) and returns how many;
+ * after the last batch state->subplanDone is set.
+ */
+static int
+ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut, Oid *types)
+{
+	PlanState  *child = linitial(state->css.custom_ps);
+	TupleDesc	desc = ExecGetResultType(child);
+	int			columns = state->job->insertColumnCount;
+	Datum	   *values = palloc(sizeof(Datum) * INSERT_SELECT_BATCH_ROWS * columns);
+	bool	   *nulls = palloc(sizeof(bool) * INSERT_SELECT_BATCH_ROWS * columns);
+	int			count = 0;
+
+	for (int c = 0; c < columns; c++)
+		types[c] = TupleDescAttr(desc, c)->atttypid;
+	while (count < INSERT_SELECT_BATCH_ROWS)
+	{
+		TupleTableSlot *slot = ExecProcNode(child);
+
+		if (TupIsNull(slot))
+		{
+			state->subplanDone = true;
+			break;
+		}
+		slot_getallattrs(slot);
+		for (int c = 0; c < columns; c++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(desc, c);
+
+			nulls[count * columns + c] = slot->tts_isnull[c];
+			values[count * columns + c] = slot->tts_isnull[c] ? (Datum) 0 :
+				datumCopy(slot->tts_values[c], attr->attbyval, attr->attlen);
+		}
+		count++;
+	}
+	*valuesOut = values;
+	*nullsOut = nulls;
+	return count;
+}
+
+/*
+ * BuildInsertTasks evaluates the rows of an INSERT on the coordinator
+ * (defaults such as nextval() and volatile functions run once here), routes
+ * each row to its shard, and makes one multi-row INSERT per shard and
+ * placement.
+ */
+static void
+BuildInsertTasks(DistributedScanState *state)
+{
+	DistributedJob *job = state->job;
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	Oid			relid = linitial_oid(job->relations);
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+	int			columns = job->insertColumnCount;
+	List	  **rowsByShard;
+	Datum	   *values;
+	bool	   *nulls;
+	Oid		   *types = palloc(sizeof(Oid) * columns);
+	int			rowCount = job->insertRowCount;
+	int64	   *lockIds;
+	int			lockCount = 0;
+	int			rowsPerTask;
+	RemoteParams *shared;
+
+	if (entry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+	shared = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
+	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
+
+	if (job->insertFromSubplan)
+		rowCount = ReadSubplanRows(state, &values, &nulls, types);
+	else
+	{
+		values = palloc(sizeof(Datum) * Max(rowCount * columns, 1));
+		nulls = palloc(sizeof(bool) * Max(rowCount * columns, 1));
+		for (int c = 0; c < columns; c++)
+			types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
+		for (int r = 0; r < rowCount; r++)
+		{
+			for (int c = 0; c < columns; c++)
+			{
+				ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
+
+				values[r * columns + c] = ExecEvalExpr(exprState, econtext,
+													   &nulls[r * columns + c]);
+			}
+		}
+	}
+
+	for (int r = 0; r < rowCount; r++)
+	{
+		int			shardIndex = 0;
+
+		if (job->insertDistColumn >= 0)
+		{
+			int			d = r * columns + job->insertDistColumn;
+
+			if (nulls[d])
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("cannot insert a NULL distribution column value into \"%s\"",
+								get_rel_name(relid)),
+						 errhint("Every row of a distributed table needs a distribution "
+								 "column value to choose its shard.")));
+			shardIndex = FindShardForValue(entry, values[d])->shardIndex;
+		}
+		rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
+	}
+
+	/* lock the shards written, in id order (shard order is id order here) */
+	lockIds = palloc(sizeof(int64) * entry->shardCount);
+	for (int s = 0; s < entry->shardCount; s++)
+	{
+		if (rowsByShard[s] != NIL)
+			lockIds[lockCount++] = entry->shards[s].shardId;
+	}
+	LockShardsInOrder(lockIds, lockCount,
+					  entry->method == DISTRIBUTE_BY_REFERENCE ?
+					  ShardMultiWriteLockMode : ShardWriteLockMode);
+	entry = GetDistTableCacheEntry(relid);
+
+	for (int s = 0; s < entry->shardCount; s++)
+	{
+		ShardInterval *shard = &entry->shards[s];
+		List	   *shardNames;
+		char	   *prefix;
+		char	   *suffix;
+		List	   *rows = rowsByShard[s];
+		int			done = 0;
+
+		if (rows == NIL)
+			continue;
+		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
+		prefix = BuildTaskSql(job->sqlParts, shardNames);
+		suffix = BuildTaskSql(job->sqlSuffix, shardNames);
+
+		while (done < list_length(rows))
+		{
+			int			count = Min(rowsPerTask, list_length(rows) - done);
+			RemoteParams *params = palloc0(sizeof(RemoteParams));
+			StringInfoData sql;
+			int			n = shared->count;
+
+			params->count = shared->count + count * columns;
+			params->types = palloc0(sizeof(Oid) * params->count);
+			params->values = palloc0(sizeof(char *) * params->count);
+			params->lengths = palloc0(sizeof(int) * params->count);
+			params->formats = palloc0(sizeof(int) * params->count);
+			for (int i = 0; i < shared->count; i++)
+			{
+				params->types[i] = shared->types[i];
+				params->values[i] = shared->values[i];
+				params->lengths[i] = shared->lengths[i];
+				params->formats[i] = shared->formats[i];
+			}
+
+			initStringInfo(&sql);
+			appendStringInfoString(&sql, prefix);
+			appendStringInfoString(&sql, " VALUES ");
+			for (int i = 0; i < count; i++)
+			{
+				int			r = list_nth_int(rows, done + i);
+
+				appendStringInfoString(&sql, i > 0 ? ", (" : "(");
+				for (int c = 0; c < columns; c++)
+				{
+					appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
+									 RemoteTypeName(types[c], -1));
+					EncodeParam(params, n, values[r * columns + c], nulls[r * columns + c],
+								types[c]);
+					n++;
+				}
+				appendStringInfoChar(&sql, ')');
+			}
+			appendStringInfoString(&sql, suffix);
+			done += count;
+
+			for (int p = 0; p < shard->placementCount; p++)
+			{
+				RemoteTask *task = palloc0(sizeof(RemoteTask));
+
+				task->sql = sql.data;
+				task->nodeId = shard->placementNodeIds[p];
+				task->shardId = shard->shardId;
+				task->params = params;
+				task->returnsRows = (p == 0);
+				state->tasks = lappend(state->tasks, task);
+			}
+		}
+	}
+}
+
+/*
+ * AssignTasksToConnections queues each task on a connection to its node:
+ * inside transactions always the node's first connection, otherwise spread
+ * over up to shardext.max_connections_per_node connections.
+ */
+static void
+AssignTasksToConnections(DistributedScanState *state)
+{
+	ListCell   *cell;
+	List	   *nodeIds = NIL;
+	List	   *nodeTaskCounts = NIL;
+
+	foreach(cell, state->tasks)
+	{
+		RemoteTask *task = lfirst(cell);
+		int			position = list_length(nodeIds);
+		int			index;
+		int			perNode;
+		ListCell   *c;
+		int			p = 0;
+		int			count;
+
+		foreach(c, nodeIds)
+		{
+			if (lfirst_int(c) == task->nodeId)
+			{
+				position = p;
+				break;
+			}
+			p++;
+		}
+		if (position == list_length(nodeIds))
+		{
+			nodeIds = lappend_int(nodeIds, task->nodeId);
+			nodeTaskCounts = lappend_int(nodeTaskCounts, 0);
+		}
+		count = list_nth_int(nodeTaskCounts, position);
+		list_nth_cell(nodeTaskCounts, position)->int_value = count + 1;
+
+		perNode = state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1);
+		index = count % perNode;
+		task->taskConn = GetTaskConnection(state, task->nodeId, index);
+		task->taskConn->queue = lappend(task->taskConn->queue, task);
+	}
+}
+
+static TaskConnection *
+GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
+{
+	NodeConnection *conn = GetNodeConnectionByIndex(nodeId, index);
+	ListCell   *cell;
+	TaskConnection *tc;
+
+	foreach(cell, state->taskConns)
+	{
+		tc = lfirst(cell);
+		if (tc->conn == conn)
+			return tc;
+	}
+	tc = palloc0(sizeof(TaskConnection));
+	tc->conn = conn;
+	state->taskConns = lappend(state->taskConns, tc);
+	return tc;
+}
+
+static ConnectionExecState *
+GetConnectionExecState(NodeConnection *conn)
+{
+	ConnectionExecState *es = conn->executorState;
+
+	if (es == NULL)
+	{
+		HASHCTL		info;
+
+		if (ExecutorStateContext == NULL)
+			ExecutorStateContext = AllocSetContextCreate(TopMemoryContext,
+														 "shardext executor connections",
+														 ALLOCSET_DEFAULT_SIZES);
+		es = MemoryContextAllocZero(ExecutorStateContext, sizeof(ConnectionExecState));
+		memset(&info, 0, sizeof(info));
+		info.keysize = sizeof(uint64);
+		info.entrysize = sizeof(PreparedStatementEntry);
+		info.hcxt = ExecutorStateContext;
+		es->statements = hash_create("shardext prepared statements", 64, &info,
+									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		conn->executorState = es;
+	}
+	return es;
+}
+
+/*
+ * MakeConnectionAvailable makes sure nothing else is in flight on a
+ * connection before a task is sent: another scan's task is buffered, and
+ * leftovers of an abandoned command are drained.
+ */
+static void
+MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc)
+{
+	NodeConnection *conn = tc->conn;
+	ConnectionExecState *es = GetConnectionExecState(conn);
+
+	if (es->owner != NULL && es->owner != state)
+	{
+		DistributedScanState *owner = es->owner;
+		ListCell   *cell;
+
+		foreach(cell, owner->taskConns)
+		{
+			TaskConnection *ownerConn = lfirst(cell);
+
+			if (ownerConn->conn == conn && ownerConn->current != NULL)
+				BufferTaskRows(owner, ownerConn);
+		}
+		es->owner = NULL;
+	}
+	if (conn->queryInProgress && !DrainRemoteResults(conn, DRAIN_TIMEOUT_MS))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("connection to node %s:%d is busy", conn->host, conn->port)));
+}
+
+static void
+FlushConnection(NodeConnection *conn)
+{
+	int			rc;
+
+	while ((rc = PQflush(conn->pgConn)) == 1)
+		WaitForRemoteSocket(conn, true);
+	if (rc == -1)
+		ReportConnectionError(conn, ERROR);
+}
+
+/*
+ * PreparedStatementName returns the name of the statement prepared for sql
+ * on the connection, preparing it first if needed; NULL when the cache is
+ * full (then the statement is sent unnamed).
+ */
+static char *
+PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params)
+{
+	ConnectionExecState *es = GetConnectionExecState(conn);
+	uint64		key = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
+	PreparedStatementEntry *entry;
+	bool		found;
+	char		name[32];
+	PGresult   *result;
+	PGresult   *error = NULL;
+
+	entry = hash_search(es->statements, &key, HASH_FIND, &found);
+	if (found)
+	{
+		if (strcmp(entry->sql, sql) != 0)
+			return NULL;
+		snprintf(name, sizeof(name), "sx%d", entry->number);
+		return pstrdup(name);
+	}
+	if (es->statementCount >= MAX_PREPARED_STATEMENTS)
+		return NULL;
+
+	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
+	SyncRemoteTimeZone(conn);
+	if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
+		ReportConnectionError(conn, ERROR);
+	conn->queryInProgress = true;
+	FlushConnection(conn);
+	while ((result = GetRemoteResult(conn)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_COMMAND_OK && error == NULL)
+		{
+			error = result;
+			continue;
+		}
+		PQclear(result);
+	}
+	if (error != NULL)
+		ReportRemoteError(conn, error, ERROR, sql);
+
+	entry = hash_search(es->statements, &key, HASH_ENTER, &found);
+	entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
+	entry->number = ++es->statementCount;
+	return pstrdup(name);
+}
+
+/*
+ * SendTask starts a task on its connection (inside the remote transaction
+ * when the scan runs in one) and switches the connection to single-row
+ * mode.
+ */
+static void
+SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
+{
+	NodeConnection *conn = tc->conn;
+	RemoteParams *params = task->params;
+	ConnectionExecState *es;
+	char	   *statementName = NULL;
+	int			ok;
+
+	MakeConnectionAvailable(state, tc);
+	if (state->inTransaction)
+	{
+		RemoteTransactionBegin(conn);
+		if (state->job->kind != JOB_SELECT)
+			RemoteTransactionMarkModified(conn);
+	}
+	else
+		SyncRemoteTimeZone(conn);
+
+	if (state->job->usePrepared)
+		statementName = PreparedStatementName(conn, task->sql, params);
+
+	if (statementName != NULL)
+		ok = PQsendQueryPrepared(conn->pgConn, statementName, params->count,
+								 params->values, params->lengths, params->formats, 0);
+	else
+		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
+							   params->values, params->lengths, params->formats, 0);
+	if (!ok)
+		ReportConnectionError(conn, ERROR);
+	conn->queryInProgress = true;
+	if (!PQsetSingleRowMode(conn->pgConn))
+		elog(WARNING, "could not use single-row mode on node %s:%d", conn->host, conn->port);
+	FlushConnection(conn);
+
+	es = GetConnectionExecState(conn);
+	es->owner = state;
+	tc->current = task;
+	task->sent = true;
+	CountShardQuery(task->shardId);
+}
+
+/*
+ * NextRemoteResult drives every connection of the scan until one returns
+ * a row of a task whose rows count; returns NULL when all tasks are done.
+ * The caller must PQclear the result.
+ */
+static PGresult *
+NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
+{
+	for (;;)
+	{
+		int			count = list_length(state->taskConns);
+		bool		active = false;
+
+		for (int i = 0; i < count; i++)
+		{
+			TaskConnection *tc = list_nth(state->taskConns, (state->nextConn + i) % count);
+			PGresult   *result = NULL;
+
+			while (tc->current == NULL && tc->queue != NIL)
+			{
+				RemoteTask *task = linitial(tc->queue);
+
+				tc->queue = list_delete_first(tc->queue);
+				SendTask(state, tc, task);
+			}
+			if (tc->current == NULL)
+				continue;
+			if (PollConnection(state, tc, &result))
+			{
+				*taskOut = tc->current;
+				state->nextConn = (state->nextConn + i) % count;
+				return result;
+			}
+			if (tc->current == NULL && tc->queue != NIL)
+			{
+				/* finished a task: start the next one right away */
+				i--;
+				continue;
+			}
+			if (tc->current != NULL)
+				active = true;
+		}
+		if (!active)
+			return NULL;
+		WaitForConnections(state);
+	}
+}
+
+/*
+ * PollConnection reads what has arrived on a connection without waiting.
+ * Returns true with a row in *resultOut; false when more input is needed
+ * or its task finished (then tc->current is NULL).
+ */
+static bool
+PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resultOut)
+{
+	NodeConnection *conn = tc->conn;
+	RemoteTask *task = tc->current;
+
+	while (!PQisBusy(conn->pgConn))
+	{
+		PGresult   *result = PQgetResult(conn->pgConn);
+
+		if (result == NULL)
+		{
+			conn->queryInProgress = false;
+			task->done = true;
+			tc->current = NULL;
+			ReleaseConnection(conn);
+			return false;
+		}
+		switch (PQresultStatus(result))
+		{
+			case PGRES_SINGLE_TUPLE:
+				if (task->returnsRows)
+				{
+					*resultOut = result;
+					return true;
+				}
+				PQclear(result);
+				break;
+			case PGRES_TUPLES_OK:
+			case PGRES_COMMAND_OK:
+				{
+					char	   *tuples = PQcmdTuples(result);
+
+					if (tuples[0] != '\0')
+					{
+						task->affectedRows = strtoull(tuples, NULL, 10);
+						if (task->returnsRows)
+							state->affectedRows += task->affectedRows;
+					}
+					PQclear(result);
+					break;
+				}
+			default:
+				ReportRemoteError(conn, result, ERROR, task->sql);
+		}
+	}
+	return false;
+}
+
+static void
+ReleaseConnection(NodeConnection *conn)
+{
+	ConnectionExecState *es = conn->executorState;
+
+	if (es != NULL)
+		es->owner = NULL;
+}
+
+/*
+ * WaitForConnections sleeps until a busy connection has input (or an
+ * interrupt arrives) and consumes the input.
+ */
+static void
+WaitForConnections(DistributedScanState *state)
+{
+	WaitEventSet *set;
+	WaitEvent	events[16];
+	int			count;
+	ListCell   *cell;
+	int			busy = 0;
+	TaskConnection *only = NULL;
+
+	foreach(cell, state->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+
+		if (tc->current != NULL)
+		{
+			busy++;
+			only = tc;
+		}
+	}
+	if (busy == 0)
+		return;
+	if (busy == 1)
+	{
+		WaitForRemoteSocket(only->conn, false);
+		return;
+	}
+
+	set = CreateWaitEventSet(CurrentMemoryContext, busy + 2);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	foreach(cell, state->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+
+		if (tc->current != NULL)
+			AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(tc->conn->pgConn), NULL, tc);
+	}
+	count = WaitEventSetWait(set, -1L, events, lengthof(events), PG_WAIT_EXTENSION);
+	FreeWaitEventSet(set);
+
+	for (int i = 0; i < count; i++)
+	{
+		if (events[i].events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		else if (events[i].events & WL_SOCKET_READABLE)
+		{
+			TaskConnection *tc = events[i].user_data;
+
+			if (!PQconsumeInput(tc->conn->pgConn))
+				ReportConnectionError(tc->conn, ERROR);
+		}
+	}
+}
+
+/*
+ * BufferTaskRows reads the rest of a scan's task on a connection into a
+ * tuplestore, freeing the connection for someone else.
+ */
+static void
+BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
+{
+	RemoteTask *task = tc->current;
+	TupleTableSlot *slot = owner->css.ss.ss_ScanTupleSlot;
+	MemoryContext oldContext = MemoryContextSwitchTo(owner->execContext);
+	PGresult   *result;
+
+	if (task->buffer == NULL)
+		task->buffer = tuplestore_begin_heap(false, false, work_mem);
+	MemoryContextSwitchTo(oldContext);
+
+	while (tc->current == task)
+	{
+		result = NULL;
+		if (PollConnection(owner, tc, &result))
+		{
+			TupleTableSlot *tmp = MakeSingleTupleTableSlot(slot->tts_tupleDescriptor,
+														   &TTSOpsVirtual);
+
+			PG_TRY();
+			{
+				StoreRemoteRow(owner, result, tmp);
+				oldContext = MemoryContextSwitchTo(owner->execContext);
+				tuplestore_puttupleslot(task->buffer, tmp);
+				MemoryContextSwitchTo(oldContext);
+			}
+			PG_FINALLY();
+			{
+				PQclear(result);
+				ExecDropSingleTupleTableSlot(tmp);
+			}
+			PG_END_TRY();
+			continue;
+		}
+		if (tc->current == task)
+			WaitForRemoteSocket(tc->conn, false);
+	}
+	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
+}
+
+/*
+ * AbandonExecution stops whatever the scan still has in flight: outside
+ * remote transactions the command is cancelled, inside them its results are
+ * read and dropped (a cancel would abort the remote transaction).
+ */
+static void
+AbandonExecution(DistributedScanState *state)
+{
+	ListCell   *cell;
+
+	foreach(cell, state->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+		NodeConnection *conn = tc->conn;
+		bool		clean = true;
+
+		tc->queue = NIL;
+		if (tc->current == NULL)
+			continue;
+		if (conn->xactState == REMOTE_XACT_NONE)
+			clean = CancelRemoteCommand(conn, DRAIN_TIMEOUT_MS);
+		else
+			clean = DrainRemoteResults(conn, DRAIN_TIMEOUT_MS);
+		if (!clean && conn->xactState == REMOTE_XACT_NONE)
+			CloseNodeConnection(conn);
+		tc->current = NULL;
+		ReleaseConnection(conn);
+	}
+}
+
+static void
+EndDistributedScan(CustomScanState *node)
+{
+	DistributedScanState *state = (DistributedScanState *) node;
+
+	if (state->started)
+		AbandonExecution(state);
+	if (node->custom_ps != NIL)
+		ExecEndNode(linitial(node->custom_ps));
+}
+
+static void
+ReScanDistributedScan(CustomScanState *node)
+{
+	DistributedScanState *state = (DistributedScanState *) node;
+
+	if (state->started)
+		AbandonExecution(state);
+	state->started = false;
+	state->finished = false;
+	state->tasksBuilt = false;
+	state->tasks = NIL;
+	state->taskConns = NIL;
+	state->bufferedTasks = NIL;
+	state->nextConn = 0;
+	state->subplanDone = false;
+	MemoryContextReset(state->execContext);
+	state->batchContext = AllocSetContextCreate(state->execContext,
+												"shardext insert batch",
+												ALLOCSET_DEFAULT_SIZES);
+	if (node->custom_ps != NIL)
+		ExecReScan(linitial(node->custom_ps));
+	ExecScanReScan(&node->ss);
+}
+
+/*
+ * After an error, scans are gone: forget which scan owned a connection.
+ * Connections in remote transactions are cleaned by remote_xact.c; busy
+ * ones outside them are cancelled here.
+ */
+static void
+ForgetOwners(int level)
+{
+	List	   *all = AllNodeConnections();
+	ListCell   *cell;
+
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+		ConnectionExecState *es = conn->executorState;
+
+		if (es == NULL || es->owner == NULL)
+			continue;
+		if (level > 0 && es->owner->subxactLevel < level)
+			continue;
+		es->owner = NULL;
+		if (conn->queryInProgress && conn->xactState == REMOTE_XACT_NONE &&
+			!CancelRemoteCommand(conn, DRAIN_TIMEOUT_MS))
+			CloseNodeConnection(conn);
+	}
+	list_free(all);
+}
+
+/*
+ * CloseConnectionsToFailedNodes: when a connection to a node broke, the
+ * other cached connections to it (idle, so not known to be broken yet) most
+ * likely are too; closing them lets the next statement reconnect instead of
+ * failing on a dead socket.  Called at the end of a failed transaction.
+ */
+static void
+CloseConnectionsToFailedNodes(void)
+{
+	List	   *all = AllNodeConnections();
+	List	   *failedNodes = NIL;
+	ListCell   *cell;
+
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_BAD)
+			failedNodes = list_append_unique_int(failedNodes, conn->nodeId);
+	}
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (list_member_int(failedNodes, conn->nodeId) && conn->pgConn != NULL)
+			CloseNodeConnection(conn);
+	}
+	list_free(all);
+	list_free(failedNodes);
+}
+
+static void
+ExecutorXactCallback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		ForgetOwners(0);
+		CloseConnectionsToFailedNodes();
+	}
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE)
+		ForgetOwners(0);
+}
+
+static void
+ExecutorSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		ForgetOwners(GetCurrentTransactionNestLevel());
+}
+
+/*
+ * ExecuteRemoteExplain runs EXPLAIN of a task on its node (with ANALYZE when
+ * the local EXPLAIN has it and the task only reads) and adds the plan.
+ */
+void
+ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState *es)
+{
+	NodeConnection *conn = GetNodeConnection(task->nodeId);
+	bool		analyze = es->analyze && state->job->kind == JOB_SELECT;
+	StringInfoData command;
+	PGresult   *result;
+	PGresult   *error = NULL;
+	StringInfoData plan;
+
+	initStringInfo(&command);
+	appendStringInfo(&command, "EXPLAIN (ANALYZE %s, COSTS %s, TIMING %s, SUMMARY %s, VERBOSE %s) %s",
+					 analyze ? "true" : "false",
+					 es->costs ? "true" : "false",
+					 (analyze && es->timing) ? "true" : "false",
+					 (analyze && es->summary) ? "true" : "false",
+					 es->verbose ? "true" : "false",
+					 task->sql);
+
+	if (AnyRemoteTransactionOpen() || (IsTransactionBlock() && IsolationUsesXactSnapshot()))
+		RemoteTransactionBegin(conn);
+	{
+		TaskConnection tc;
+
+		memset(&tc, 0, sizeof(tc));
+		tc.conn = conn;
+		MakeConnectionAvailable(state, &tc);
+	}
+	SyncRemoteTimeZone(conn);
+	if (!PQsendQueryParams(conn->pgConn, command.data, task->params->count,
+						   task->params->types, task->params->values,
+						   task->params->lengths, task->params->formats, 0))
+		ReportConnectionError(conn, ERROR);
+	conn->queryInProgress = true;
+	FlushConnection(conn);
+
+	initStringInfo(&plan);
+	while ((result = GetRemoteResult(conn)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_TUPLES_OK)
+		{
+			if (error == NULL)
+				error = result;
+			else
+				PQclear(result);
+			continue;
+		}
+		for (int i = 0; i < PQntuples(result); i++)
+			appendStringInfo(&plan, "%s\n", PQgetvalue(result, i, 0));
+		PQclear(result);
+	}
+	if (error != NULL)
+		ReportRemoteError(conn, error, ERROR, command.data);
+
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		char	   *line = plan.data;
+
+		while (line != NULL && *line != '\0')
+		{
+			char	   *end = strchr(line, '\n');
+
+			appendStringInfoSpaces(es->str, es->indent * 2);
+			appendStringInfoString(es->str, "  ");
+			if (end != NULL)
+			{
+				appendBinaryStringInfo(es->str, line, end - line + 1);
+				line = end + 1;
+			}
+			else
+			{
+				appendStringInfo(es->str, "%s\n", line);
+				line = NULL;
+			}
+		}
+	}
+	else
+		ExplainPropertyText("Remote Plan", plan.data, es);
+}

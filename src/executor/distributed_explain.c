@@ -1,0 +1,100 @@
+/*-------------------------------------------------------------------------
+ *
+ * distributed_explain.c
+ *	  EXPLAIN output of the distributed CustomScan: how many tasks, on which
+ *	  nodes, the SQL of one task (of all with shardext.explain_all_tasks)
+ *	  and the plan the worker makes for it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "utils/memutils.h"
+
+#include "shardext/distributed_executor.h"
+#include "shardext/guc.h"
+#include "shardext/metadata.h"
+
+/*
+ * ExplainDistributedScan adds the distributed part of the plan.  Without
+ * ANALYZE the tasks are built (shards chosen, parameters evaluated) but not
+ * run; with ANALYZE the shown task's plan is EXPLAIN ANALYZEd again on its
+ * node (only for reads: a write is never run twice).
+ */
+void
+ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	DistributedScanState *state = (DistributedScanState *) node;
+	DistributedJob *job = state->job;
+	MemoryContext oldContext = MemoryContextSwitchTo(state->execContext);
+	List	   *nodeNames = NIL;
+	ListCell   *cell;
+	int			shown = 0;
+
+	if (job->insertFromSubplan)
+	{
+		ExplainPropertyText("Insert Method", "rows routed by the coordinator", es);
+		if (!es->analyze)
+		{
+			MemoryContextSwitchTo(oldContext);
+			return;
+		}
+	}
+	BuildDistributedTasks(state);
+
+	if (job->pullFallback)
+		ExplainPropertyText("Distributed Scan", "rows pulled to the coordinator", es);
+	ExplainPropertyInteger("Task Count", NULL, list_length(state->tasks), es);
+	foreach(cell, state->tasks)
+	{
+		RemoteTask *task = lfirst(cell);
+		WorkerNode *worker = GetWorkerNode(task->nodeId);
+		char	   *name = psprintf("%s:%d", worker->host, worker->port);
+		ListCell   *c;
+		bool		seen = false;
+
+		foreach(c, nodeNames)
+		{
+			if (strcmp(lfirst(c), name) == 0)
+				seen = true;
+		}
+		if (!seen)
+			nodeNames = lappend(nodeNames, name);
+	}
+	ExplainPropertyList("Nodes", nodeNames, es);
+	if (state->tasks == NIL)
+	{
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
+	ExplainPropertyText("Tasks Shown",
+						ShardextExplainAllTasks ? "All" :
+						psprintf("One of %d", list_length(state->tasks)), es);
+
+	ExplainOpenGroup("Tasks", "Tasks", false, es);
+	foreach(cell, state->tasks)
+	{
+		RemoteTask *task = lfirst(cell);
+		WorkerNode *worker = GetWorkerNode(task->nodeId);
+
+		if (shown > 0 && !ShardextExplainAllTasks)
+			break;
+		shown++;
+		ExplainOpenGroup("Task", NULL, true, es);
+		if (es->format == EXPLAIN_FORMAT_TEXT)
+		{
+			appendStringInfoSpaces(es->str, es->indent * 2);
+			appendStringInfoString(es->str, "->  Task\n");
+			es->indent += 3;
+		}
+		ExplainPropertyText("Node", psprintf("host=%s port=%d", worker->host, worker->port), es);
+		ExplainPropertyText("Remote SQL", task->sql, es);
+		ExecuteRemoteExplain(state, task, es);
+		if (es->format == EXPLAIN_FORMAT_TEXT)
+			es->indent -= 3;
+		ExplainCloseGroup("Task", NULL, true, es);
+	}
+	ExplainCloseGroup("Tasks", "Tasks", false, es);
+	MemoryContextSwitchTo(oldContext);
+}

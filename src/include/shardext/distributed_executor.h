@@ -1,0 +1,93 @@
+/*-------------------------------------------------------------------------
+ *
+ * distributed_executor.h
+ *	  Execution state of the distributed CustomScan, shared by the executor
+ *	  and its EXPLAIN support.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_DISTRIBUTED_EXECUTOR_H
+#define SHARDEXT_DISTRIBUTED_EXECUTOR_H
+
+#include "libpq-fe.h"
+#include "nodes/execnodes.h"
+#include "utils/tuplestore.h"
+
+#include "shardext/connection.h"
+#include "shardext/distributed_plan.h"
+
+/* parameter values in the form libpq sends them */
+typedef struct RemoteParams
+{
+	int			count;
+	Oid		   *types;
+	const char **values;
+	int		   *lengths;
+	int		   *formats;
+} RemoteParams;
+
+typedef struct TaskConnection TaskConnection;
+
+/* one statement on one placement */
+typedef struct RemoteTask
+{
+	char	   *sql;
+	int32		nodeId;
+	int64		shardId;
+	bool		returnsRows;	/* its rows are part of the scan's result */
+	RemoteParams *params;
+	bool		sent;
+	bool		done;
+	uint64		affectedRows;
+	Tuplestorestate *buffer;	/* rows read ahead to free the connection */
+	TaskConnection *taskConn;
+} RemoteTask;
+
+/* a connection the scan uses and the tasks queued on it */
+struct TaskConnection
+{
+	NodeConnection *conn;
+	List	   *queue;			/* RemoteTask * not yet sent */
+	RemoteTask *current;		/* sent; results not all read */
+};
+
+typedef struct DistributedScanState
+{
+	CustomScanState css;
+	DistributedJob *job;
+	List	   *pruneExprStates;
+	List	   *paramExprStates;
+	List	   *insertExprStates;
+	MemoryContext execContext;	/* tasks, parameters; reset at rescan */
+	MemoryContext rowContext;	/* converted values of the current row */
+	bool		tasksBuilt;
+	bool		started;
+	bool		finished;
+	bool		subplanDone;	/* INSERT ... SELECT read every row */
+	MemoryContext batchContext; /* rows and tasks of one INSERT batch */
+	bool		inTransaction;	/* tasks run inside remote transactions */
+	int			subxactLevel;	/* nesting level the execution started at */
+	List	   *tasks;
+	List	   *taskConns;		/* TaskConnection * */
+	List	   *bufferedTasks;	/* RemoteTask * whose buffer is still to read */
+	int			nextConn;		/* round-robin start of the next poll */
+	int			remoteColumns;
+	AttrNumber *columnAttnos;	/* per remote column: attribute of the scan slot */
+	FmgrInfo   *inputFunctions; /* per scan slot attribute */
+	Oid		   *typioparams;
+	int32	   *typmods;
+	TupleTableSlot *bufferSlot;
+	uint64		affectedRows;
+	double		explainTime;
+} DistributedScanState;
+
+/* distributed_executor.c */
+extern void BuildDistributedTasks(DistributedScanState *state);
+extern void ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task,
+								 ExplainState *es);
+
+/* distributed_explain.c */
+extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,
+								   ExplainState *es);
+
+#endif							/* SHARDEXT_DISTRIBUTED_EXECUTOR_H */

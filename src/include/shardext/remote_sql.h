@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * remote_sql.h
+ *	  Deparsing query trees into the SQL that runs on shards.
+ *
+ * The SQL is kept as a template: a list of parts, each either a String
+ * (SQL text) or an Integer (the position of a distributed or reference
+ * table in RemoteSql.relations), so one deparse serves every shard: the
+ * executor pastes each task's shard names into the gaps.  Everything the
+ * coordinator must evaluate (parameters, stable functions, expressions of
+ * non-built-in functions without column references) goes to the workers as
+ * a parameter $n whose expression is RemoteSql.paramExprs[n - 1].
+ *
+ * A deparse that meets a construct it cannot ship sets failed (and
+ * failReason); callers then plan the query another way.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_REMOTE_SQL_H
+#define SHARDEXT_REMOTE_SQL_H
+
+#include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+
+typedef struct RemoteSql
+{
+	StringInfoData buf;			/* text not yet moved to parts */
+	List	   *parts;			/* String / Integer, see above */
+	List	   *relations;		/* OIDs, by position */
+	List	   *paramExprs;		/* Expr *, sent as $1, $2 ... */
+	bool		failed;
+	const char *failReason;
+	List	   *levels;			/* DeparseLevel *, innermost first */
+	int			nextLevelId;
+	int			gucNestLevel;	/* > 0 while safe output settings are in force */
+	Index		exclRelIndex;	/* INSERT ... ON CONFLICT: the EXCLUDED entry */
+} RemoteSql;
+
+extern void InitRemoteSql(RemoteSql *sql);
+extern void FinishRemoteSql(RemoteSql *sql);
+extern void RemoteSqlFail(RemoteSql *sql, const char *reason);
+extern void RemoteSqlAppendRelation(RemoteSql *sql, Oid relid);
+extern void RemoteSqlPushQuery(RemoteSql *sql, Query *query);
+extern void RemoteSqlPopQuery(RemoteSql *sql);
+extern char *RemoteSqlAlias(RemoteSql *sql, int levelsUp, Index rtindex);
+extern void DeparseRemoteExpr(RemoteSql *sql, Node *node);
+extern void DeparseRemoteSelect(RemoteSql *sql, Query *query);
+extern void DeparseRemoteTargetList(RemoteSql *sql, List *targetList, bool withJunk);
+extern void DeparseRemoteFromItem(RemoteSql *sql, Node *item);
+extern void DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause,
+								 List *targetList);
+extern char *RemoteTypeName(Oid typid, int32 typmod);
+extern bool ExprIsShippable(Node *node, Query *query);
+
+extern char *BuildTaskSql(List *parts, List *shardNames);
+
+#endif							/* SHARDEXT_REMOTE_SQL_H */

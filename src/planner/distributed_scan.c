@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ *
+ * distributed_scan.c
+ *	  Building the distributed CustomScan plan node and reading its
+ *	  DistributedJob back.
+ *
+ * The job travels in custom_private as a list of plain nodes, so that
+ * copyObject (plan caching) and outfuncs (debug_print_plan) work on it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodes.h"
+
+#include "shardext/distributed_plan.h"
+
+static CustomScanMethods DistributedScanMethods = {
+	SHARDEXT_SCAN_NAME,
+	CreateDistributedScanState
+};
+
+/* lets the plan node be read back from its text form (debug output) */
+void
+RegisterDistributedScanMethods(void)
+{
+	RegisterCustomScanMethods(&DistributedScanMethods);
+}
+
+bool
+IsDistributedScan(Plan *plan)
+{
+	return plan != NULL && IsA(plan, CustomScan) &&
+		((CustomScan *) plan)->methods == &DistributedScanMethods;
+}
+
+#define IntNode(x) ((Node *) makeInteger(x))
+#define BoolNode(x) ((Node *) makeInteger((x) ? 1 : 0))
+
+/*
+ * MakeDistributedScan returns a CustomScan (without target lists, which
+ * the caller sets) that runs job; customExprs is the list described in
+ * distributed_plan.h.
+ */
+CustomScan *
+MakeDistributedScan(DistributedJob *job, List *customExprs)
+{
+	CustomScan *scan = makeNode(CustomScan);
+	List	   *private = NIL;
+
+	private = lappend(private, IntNode(job->kind));
+	private = lappend(private, job->sqlParts);
+	private = lappend(private, job->sqlSuffix);
+	private = lappend(private, job->relations);
+	private = lappend(private, IntNode(job->anchor));
+	private = lappend(private, IntNode(job->pruneCount));
+	private = lappend(private, job->pruneKinds);
+	private = lappend(private, IntNode(job->paramCount));
+	private = lappend(private, BoolNode(job->hasReturning));
+	private = lappend(private, BoolNode(job->usePrepared));
+	private = lappend(private, IntNode(job->insertRowCount));
+	private = lappend(private, IntNode(job->insertColumnCount));
+	private = lappend(private, IntNode(job->insertDistColumn));
+	private = lappend(private, job->scanAttnums);
+	private = lappend(private, BoolNode(job->pullFallback));
+	private = lappend(private, BoolNode(job->insertFromSubplan));
+
+	scan->custom_private = private;
+	scan->custom_exprs = customExprs;
+	scan->methods = &DistributedScanMethods;
+	return scan;
+}
+
+/* DistributedJobFromScan unpacks what MakeDistributedScan packed */
+DistributedJob *
+DistributedJobFromScan(CustomScan *scan)
+{
+	DistributedJob *job = palloc0(sizeof(DistributedJob));
+	List	   *p = scan->custom_private;
+	int			i = 0;
+
+#define NEXT_INT() intVal(list_nth(p, i++))
+#define NEXT_LIST() ((List *) list_nth(p, i++))
+	job->kind = NEXT_INT();
+	job->sqlParts = NEXT_LIST();
+	job->sqlSuffix = NEXT_LIST();
+	job->relations = NEXT_LIST();
+	job->anchor = NEXT_INT();
+	job->pruneCount = NEXT_INT();
+	job->pruneKinds = NEXT_LIST();
+	job->paramCount = NEXT_INT();
+	job->hasReturning = NEXT_INT() != 0;
+	job->usePrepared = NEXT_INT() != 0;
+	job->insertRowCount = NEXT_INT();
+	job->insertColumnCount = NEXT_INT();
+	job->insertDistColumn = NEXT_INT();
+	job->scanAttnums = NEXT_LIST();
+	job->pullFallback = NEXT_INT() != 0;
+	job->insertFromSubplan = NEXT_INT() != 0;
+#undef NEXT_INT
+#undef NEXT_LIST
+	return job;
+}
+
+PG_FUNCTION_INFO_V1(shardext_distributed_result);
+
+/*
+ * shardext_distributed_result is the placeholder the combine plan reads
+ * shard rows from; the planner always replaces its scan.
+ */
+Datum
+shardext_distributed_result(PG_FUNCTION_ARGS)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("shardext.distributed_result() is a planner placeholder and cannot be called")));
+	PG_RETURN_NULL();
+}

@@ -1,0 +1,307 @@
+/*-------------------------------------------------------------------------
+ *
+ * insert_planner.c
+ *	  INSERT into distributed and reference tables.
+ *
+ * INSERT ... VALUES: the row values (with the defaults the rewriter
+ * filled in, such as nextval() of serial columns) are evaluated on the
+ * coordinator at execution, once per row, so sequence values are unique
+ * and routing sees the real distribution value; each shard gets one
+ * multi-row INSERT with the values as parameters.
+ *
+ * INSERT ... SELECT: see insert_select.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "shardext/planner.h"
+#include "shardext/remote_sql.h"
+
+typedef struct ValuesRowContext
+{
+	Index		valuesIndex;
+	List	   *row;
+} ValuesRowContext;
+
+static Node *SubstituteValuesRow(Node *node, ValuesRowContext *context);
+static void DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
+
+/* replaces the columns of the VALUES list by one row's expressions */
+static Node *
+SubstituteValuesRow(Node *node, ValuesRowContext *context)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		if (var->varno == context->valuesIndex && var->varlevelsup == 0)
+			return copyObject(list_nth(context->row, var->varattno - 1));
+	}
+	return expression_tree_mutator(node, SubstituteValuesRow, context);
+}
+
+/*
+ * DeparseOnConflict appends ON CONFLICT ... for the shard statement; the
+ * arbiter is inferred again on the shard (which has the same indexes).
+ */
+static void
+DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
+{
+	OnConflictExpr *onConflict = query->onConflict;
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+	bool		first = true;
+	Oid			relid = rt_fetch(query->resultRelation, query->rtable)->relid;
+
+	if (onConflict == NULL)
+		return;
+	if (onConflict->constraint != InvalidOid)
+	{
+		RemoteSqlFail(sql, "ON CONFLICT ON CONSTRAINT");
+		return;
+	}
+	appendStringInfoString(buf, " ON CONFLICT");
+	if (onConflict->arbiterElems != NIL)
+	{
+		appendStringInfoString(buf, " (");
+		foreach(cell, onConflict->arbiterElems)
+		{
+			InferenceElem *elem = lfirst(cell);
+
+			if (cell != list_head(onConflict->arbiterElems))
+				appendStringInfoString(buf, ", ");
+			if (OidIsValid(elem->infercollid) || OidIsValid(elem->inferopclass))
+				RemoteSqlFail(sql, "ON CONFLICT with a collation or operator class");
+			if (IsA(elem->expr, Var))
+				appendStringInfoString(buf, quote_identifier(get_attname(relid,
+																		 ((Var *) elem->expr)->varattno,
+																		 false)));
+			else
+			{
+				appendStringInfoChar(buf, '(');
+				DeparseRemoteExpr(sql, elem->expr);
+				appendStringInfoChar(buf, ')');
+			}
+		}
+		appendStringInfoChar(buf, ')');
+		if (onConflict->arbiterWhere != NULL)
+		{
+			appendStringInfoString(buf, " WHERE ");
+			DeparseRemoteExpr(sql, onConflict->arbiterWhere);
+		}
+	}
+	if (onConflict->action == ONCONFLICT_NOTHING)
+	{
+		appendStringInfoString(buf, " DO NOTHING");
+		return;
+	}
+	appendStringInfoString(buf, " DO UPDATE SET ");
+	sql->exclRelIndex = onConflict->exclRelIndex;
+	foreach(cell, onConflict->onConflictSet)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		if (tle->resjunk)
+			continue;
+		if (entry->method == DISTRIBUTE_BY_HASH && tle->resno == entry->distAttnum)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot update distribution column \"%s\" of distributed table \"%s\"",
+							get_attname(relid, tle->resno, false), get_rel_name(relid)),
+					 errhint("Leave the distribution column out of ON CONFLICT DO UPDATE SET.")));
+		appendStringInfo(buf, "%s%s = ", first ? "" : ", ",
+						 quote_identifier(get_attname(relid, tle->resno, false)));
+		first = false;
+		DeparseRemoteExpr(sql, (Node *) tle->expr);
+	}
+	if (onConflict->onConflictWhere != NULL)
+	{
+		appendStringInfoString(buf, " WHERE ");
+		DeparseRemoteExpr(sql, onConflict->onConflictWhere);
+	}
+	if (contain_volatile_functions((Node *) onConflict->onConflictSet))
+		RemoteSqlFail(sql, "a volatile function in ON CONFLICT DO UPDATE");
+}
+
+/*
+ * DeparseInsertStatement deparses the parts of a shard INSERT around its
+ * rows: "INSERT INTO <shard> AS alias (columns)" into prefix, and the
+ * ON CONFLICT and RETURNING clauses into suffix (whose parameters, if any,
+ * come first: the row values are numbered after them).  Errors out when
+ * the clauses cannot be shipped.
+ */
+void
+DeparseInsertStatement(Query *query, DistTableCacheEntry *entry, List *columns,
+					   RemoteSql *prefix, RemoteSql *suffix)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	ListCell   *cell;
+
+	/* INSERT INTO <shard> AS alias (columns) */
+	InitRemoteSql(prefix);
+	appendStringInfoString(&prefix->buf, "INSERT INTO ");
+	RemoteSqlAppendRelation(prefix, target->relid);
+	RemoteSqlPushQuery(prefix, query);
+	appendStringInfo(&prefix->buf, " AS %s (", RemoteSqlAlias(prefix, 0, query->resultRelation));
+	foreach(cell, columns)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		appendStringInfo(&prefix->buf, "%s%s", cell == list_head(columns) ? "" : ", ",
+						 quote_identifier(get_attname(target->relid, tle->resno, false)));
+	}
+	appendStringInfoChar(&prefix->buf, ')');
+	FinishRemoteSql(prefix);
+
+	/* ON CONFLICT ... RETURNING ... */
+	InitRemoteSql(suffix);
+	suffix->nextLevelId = 0;
+	RemoteSqlPushQuery(suffix, query);
+	DeparseOnConflict(suffix, query, entry);
+	if (query->returningList != NIL)
+	{
+		appendStringInfoString(&suffix->buf, " RETURNING ");
+		DeparseRemoteTargetList(suffix, query->returningList, true);
+	}
+	FinishRemoteSql(suffix);
+	if (!suffix->failed && suffix->relations != NIL)
+		RemoteSqlFail(suffix, "a subquery");
+	if (suffix->failed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("INSERT into distributed table \"%s\" with %s is not supported",
+						get_rel_name(target->relid), suffix->failReason),
+				 errhint("Simplify the ON CONFLICT or RETURNING clause.")));
+}
+
+/*
+ * PlanDistributedInsert plans INSERT into a distributed or reference table.
+ */
+PlannedStmt *
+PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
+	List	   *fromlist = query->jointree->fromlist;
+	Index		valuesIndex = 0;
+	List	   *rows;
+	List	   *columns = NIL;
+	List	   *customExprs = NIL;
+	RemoteSql	prefix;
+	RemoteSql	suffix;
+	DistributedJob job;
+
+	ListCell   *cell;
+	int			distColumn = -1;
+	int			position = 0;
+
+	if (list_length(fromlist) == 1 && IsA(linitial(fromlist), RangeTblRef))
+	{
+		Index		rtindex = ((RangeTblRef *) linitial(fromlist))->rtindex;
+
+		if (rt_fetch(rtindex, query->rtable)->rtekind == RTE_VALUES)
+			valuesIndex = rtindex;
+	}
+	if (fromlist != NIL && valuesIndex == 0)
+		return PlanInsertSelect(query, cursorOptions, boundParams);
+
+	if (query->hasSubLinks || query->cteList != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("INSERT ... VALUES with a subquery into distributed table \"%s\" is not supported",
+						get_rel_name(target->relid)),
+				 errhint("Use INSERT ... SELECT instead.")));
+
+	foreach(cell, query->targetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		if (tle->resjunk)
+			continue;
+		columns = lappend(columns, tle);
+		if (entry->method == DISTRIBUTE_BY_HASH && tle->resno == entry->distAttnum)
+			distColumn = position;
+		position++;
+	}
+	if (entry->method == DISTRIBUTE_BY_HASH && distColumn < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("cannot insert into distributed table \"%s\" without a value for distribution column \"%s\"",
+						get_rel_name(target->relid),
+						get_attname(target->relid, entry->distAttnum, false)),
+				 errhint("Give the distribution column a value or a default.")));
+
+	/* the rows, each a list of column values */
+	if (valuesIndex == 0)
+	{
+		List	   *row = NIL;
+
+		foreach(cell, columns)
+			row = lappend(row, ((TargetEntry *) lfirst(cell))->expr);
+		rows = list_make1(row);
+	}
+	else
+	{
+		RangeTblEntry *values = rt_fetch(valuesIndex, query->rtable);
+		ListCell   *rowCell;
+
+		rows = NIL;
+		foreach(rowCell, values->values_lists)
+		{
+			ValuesRowContext context = {valuesIndex, lfirst(rowCell)};
+			List	   *row = NIL;
+
+			foreach(cell, columns)
+				row = lappend(row, SubstituteValuesRow((Node *) ((TargetEntry *) lfirst(cell))->expr,
+													   &context));
+			rows = lappend(rows, row);
+		}
+	}
+
+	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
+
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_INSERT;
+	job.sqlParts = prefix.parts;
+	job.sqlSuffix = suffix.parts;
+	job.relations = prefix.relations;
+	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
+	job.paramCount = list_length(suffix.paramExprs);
+	job.hasReturning = query->returningList != NIL;
+	job.usePrepared = (list_length(rows) == 1);
+	job.insertRowCount = list_length(rows);
+	job.insertColumnCount = list_length(columns);
+	job.insertDistColumn = distColumn;
+
+	foreach(cell, suffix.paramExprs)
+		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
+	foreach(cell, rows)
+	{
+		ListCell   *valueCell;
+
+		foreach(valueCell, (List *) lfirst(cell))
+		{
+			Node	   *value = lfirst(valueCell);
+
+			if (IsA(value, SetToDefault))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("DEFAULT in this INSERT into distributed table \"%s\" is not supported",
+								get_rel_name(target->relid))));
+			customExprs = lappend(customExprs, expression_planner((Expr *) value));
+		}
+	}
+
+	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
+									  query->returningList);
+}

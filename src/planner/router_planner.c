@@ -1,0 +1,678 @@
+/*-------------------------------------------------------------------------
+ *
+ * router_planner.c
+ *	  Router queries (every distributed table pinned to the same shard),
+ *	  UPDATE/DELETE and INSERT ... VALUES on distributed and reference
+ *	  tables.  These plans are built without the standard planner: the
+ *	  statement is deparsed once, and at execution the shard is chosen from
+ *	  the pinning value, so a prepared statement's generic plan routes each
+ *	  execution by its parameters.
+ *
+ * A table is pinned when a top-level conjunct of its query level (WHERE or
+ * the ON clause of an inner join) says distribution column = value, where
+ * the value refers to no column, or equates it with the distribution column
+ * of a pinned co-located table (also of an outer query level, for
+ * correlated subqueries).  Rows of a pinned table that take part in the
+ * result all hash to the shard of that value, so when all tables share one
+ * value, one task on that shard computes the whole result.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/hash.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "shardext/planner.h"
+#include "shardext/remote_sql.h"
+
+typedef struct RouterLevel
+{
+	Query	   *query;
+	Node	  **pins;			/* per range table index - 1 */
+	struct RouterLevel *parent;
+} RouterLevel;
+
+typedef struct RouterContext
+{
+	int32		colocationId;	/* of the hash tables; -1 before the first */
+	Node	   *pin;			/* the value all hash tables are pinned to */
+	Oid			anchorRelid;
+	bool		failed;
+} RouterContext;
+
+static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
+static bool AnalyzeSublinksWalker(Node *node, void *context);
+static void CollectInnerJoinQuals(Node *jtnode, List **conjuncts);
+static bool ContainsAnyVar(Node *node);
+static bool ContainsAnyVarWalker(Node *node, void *context);
+static Node *StripRelabel(Node *node);
+static Node *CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool array);
+static List *PlanExprs(List *exprs);
+static void DeparseReturning(RemoteSql *sql, List *returningList);
+static void RejectUnshippable(RemoteSql *sql, Query *query, const char *command);
+
+/*
+ * StripRelabel removes binary-compatible relabelling on top of a node.
+ */
+static Node *
+StripRelabel(Node *node)
+{
+	while (node != NULL && IsA(node, RelabelType))
+		node = (Node *) ((RelabelType *) node)->arg;
+	return node;
+}
+
+static bool
+ContainsAnyVarWalker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var) || IsA(node, PlaceHolderVar) || IsA(node, Aggref) ||
+		IsA(node, WindowFunc) || IsA(node, SubLink) || IsA(node, SubPlan) ||
+		IsA(node, GroupingFunc) || IsA(node, Query))
+		return true;
+	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
+		return true;
+	return expression_tree_walker(node, ContainsAnyVarWalker, context);
+}
+
+/* does the expression depend on any row (of any query level)? */
+static bool
+ContainsAnyVar(Node *node)
+{
+	return ContainsAnyVarWalker(node, NULL);
+}
+
+/* is opno the equality of the distribution column type's hash opfamily? */
+bool
+IsHashEquality(Oid opno, DistTableCacheEntry *entry)
+{
+	Oid			opclass = GetDefaultOpClass(entry->distType, HASH_AM_OID);
+
+	if (!OidIsValid(opclass))
+		return false;
+	return op_in_opfamily(opno, get_opclass_family(opclass));
+}
+
+/*
+ * CoerceToDistType converts a pinning value to the distribution column's
+ * type (or its array type), so that it hashes like the column; NULL when
+ * no implicit cast exists.
+ */
+static Node *
+CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool array)
+{
+	Oid			target = array ? get_array_type(entry->distType) : entry->distType;
+	Oid			source = exprType(value);
+
+	if (!OidIsValid(target))
+		return NULL;
+	if (source == target)
+		return value;
+	return coerce_to_target_type(NULL, value, source, target, -1,
+								 COERCION_IMPLICIT, COERCE_IMPLICIT_CAST, -1);
+}
+
+/*
+ * IsDistColumnVar: is node (possibly relabelled) the distribution column of
+ * a hash-distributed table of the query levelsUp levels out?
+ */
+bool
+IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex)
+{
+	Var		   *var = (Var *) StripRelabel(node);
+	RangeTblEntry *rte;
+	DistTableCacheEntry *entry;
+
+	if (var == NULL || !IsA(var, Var) || var->varlevelsup != levelsUp ||
+		var->varno < 1 || var->varno > list_length(query->rtable))
+		return false;
+	rte = rt_fetch(var->varno, query->rtable);
+	if (rte->rtekind != RTE_RELATION)
+		return false;
+	entry = GetDistTableCacheEntry(rte->relid);
+	if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH ||
+		entry->distAttnum != var->varattno)
+		return false;
+	*rtindex = var->varno;
+	return true;
+}
+
+/*
+ * DistributionPinValue returns the value a clause pins the distribution
+ * column of range table entry rtindex (of the query levelsUp out) to, with
+ * its kind (PRUNE_EQUAL or PRUNE_ANY), or NULL.
+ */
+Node *
+DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
+					 DistTableCacheEntry *entry, int *kind)
+{
+	if (clause == NULL)
+		return NULL;
+	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
+	{
+		OpExpr	   *op = (OpExpr *) clause;
+
+		for (int side = 0; side < 2; side++)
+		{
+			Var		   *var = (Var *) StripRelabel(list_nth(op->args, side));
+			Node	   *other = list_nth(op->args, 1 - side);
+
+			if (IsA(var, Var) && var->varno == rtindex && var->varlevelsup == levelsUp &&
+				var->varattno == entry->distAttnum && !ContainsAnyVar(other) &&
+				!contain_volatile_functions(other) && IsHashEquality(op->opno, entry))
+			{
+				*kind = PRUNE_EQUAL;
+				return CoerceToDistType(other, entry, false);
+			}
+		}
+	}
+	else if (IsA(clause, ScalarArrayOpExpr))
+	{
+		ScalarArrayOpExpr *op = (ScalarArrayOpExpr *) clause;
+		Var		   *var = (Var *) StripRelabel(linitial(op->args));
+		Node	   *other = lsecond(op->args);
+
+		if (op->useOr && IsA(var, Var) && var->varno == rtindex &&
+			var->varlevelsup == levelsUp && var->varattno == entry->distAttnum &&
+			!ContainsAnyVar(other) && !contain_volatile_functions(other) &&
+			IsHashEquality(op->opno, entry))
+		{
+			*kind = PRUNE_ANY;
+			return CoerceToDistType(other, entry, true);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * FindPruningValues collects the pinning values of one table from a list
+ * of conjuncts (an implicitly ANDed qual list, or a qual tree).
+ */
+void
+FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *entry,
+				  Node *quals, List **values, List **kinds)
+{
+	List	   *conjuncts = NIL;
+	ListCell   *cell;
+
+	if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
+		return;
+	CollectConjuncts(quals, &conjuncts);
+	foreach(cell, conjuncts)
+	{
+		int			kind;
+		Node	   *value = DistributionPinValue(lfirst(cell), rtindex, 0, entry, &kind);
+
+		if (value != NULL)
+		{
+			*values = lappend(*values, value);
+			*kinds = lappend_int(*kinds, kind);
+		}
+	}
+}
+
+void
+CollectConjuncts(Node *node, List **conjuncts)
+{
+	if (node == NULL)
+		return;
+	if (IsA(node, List))
+	{
+		ListCell   *cell;
+
+		foreach(cell, (List *) node)
+			CollectConjuncts(lfirst(cell), conjuncts);
+	}
+	else if (IsA(node, BoolExpr) && ((BoolExpr *) node)->boolop == AND_EXPR)
+		CollectConjuncts((Node *) ((BoolExpr *) node)->args, conjuncts);
+	else if (IsA(node, RestrictInfo))
+		CollectConjuncts((Node *) ((RestrictInfo *) node)->clause, conjuncts);
+	else
+		*conjuncts = lappend(*conjuncts, node);
+}
+
+static void
+CollectInnerJoinQuals(Node *jtnode, List **conjuncts)
+{
+	if (jtnode == NULL)
+		return;
+	if (IsA(jtnode, FromExpr))
+	{
+		ListCell   *cell;
+
+		CollectConjuncts(((FromExpr *) jtnode)->quals, conjuncts);
+		foreach(cell, ((FromExpr *) jtnode)->fromlist)
+			CollectInnerJoinQuals(lfirst(cell), conjuncts);
+	}
+	else if (IsA(jtnode, JoinExpr) && ((JoinExpr *) jtnode)->jointype == JOIN_INNER)
+	{
+		JoinExpr   *join = (JoinExpr *) jtnode;
+
+		CollectConjuncts(join->quals, conjuncts);
+		CollectInnerJoinQuals(join->larg, conjuncts);
+		CollectInnerJoinQuals(join->rarg, conjuncts);
+	}
+}
+
+/* the conjuncts of WHERE and of inner join conditions, flattened */
+List *
+TopLevelConjuncts(Query *query)
+{
+	List	   *conjuncts = NIL;
+
+	CollectInnerJoinQuals((Node *) query->jointree, &conjuncts);
+	return conjuncts;
+}
+
+typedef struct SublinkWalkerContext
+{
+	RouterLevel *level;
+	RouterContext *router;
+} SublinkWalkerContext;
+
+static bool
+AnalyzeSublinksWalker(Node *node, void *context)
+{
+	SublinkWalkerContext *walker = context;
+
+	if (node == NULL || walker->router->failed)
+		return false;
+	if (IsA(node, SubLink))
+	{
+		SubLink    *sublink = (SubLink *) node;
+
+		AnalyzeRouterLevel((Query *) sublink->subselect, walker->level, walker->router);
+		return expression_tree_walker(sublink->testexpr, AnalyzeSublinksWalker, context);
+	}
+	if (IsA(node, Query))
+		return false;
+	return expression_tree_walker(node, AnalyzeSublinksWalker, context);
+}
+
+/*
+ * AnalyzeRouterLevel finds the pins of the hash tables of one query level
+ * and checks that they agree with every other level's.
+ */
+static void
+AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context)
+{
+	RouterLevel level;
+	List	   *conjuncts;
+	bool		changed = true;
+	int			rtableLength = list_length(query->rtable);
+	ListCell   *cell;
+	Index		rtindex;
+	SublinkWalkerContext walker;
+
+	if (context->failed)
+		return;
+	if (query->commandType != CMD_SELECT || query->setOperations != NULL ||
+		query->cteList != NIL)
+	{
+		context->failed = true;
+		return;
+	}
+	level.query = query;
+	level.pins = palloc0(sizeof(Node *) * Max(rtableLength, 1));
+	level.parent = parent;
+	conjuncts = TopLevelConjuncts(query);
+
+	while (changed)
+	{
+		changed = false;
+		foreach(cell, conjuncts)
+		{
+			Node	   *clause = lfirst(cell);
+			OpExpr	   *op;
+			Index		left;
+			Index		right;
+
+			/* distribution column = value */
+			for (rtindex = 1; rtindex <= rtableLength; rtindex++)
+			{
+				RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
+				DistTableCacheEntry *entry;
+				int			kind;
+				Node	   *value;
+
+				if (level.pins[rtindex - 1] != NULL || rte->rtekind != RTE_RELATION)
+					continue;
+				entry = GetDistTableCacheEntry(rte->relid);
+				if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
+					continue;
+				value = DistributionPinValue(clause, rtindex, 0, entry, &kind);
+				if (value != NULL && kind == PRUNE_EQUAL)
+				{
+					level.pins[rtindex - 1] = value;
+					changed = true;
+				}
+			}
+
+			if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
+				continue;
+			op = (OpExpr *) clause;
+			if (!op_hashjoinable(op->opno, exprType(linitial(op->args))) &&
+				!op_mergejoinable(op->opno, exprType(linitial(op->args))))
+				continue;
+
+			/* distribution column = distribution column of this level */
+			if (IsDistColumnVar(linitial(op->args), query, 0, &left) &&
+				IsDistColumnVar(lsecond(op->args), query, 0, &right) &&
+				IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
+			{
+				if (level.pins[left - 1] != NULL && level.pins[right - 1] == NULL)
+				{
+					level.pins[right - 1] = level.pins[left - 1];
+					changed = true;
+				}
+				else if (level.pins[right - 1] != NULL && level.pins[left - 1] == NULL)
+				{
+					level.pins[left - 1] = level.pins[right - 1];
+					changed = true;
+				}
+			}
+
+			/* distribution column = distribution column of an outer level */
+			for (int side = 0; side < 2; side++)
+			{
+				Node	   *mine = list_nth(op->args, side);
+				Var		   *outer = (Var *) StripRelabel(list_nth(op->args, 1 - side));
+				RouterLevel *outerLevel = parent;
+				Index		outerIndex;
+
+				if (!IsDistColumnVar(mine, query, 0, &left) || level.pins[left - 1] != NULL ||
+					!IsA(outer, Var) || outer->varlevelsup == 0)
+					continue;
+				for (int up = 1; outerLevel != NULL && up < (int) outer->varlevelsup; up++)
+					outerLevel = outerLevel->parent;
+				if (outerLevel == NULL ||
+					!IsDistColumnVar((Node *) outer, outerLevel->query, outer->varlevelsup,
+									 &outerIndex) ||
+					outerLevel->pins[outerIndex - 1] == NULL ||
+					!IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
+					continue;
+				level.pins[left - 1] = outerLevel->pins[outerIndex - 1];
+				changed = true;
+			}
+		}
+	}
+
+	/* every hash table pinned, to the same value, in one colocation group */
+	for (rtindex = 1; rtindex <= rtableLength && !context->failed; rtindex++)
+	{
+		RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
+		DistTableCacheEntry *entry;
+
+		if (rte->rtekind == RTE_SUBQUERY)
+		{
+			AnalyzeRouterLevel(rte->subquery, &level, context);
+			continue;
+		}
+		if (rte->rtekind == RTE_JOIN)
+			continue;
+		if (rte->rtekind != RTE_RELATION)
+		{
+			context->failed = true;
+			break;
+		}
+		entry = GetDistTableCacheEntry(rte->relid);
+		if (entry == NULL)
+		{
+			context->failed = true;
+			break;
+		}
+		if (entry->method != DISTRIBUTE_BY_HASH)
+			continue;
+		if (level.pins[rtindex - 1] == NULL ||
+			(context->colocationId >= 0 && context->colocationId != entry->colocationId) ||
+			(context->pin != NULL && !equal(context->pin, level.pins[rtindex - 1])))
+		{
+			context->failed = true;
+			break;
+		}
+		context->colocationId = entry->colocationId;
+		context->pin = level.pins[rtindex - 1];
+		if (!OidIsValid(context->anchorRelid))
+			context->anchorRelid = rte->relid;
+	}
+
+	walker.level = &level;
+	walker.router = context;
+	if (!context->failed)
+		query_tree_walker(query, AnalyzeSublinksWalker, &walker, QTW_IGNORE_RANGE_TABLE);
+}
+
+/* expression_planner on each expression of a list */
+static List *
+PlanExprs(List *exprs)
+{
+	List	   *result = NIL;
+	ListCell   *cell;
+
+	foreach(cell, exprs)
+		result = lappend(result, expression_planner(lfirst(cell)));
+	return result;
+}
+
+int
+RelationPosition(List *relations, Oid relid)
+{
+	int			position = 0;
+	ListCell   *cell;
+
+	foreach(cell, relations)
+	{
+		if (lfirst_oid(cell) == relid)
+			return position;
+		position++;
+	}
+	return -1;
+}
+
+/*
+ * PlanRouterQuery plans a SELECT whose distributed tables are all pinned to
+ * one shard (or that reads only reference tables) as a single task; NULL
+ * when the query is not such a query or cannot be shipped as a whole.
+ */
+PlannedStmt *
+PlanRouterQuery(Query *query)
+{
+	RouterContext context;
+	RemoteSql	sql;
+	DistributedJob job;
+	List	   *customExprs = NIL;
+	List	   *remoteTargetList = NIL;
+	ListCell   *cell;
+
+	memset(&context, 0, sizeof(context));
+	context.colocationId = -1;
+	AnalyzeRouterLevel(query, NULL, &context);
+	if (context.failed)
+		return NULL;
+
+	InitRemoteSql(&sql);
+	DeparseRemoteSelect(&sql, query);
+	FinishRemoteSql(&sql);
+	if (sql.failed)
+		return NULL;
+
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_SELECT;
+	job.sqlParts = sql.parts;
+	job.relations = sql.relations;
+	job.anchor = OidIsValid(context.anchorRelid) ?
+		RelationPosition(sql.relations, context.anchorRelid) : -1;
+	if (context.pin != NULL)
+	{
+		job.pruneCount = 1;
+		job.pruneKinds = list_make1_int(PRUNE_EQUAL);
+		customExprs = list_make1(expression_planner((Expr *) context.pin));
+	}
+	job.paramCount = list_length(sql.paramExprs);
+	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
+	job.usePrepared = true;
+	job.insertDistColumn = -1;
+
+	foreach(cell, query->targetList)
+	{
+		if (!((TargetEntry *) lfirst(cell))->resjunk)
+			remoteTargetList = lappend(remoteTargetList, lfirst(cell));
+	}
+	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
+									  remoteTargetList);
+}
+
+/* appends " RETURNING ..." for the target list of a DML statement */
+static void
+DeparseReturning(RemoteSql *sql, List *returningList)
+{
+	if (returningList == NIL)
+		return;
+	appendStringInfoString(&sql->buf, " RETURNING ");
+	DeparseRemoteTargetList(sql, returningList, true);
+}
+
+/* a DML statement that cannot be shipped is an error, never a local write */
+static void
+RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+
+	if (!sql->failed)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s on distributed table \"%s\" with %s is not supported",
+					command, get_rel_name(target->relid), sql->failReason),
+			 errhint("Compute the values first (for example in a SELECT), then run "
+					 "the %s with constants or parameters.", command)));
+}
+
+/*
+ * PlanDistributedModify plans UPDATE or DELETE on a distributed or
+ * reference table: the statement runs on every shard its WHERE clause
+ * leaves (every placement of them).  Other tables may appear only when
+ * they are reference tables.
+ */
+PlannedStmt *
+PlanDistributedModify(Query *query)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
+	const char *command = query->commandType == CMD_UPDATE ? "UPDATE" : "DELETE";
+	RemoteSql	sql;
+	DistributedJob job;
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+	List	   *fromItems = NIL;
+	ListCell   *cell;
+	List	   *customExprs;
+
+	foreach(cell, query->jointree->fromlist)
+	{
+		Node	   *item = lfirst(cell);
+
+		if (IsA(item, RangeTblRef) && ((RangeTblRef *) item)->rtindex == query->resultRelation)
+			continue;
+		fromItems = lappend(fromItems, item);
+	}
+
+	InitRemoteSql(&sql);
+	RemoteSqlPushQuery(&sql, query);
+	if (query->commandType == CMD_UPDATE)
+	{
+		bool		first = true;
+
+		appendStringInfoString(&sql.buf, "UPDATE ONLY ");
+		RemoteSqlAppendRelation(&sql, target->relid);
+		appendStringInfo(&sql.buf, " %s SET ", RemoteSqlAlias(&sql, 0, query->resultRelation));
+		foreach(cell, query->targetList)
+		{
+			TargetEntry *tle = lfirst(cell);
+
+			if (tle->resjunk)
+				continue;
+			if (entry->method == DISTRIBUTE_BY_HASH && tle->resno == entry->distAttnum)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot update distribution column \"%s\" of distributed table \"%s\"",
+								get_attname(target->relid, tle->resno, false),
+								get_rel_name(target->relid)),
+						 errhint("Delete the row and insert it with the new value instead.")));
+			appendStringInfo(&sql.buf, "%s%s = ", first ? "" : ", ",
+							 quote_identifier(get_attname(target->relid, tle->resno, false)));
+			first = false;
+			DeparseRemoteExpr(&sql, (Node *) tle->expr);
+		}
+		if (fromItems != NIL)
+			appendStringInfoString(&sql.buf, " FROM ");
+	}
+	else
+	{
+		appendStringInfoString(&sql.buf, "DELETE FROM ONLY ");
+		RemoteSqlAppendRelation(&sql, target->relid);
+		appendStringInfo(&sql.buf, " %s", RemoteSqlAlias(&sql, 0, query->resultRelation));
+		if (fromItems != NIL)
+			appendStringInfoString(&sql.buf, " USING ");
+	}
+	foreach(cell, fromItems)
+	{
+		if (cell != list_head(fromItems))
+			appendStringInfoString(&sql.buf, ", ");
+		DeparseRemoteFromItem(&sql, lfirst(cell));
+	}
+	if (query->jointree->quals != NULL)
+	{
+		appendStringInfoString(&sql.buf, " WHERE ");
+		DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, query->jointree->quals));
+	}
+	DeparseReturning(&sql, query->returningList);
+	RemoteSqlPopQuery(&sql);
+	FinishRemoteSql(&sql);
+	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
+		RemoteSqlFail(&sql, "a volatile function");
+	RejectUnshippable(&sql, query, command);
+
+	/* the other tables must be on every node: reference tables */
+	foreach(cell, sql.relations)
+	{
+		if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s on distributed table \"%s\" that reads distributed table \"%s\" is not supported",
+							command, get_rel_name(target->relid),
+							get_rel_name(lfirst_oid(cell))),
+					 errhint("Read the other table's values first, or join only reference tables.")));
+	}
+
+	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+					  &values, &kinds);
+
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_MODIFY;
+	job.sqlParts = sql.parts;
+	job.relations = sql.relations;
+	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
+	job.pruneCount = list_length(values);
+	job.pruneKinds = kinds;
+	job.paramCount = list_length(sql.paramExprs);
+	job.hasReturning = query->returningList != NIL;
+	job.usePrepared = (values != NIL);
+	job.insertDistColumn = -1;
+	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
+
+	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
+									  query->returningList);
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# planner_faults: distributed queries against real failures and real clients.
+#  - pgbench -M prepared (extended protocol, generic plans after 5 runs):
+#    router SELECTs and UPDATEs by key, no update lost;
+#  - a cancelled query (pg_cancel_backend, statement_timeout) cancels its
+#    remote work too;
+#  - a worker that is down gives an error naming it within
+#    shardext.connect_timeout, queries on the other worker keep working, and
+#    the same session works again once the worker is back.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+DB=planner_faults
+PSQL="$PSQL_BIN -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres"
+BINDIR=$(dirname "$PSQL_BIN")
+PGBENCH="$BINDIR/pgbench"
+[ -x "$PGBENCH" ] || PGBENCH=pgbench
+
+fail() { echo "FAIL: $*"; exit 1; }
+coord() { $PSQL -p "$COORDINATOR_PORT" -d $DB "$@"; }
+
+for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
+	$PSQL -p "$port" -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" ||
+		fail "could not create database on port $port"
+done
+coord <<SQL || fail "setup"
+SET client_min_messages TO warning;
+CREATE EXTENSION shardext;
+SELECT shardext_add_node('127.0.0.1', $WORKER_1_PORT);
+SELECT shardext_add_node('127.0.0.1', $WORKER_2_PORT);
+CREATE TABLE kv (k int PRIMARY KEY, v bigint NOT NULL);
+INSERT INTO kv SELECT g, 0 FROM generate_series(1, 1000) g;
+SELECT create_distributed_table('kv', 'k');
+SQL
+
+# --- pgbench, extended protocol with prepared statements
+cat >/tmp/planner_faults_$$.sql <<'PGB'
+\set k random(1, 1000)
+SELECT v FROM kv WHERE k = :k;
+UPDATE kv SET v = v + 1 WHERE k = :k;
+PGB
+timeout 120 "$PGBENCH" -n -M prepared -c 4 -t 150 -f /tmp/planner_faults_$$.sql \
+	-h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres $DB >/tmp/planner_faults_$$.log 2>&1 ||
+	{ cat /tmp/planner_faults_$$.log; fail "pgbench -M prepared failed"; }
+rm -f /tmp/planner_faults_$$.sql /tmp/planner_faults_$$.log
+total=$(coord -c "SELECT sum(v) FROM kv")
+[ "$total" = 600 ] || fail "600 prepared updates should add 600, the sum is $total"
+echo "pgbench -M prepared: 600 router updates, none lost"
+
+# --- cancel: a query blocked on a worker is cancelled there too
+shard=$(coord -c "SELECT shard_name FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', '7')")
+port=$(coord -c "SELECT node_port FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', '7')")
+# hold a lock on the shard on its worker, so the coordinator's query waits there
+$PSQL -p "$port" -d $DB -c "BEGIN; LOCK TABLE $shard IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT" >/dev/null 2>&1 &
+locker=$!
+sleep 1
+remote_waiters() {
+	$PSQL -p "$port" -d $DB -c "SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = 'shardext' AND wait_event_type = 'Lock'"
+}
+
+coord -c "SELECT v FROM kv WHERE k = 7" >/tmp/planner_cancel_$$.log 2>&1 &
+query=$!
+for i in $(seq 1 50); do
+	[ "$(remote_waiters)" = 1 ] && break
+	sleep 0.2
+done
+[ "$(remote_waiters)" = 1 ] || fail "the query did not wait on the worker"
+coord -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT v FROM kv WHERE k = 7'" >/dev/null
+wait $query
+grep -q "canceling statement due to user request" /tmp/planner_cancel_$$.log ||
+	{ cat /tmp/planner_cancel_$$.log; fail "pg_cancel_backend did not cancel the query"; }
+sleep 0.5
+[ "$(remote_waiters)" = 0 ] || fail "the remote query still runs after pg_cancel_backend"
+echo "pg_cancel_backend: the remote query was cancelled"
+
+start=$(date +%s)
+out=$(coord -c "SET statement_timeout = '1s'" -c "UPDATE kv SET v = v + 1 WHERE k = 7" 2>&1)
+elapsed=$(($(date +%s) - start))
+grep -q "canceling statement due to statement timeout" <<<"$out" ||
+	fail "statement_timeout did not cancel the query: $out"
+[ $elapsed -le 5 ] || fail "statement_timeout took ${elapsed}s"
+sleep 0.5
+[ "$(remote_waiters)" = 0 ] || fail "the remote query still runs after statement_timeout"
+echo "statement_timeout: the remote query was cancelled"
+$PSQL -p "$port" -d $DB -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	WHERE query LIKE 'BEGIN; LOCK TABLE%'" >/dev/null
+wait $locker 2>/dev/null
+rm -f /tmp/planner_cancel_$$.log
+[ "$(coord -c "SELECT v FROM kv WHERE k = 7")" -ge 0 ] || fail "key 7 is not readable after the cancels"
+
+# --- a worker that is down
+key1=$(coord -c "SELECT k FROM kv k WHERE (SELECT node_port FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', k.k::text)) = $WORKER_1_PORT LIMIT 1")
+key2=$(coord -c "SELECT k FROM kv k WHERE (SELECT node_port FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', k.k::text)) = $WORKER_2_PORT LIMIT 1")
+cat >/tmp/planner_down_$$.sql <<SQL
+SELECT 'before', count(*) FROM kv;
+\! $(pwd)/scripts/cluster stop-node worker2 immediate
+SELECT 'worker1 key', v >= 0 FROM kv WHERE k = $key1;
+SELECT 'worker2 key', v FROM kv WHERE k = $key2;
+SELECT 'all shards', count(*) FROM kv;
+\! $(pwd)/scripts/cluster start-node worker2
+SELECT 'after', count(*) FROM kv;
+SQL
+start=$(date +%s)
+out=$($PSQL_BIN -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d $DB -f /tmp/planner_down_$$.sql 2>&1)
+elapsed=$(($(date +%s) - start))
+rm -f /tmp/planner_down_$$.sql
+echo "$out"
+grep -q "^before|1000$" <<<"$out" || fail "count before the failure"
+grep -q "^worker1 key|t$" <<<"$out" || fail "a key on the live worker was not readable"
+[ "$(echo "$out" | grep -c "127.0.0.1:$WORKER_2_PORT")" -ge 2 ] ||
+	fail "the errors do not name the node that is down"
+grep -q "^after|1000$" <<<"$out" || fail "the session did not recover when the worker came back"
+[ $elapsed -le 40 ] || fail "the failures took ${elapsed}s"
+echo "worker down: errors name the node; the session recovers"
+
+$PSQL -p "$COORDINATOR_PORT" -d postgres -c "DROP DATABASE $DB WITH (FORCE)" >/dev/null
+for port in $WORKER_1_PORT $WORKER_2_PORT; do
+	$PSQL -p "$port" -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null
+done
+echo "planner_faults: ok"
