@@ -285,8 +285,11 @@ RemoteXactCallback(XactEvent event, void *arg)
 				/*
 				 * The commit record must be durable before any node commits,
 				 * also with synchronous_commit = off: recovery decides by it.
+				 * (Not GetXLogInsertRecPtr(): just after a page header it is
+				 * past the end of the WAL written, which XLogFlush refuses --
+				 * an error here, after the commit, is a PANIC.)
 				 */
-				XLogFlush(GetXLogInsertRecPtr());
+				XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
 				FinishPreparedTransactions(connections);
 			}
