@@ -248,10 +248,11 @@ SetMoveStatus(ShardMoveState *state, const char *status, const char *error)
 	if (state->local == NULL || state->moveId <= 0)
 		return;
 	command = psprintf("UPDATE shardext.move SET status = %s, error = %s, "
-					   "finished_at = now(), replication_lag_bytes = NULL "
+					   "finished_at = now(), replication_lag_bytes = NULL%s "
 					   "WHERE move_id = " INT64_FORMAT,
 					   quote_literal_cstr(status),
-					   error ? quote_literal_cstr(error) : "NULL", state->moveId);
+					   error ? quote_literal_cstr(error) : "NULL",
+					   strcmp(status, "done") == 0 ? ", phase = NULL" : "", state->moveId);
 	(void) ExecuteRemoteCommandWithTimeout(state->local, command, CLEANUP_COMMAND_TIMEOUT_MS);
 }
 
@@ -547,6 +548,7 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 					 "              WHEN status = 'pending' THEN 'cancelled' ELSE 'failed' END, "
 					 "error = CASE WHEN phase = 'cleaning up' OR status = 'pending' THEN error "
 					 "             ELSE coalesce(error, 'interrupted') END, "
+					 "phase = CASE WHEN phase = 'cleaning up' THEN NULL ELSE phase END, "
 					 "finished_at = now(), replication_lag_bytes = NULL "
 					 "WHERE status IN ('pending', 'running') "
 					 "AND (NOT shardext.backend_is_alive(owner_pid, owner_start) "

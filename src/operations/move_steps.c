@@ -63,6 +63,7 @@ static char *ChecksumQuery(MoveShard *shard, const char *tableName, int32 lo, in
 static char *SubscriptionConninfo(ShardMoveState *state);
 static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
 static char *MoveCreateSlotSnapshot(ShardMoveState *state);
+static void ReportWritePause(ShardMoveState *state, const char *when, TimestampTz pauseStart);
 
 /*
  * RemoteQuery runs one statement (with text parameters, types inferred by
@@ -966,12 +967,16 @@ MoveVerify(ShardMoveState *state, bool writesBlocked)
 	{
 		int			seq = ++state->markerSeq;
 
+		TimestampTz pauseStart;
+
 		AcquireCutoverLock(state);
+		pauseStart = GetCurrentTimestamp();
 		InsertMarker(state, seq);
 		ExecuteRemoteCommand(state->sourceSnapshot,
 							 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1");
 		WaitForMarker(state, state->targetSnapshot, seq, true, ShardextMoveCutoverTimeout);
 		ReleaseCutoverLock(state);
+		ReportWritePause(state, "to take the verification snapshots", pauseStart);
 	}
 
 	foreach(cell, state->shards)
@@ -1029,8 +1034,6 @@ CommitCutover(ShardMoveState *state, TimestampTz pauseStart)
 {
 	char	   *command = psprintf("SELECT shardext.move_commit_placements(" INT64_FORMAT
 								   "); COMMIT", state->moveId);
-	long		pausedMs;
-
 	HOLD_INTERRUPTS();
 	PG_TRY();
 	{
@@ -1043,9 +1046,26 @@ CommitCutover(ShardMoveState *state, TimestampTz pauseStart)
 	PG_END_TRY();
 	state->flipped = true;
 
-	pausedMs = TimestampDifferenceMilliseconds(pauseStart, GetCurrentTimestamp());
-	ereport(DEBUG1, (errmsg("%s: writes were paused for %ld ms at the switch",
-							state->description, pausedMs)));
+	ReportWritePause(state, "at the switch", pauseStart);
+}
+
+/*
+ * ReportWritePause reports at DEBUG1 how long writes were paused, with the
+ * pause's bounds in Unix epoch microseconds (benchmarks match them with
+ * the clients' latency logs).
+ */
+static void
+ReportWritePause(ShardMoveState *state, const char *when, TimestampTz pauseStart)
+{
+	TimestampTz pauseEnd = GetCurrentTimestamp();
+	int64		unixOffset = ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)) *
+		SECS_PER_DAY * USECS_PER_SEC;
+
+	ereport(DEBUG1,
+			(errmsg("%s: writes were paused for %ld ms %s", state->description,
+					TimestampDifferenceMilliseconds(pauseStart, pauseEnd), when),
+			 errdetail("From " INT64_FORMAT " to " INT64_FORMAT " (Unix time in microseconds).",
+					   pauseStart + unixOffset, pauseEnd + unixOffset)));
 }
 
 /*
