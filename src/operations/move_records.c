@@ -290,20 +290,8 @@ MoveTestPause(ShardMoveState *state, const char *point)
 		return;
 	params[0] = psprintf(INT64_FORMAT, state->moveId);
 	params[1] = point;
-	if (PQtransactionStatus(state->local->pgConn) == PQTRANS_IDLE)
-		(void) RemoteScalar(state->local,
-							"UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8",
-							2, params);
-	else
-	{
-		/* the loopback session holds the cutover locks: record it elsewhere */
-		NodeConnection *other = OpenLoopbackConnection(true);
-
-		(void) RemoteScalar(other,
-							"UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8",
-							2, params);
-		CloseDedicatedConnection(other);
-	}
+	(void) RemoteScalar(state->local,
+						"UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8", 2, params);
 	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextMoveTestPauseMs);
 	while (GetCurrentTimestamp() < end)
 		MoveSleep(10);

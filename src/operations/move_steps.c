@@ -748,17 +748,21 @@ WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnaps
 }
 
 /*
- * AcquireCutoverLock opens a transaction on the loopback connection and
- * takes the cutover locks of the shard group there: writes through the
- * coordinator wait from now on, reads go on.  The lock waits at most
- * shardext.move_lock_timeout for the writes in flight; a timeout is retried
- * after a pause (writers queued behind us run meanwhile).
+ * AcquireCutoverLock opens a transaction on a loopback connection of its
+ * own (the records stay visible meanwhile) and takes the cutover locks of
+ * the shard group there: writes through the coordinator wait from now on,
+ * reads go on.  The lock waits at most shardext.move_lock_timeout for the
+ * writes in flight; a timeout is retried after a pause (writers queued
+ * behind us run meanwhile).
  */
 static void
 AcquireCutoverLock(ShardMoveState *state)
 {
 	StringInfoData ids;
 	ListCell   *cell;
+
+	if (state->lockConn == NULL)
+		state->lockConn = OpenLoopbackConnection(true);
 
 	initStringInfo(&ids);
 	foreach(cell, state->shards)
@@ -774,8 +778,8 @@ AcquireCutoverLock(ShardMoveState *state)
 									ShardextMoveLockTimeout, ids.data);
 		bool		timedOut;
 
-		SendRemoteCommand(state->local, lock);
-		while ((result = GetRemoteResult(state->local)) != NULL)
+		SendRemoteCommand(state->lockConn, lock);
+		while ((result = GetRemoteResult(state->lockConn)) != NULL)
 		{
 			ExecStatusType status = PQresultStatus(result);
 
@@ -789,9 +793,9 @@ AcquireCutoverLock(ShardMoveState *state)
 
 		timedOut = PQresultErrorField(error, PG_DIAG_SQLSTATE) != NULL &&
 			strcmp(PQresultErrorField(error, PG_DIAG_SQLSTATE), "55P03") == 0;
-		ExecuteRemoteCommand(state->local, "ROLLBACK");
+		ExecuteRemoteCommand(state->lockConn, "ROLLBACK");
 		if (!timedOut)
-			ReportRemoteError(state->local, error, ERROR, lock);
+			ReportRemoteError(state->lockConn, error, ERROR, lock);
 		PQclear(error);
 
 		if (attempt >= 10)
@@ -808,11 +812,11 @@ AcquireCutoverLock(ShardMoveState *state)
 	}
 }
 
-/* ReleaseCutoverLock ends the loopback transaction, letting writes go on */
+/* ReleaseCutoverLock ends the lock transaction, letting writes go on */
 static void
 ReleaseCutoverLock(ShardMoveState *state)
 {
-	ExecuteRemoteCommand(state->local, "ROLLBACK");
+	ExecuteRemoteCommand(state->lockConn, "ROLLBACK");
 }
 
 /*
@@ -1024,8 +1028,8 @@ MoveVerify(ShardMoveState *state, bool writesBlocked)
 }
 
 /*
- * CommitCutover switches the catalog in the loopback transaction that holds
- * the cutover locks and commits it, which lets the queued writes go to the
+ * CommitCutover switches the catalog in the transaction that holds the
+ * cutover locks and commits it, which lets the queued writes go to the
  * new placement.  The commit's outcome decides the move, so interrupts wait
  * until it is known.
  */
@@ -1037,7 +1041,7 @@ CommitCutover(ShardMoveState *state, TimestampTz pauseStart)
 	HOLD_INTERRUPTS();
 	PG_TRY();
 	{
-		ExecuteRemoteCommand(state->local, command);
+		ExecuteRemoteCommand(state->lockConn, command);
 	}
 	PG_FINALLY();
 	{

@@ -613,14 +613,17 @@ MoveWasCommitted(int64 moveId)
 }
 
 /*
- * CloseMoveConnections closes the node connections of a move; with cancel,
- * commands in flight are cancelled first (bounded wait).
+ * CloseMoveConnections closes the connections of a move but the records'
+ * loopback connection; with cancel, commands in flight are cancelled first
+ * (bounded wait).  Closing the lock connection ends its transaction, which
+ * releases the cutover locks.
  */
 static void
 CloseMoveConnections(ShardMoveState *state, bool cancel)
 {
-	NodeConnection **connections[] = {&state->replication, &state->sourceSnapshot,
-		&state->targetSnapshot, &state->sourceConn, &state->targetConn};
+	NodeConnection **connections[] = {&state->lockConn, &state->replication,
+		&state->sourceSnapshot, &state->targetSnapshot, &state->sourceConn,
+	&state->targetConn};
 
 	for (int i = 0; i < lengthof(connections); i++)
 	{
@@ -652,11 +655,8 @@ AbortMove(ShardMoveState *state, ErrorData *edata)
 	CloseMoveConnections(state, true);
 	if (local->queryInProgress)
 		(void) CancelRemoteCommand(local, 2000);
-	if (PQtransactionStatus(local->pgConn) != PQTRANS_IDLE)
-		(void) ExecuteRemoteCommandWithTimeout(local, "ROLLBACK", 5000);
 	if (PQstatus(local->pgConn) != CONNECTION_OK)
 	{
-		/* closing it ended its transaction and released the cutover locks */
 		CloseDedicatedConnection(local);
 		replacement = OpenLoopbackConnection(false);
 		state->local = replacement;

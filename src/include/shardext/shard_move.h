@@ -75,7 +75,8 @@ typedef struct ShardMoveState
 	bool		flipped;		/* the catalog points at the target */
 
 	/* dedicated connections, NULL when not open */
-	NodeConnection *local;		/* loopback: records, cutover */
+	NodeConnection *local;		/* loopback: records, autocommit */
+	NodeConnection *lockConn;	/* loopback: holds the cutover locks, switches */
 	NodeConnection *sourceConn;
 	NodeConnection *targetConn;
 	NodeConnection *sourceSnapshot; /* verification snapshots */
