@@ -447,13 +447,13 @@ shardext_rebalance_plan(PG_FUNCTION_ARGS)
 		bool		nulls[8] = {false};
 
 		values[0] = Int64GetDatum(move->group->shardId);
-		values[1] = ObjectIdGetDatum(move->group->relid);
-		values[2] = Int32GetDatum(move->group->colocatedCount);
-		values[3] = Int64GetDatum(move->group->bytes);
-		values[4] = Int32GetDatum(move->sourceNodeId);
-		values[5] = Int32GetDatum(GetWorkerNode(move->sourceNodeId)->port);
-		values[6] = Int32GetDatum(move->targetNodeId);
-		values[7] = Int32GetDatum(GetWorkerNode(move->targetNodeId)->port);
+		values[1] = Int32GetDatum(move->sourceNodeId);
+		values[2] = Int32GetDatum(GetWorkerNode(move->sourceNodeId)->port);
+		values[3] = Int32GetDatum(move->targetNodeId);
+		values[4] = Int32GetDatum(GetWorkerNode(move->targetNodeId)->port);
+		values[5] = ObjectIdGetDatum(move->group->relid);
+		values[6] = Int32GetDatum(move->group->colocatedCount);
+		values[7] = Int64GetDatum(move->group->bytes);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

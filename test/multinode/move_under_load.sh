@@ -65,6 +65,14 @@ check_ledger() {
 	expect_eq "$1: counters match the ledger" \
 		"$(coord "SELECT md5(string_agg(id || ':' || n, ',' ORDER BY id)) FROM ledger_counts")" \
 		"$(coord "SELECT md5(string_agg(id || ':' || counter, ',' ORDER BY id)) FROM load_rows WHERE id < 1000000")"
+	expect_eq "$1: every row in the shard its hash belongs to" "t|t" \
+		"$(coord "SELECT string_agg(CASE WHEN ok THEN 't' ELSE 'f' END, '|' ORDER BY t) FROM (
+			SELECT t, coalesce(bool_and(split_part(r.result, ',', 1)::int >= s.hash_min
+							   AND split_part(r.result, ',', 2)::int <= s.hash_max), true) AS ok
+			FROM (VALUES ('load_rows', 'id'), ('load_items', 'row_id')) v(t, c),
+				 LATERAL shardext_run_on_shards(t::regclass,
+					format('SELECT min(shardext.worker_hash_value(%s)) || '','' || max(shardext.worker_hash_value(%s)) FROM %%s', c, c)) r
+			JOIN shardext.shards s USING (shard_id) GROUP BY t) x")"
 	expect_no_leftovers "$1"
 }
 

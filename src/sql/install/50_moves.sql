@@ -90,13 +90,13 @@ REVOKE ALL ON FUNCTION pg_catalog.shardext_split_shard(bigint, int) FROM PUBLIC;
 
 CREATE FUNCTION pg_catalog.shardext_rebalance_plan(strategy text DEFAULT 'by_shard_count',
 												   OUT shard_id bigint,
-												   OUT table_name regclass,
-												   OUT colocated_shards int,
-												   OUT shard_group_bytes bigint,
 												   OUT source_node_id int,
 												   OUT source_node_port int,
 												   OUT target_node_id int,
-												   OUT target_node_port int)
+												   OUT target_node_port int,
+												   OUT table_name regclass,
+												   OUT colocated_shards int,
+												   OUT shard_group_bytes bigint)
 	RETURNS SETOF record
 	LANGUAGE C STRICT
 	AS 'MODULE_PATHNAME', 'shardext_rebalance_plan';
