@@ -52,7 +52,12 @@ expect_eq "no cutover lock held" "0" \
 
 # kill the target's apply worker while the move catches up: it restarts
 # and the move completes
-start_paused_move "$LOG" "catching up" 2000 "SELECT shardext_move_shard($SHARD, $W2)"
+start_paused_move "$LOG" "catching up" 5000 "SELECT shardext_move_shard($SHARD, $W2)"
+# the apply worker starts asynchronously: wait for it (bounded)
+for _ in $(seq 1 100); do
+	[ "$(worker2 "SELECT count(*) FROM pg_stat_subscription WHERE subname LIKE 'shardext_move_%' AND pid IS NOT NULL")" != 0 ] && break
+	sleep 0.05
+done
 expect_eq "apply worker killed" "t" \
 	"$(worker2 "SELECT bool_or(pg_terminate_backend(pid)) FROM pg_stat_subscription WHERE subname LIKE 'shardext_move_%' AND pid IS NOT NULL")"
 wait "$MOVE_PID" || fail "move after the apply worker was killed: $(cat "$LOG")"
