@@ -37,8 +37,8 @@ static int	WaitOnConnection(NodeConnection *conn, int socketEvents, long timeout
 /*
  * WaitOnConnection waits for the given socket events of the connection, its
  * latch, or timeoutMs (-1: no timeout), and returns what happened as WL_*
- * flags.  It serves no interrupts: callers decide whether they may.  The
- * connection's WaitEventSet is made on first use and kept.
+ * flags.  It serves no interrupts: callers decide whether they may.  A
+ * cached connection's WaitEventSet is made on first use and kept.
  */
 static int
 WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
@@ -47,6 +47,17 @@ WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 	WaitEvent	occurred[3];
 	int			count;
 	int			result = 0;
+
+	if (!conn->keepWaitSet)
+	{
+		int			rc = WaitLatchOrSocket(MyLatch,
+										   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | socketEvents |
+										   (timeoutMs >= 0 ? WL_TIMEOUT : 0),
+										   PQsocket(conn->pgConn), timeoutMs,
+										   PG_WAIT_EXTENSION);
+
+		return rc & (WL_LATCH_SET | WL_TIMEOUT | WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE);
+	}
 
 	if (set == NULL)
 	{

@@ -11,10 +11,10 @@
  *
  *	- Identity: a coordinator backend's connections to the nodes carry
  *	  application_name shardext_<system id>_<database oid>_<pid>, so a
- *	  node's backend can be mapped to the coordinator backend (the
- *	  distributed transaction) it works for.  Backends without this prefix
- *	  (local clients of a node, other coordinators) stay vertices of their
- *	  own.
+ *	  node's backend (or a session shardext opened to the coordinator
+ *	  itself) can be mapped to the coordinator backend (the distributed
+ *	  transaction) it works for.  Backends without this prefix (local
+ *	  clients of a node, other coordinators) stay vertices of their own.
  *	- Edges: the lock waits of the coordinator and of each node
  *	  (pg_stat_activity + pg_blocking_pids()), each mapped to vertices.
  *	- Cycles: a cycle is left alone when one server sees it whole (all its
@@ -71,6 +71,26 @@
 
 /* the coordinator itself in WaitVertex.nodeId and WaitEdge.onNode */
 #define COORDINATOR_NODE 0
+
+/*
+ * The lock waits of a server: waiter pid and application_name, holder pid
+ * and application_name, and whether the holder waits for its session: it
+ * is idle in a transaction block or runs a later statement of one (its
+ * locks stay until the session ends the transaction), it waits for a lock,
+ * or it waits for the session to read its output.  A holder that is busy
+ * with the only statement of its transaction (a read outside a remote
+ * transaction) releases its locks when that statement ends, whatever its
+ * session does meanwhile: no wait for the session.  %s filters the waiters.
+ */
+#define WAIT_EDGES_QUERY \
+	"SELECT w.pid, coalesce(w.application_name, ''), b.pid, coalesce(h.application_name, ''), " \
+	"coalesce(h.state LIKE 'idle in transaction%%' " \
+	"OR h.wait_event_type IN ('Lock', 'Client') " \
+	"OR h.xact_start < h.query_start, true) " \
+	"FROM pg_catalog.pg_stat_activity w " \
+	"CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.pg_blocking_pids(w.pid)) b(pid) " \
+	"LEFT JOIN pg_catalog.pg_stat_activity h ON h.pid = b.pid " \
+	"WHERE %s AND b.pid <> 0"
 
 /* a cancel request for one backend, indexed by pgprocno */
 typedef struct DeadlockCancelSlot
@@ -143,12 +163,15 @@ static List *detectorConnections = NIL;
 static int	DeadlockSlotCount(void);
 static char *ApplicationNamePrefix(void);
 static WaitGraph *ReadWaitGraph(void);
-static void ReadCoordinatorWaits(WaitGraph *graph);
+static void ReadCoordinatorWaits(WaitGraph *graph, const char *prefix);
 static void ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix);
 static DetectorConnection *DetectorConnectionFor(WorkerNode *node);
 static PGresult *RunNodeQuery(DetectorConnection *dc, const char *query, int timeoutMs);
 static WaitVertex MapNodeBackend(int32 nodeId, int32 pid, const char *appName,
 								 const char *prefix);
+static void AddWaitEdge(WaitGraph *graph, int32 onNode, int32 waiterPid,
+						const char *waiterApp, int32 holderPid, const char *holderApp,
+						bool holderWaitsForSession, const char *prefix);
 static List *ConfirmedEdges(WaitGraph *first, WaitGraph *second);
 static CoordinatorBackend *FindBackend(List *backends, int32 pid);
 static List *FindDistributedCycle(List *edges);
@@ -382,7 +405,7 @@ ReadWaitGraph(void)
 		ListCell   *cell;
 
 		MemoryContextSwitchTo(callerContext);
-		ReadCoordinatorWaits(graph);
+		ReadCoordinatorWaits(graph, prefix);
 		foreach(cell, nodes)
 			ReadNodeWaits(graph, lfirst(cell), prefix);
 	}
@@ -398,34 +421,26 @@ ReadWaitGraph(void)
  * local transaction id and start time.
  */
 static void
-ReadCoordinatorWaits(WaitGraph *graph)
+ReadCoordinatorWaits(WaitGraph *graph, const char *prefix)
 {
 	MemoryContext callerContext = CurrentMemoryContext;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	if (SPI_execute("SELECT w.pid, b.pid FROM pg_catalog.pg_stat_activity w, "
-					"LATERAL pg_catalog.unnest(pg_catalog.pg_blocking_pids(w.pid)) b(pid) "
-					"WHERE w.wait_event_type = 'Lock' AND b.pid <> 0",
-					true, 0) != SPI_OK_SELECT)
+	/* sessions shardext opened to the coordinator itself belong to their owner */
+	if (SPI_execute(psprintf(WAIT_EDGES_QUERY, "w.wait_event_type = 'Lock'"), true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the coordinator's lock waits");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		bool		isnull;
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		MemoryContext oldContext = MemoryContextSwitchTo(callerContext);
-		WaitEdge   *edge = palloc0(sizeof(WaitEdge));
 
-		edge->waiterPid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-													  SPI_tuptable->tupdesc, 1, &isnull));
-		edge->holderPid = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-													  SPI_tuptable->tupdesc, 2, &isnull));
-		edge->onNode = COORDINATOR_NODE;
-		edge->waiter.nodeId = COORDINATOR_NODE;
-		edge->waiter.pid = edge->waiterPid;
-		edge->holder.nodeId = COORDINATOR_NODE;
-		edge->holder.pid = edge->holderPid;
-		graph->edges = lappend(graph->edges, edge);
+		AddWaitEdge(graph, COORDINATOR_NODE,
+					pg_strtoint32(SPI_getvalue(tuple, desc, 1)), SPI_getvalue(tuple, desc, 2),
+					pg_strtoint32(SPI_getvalue(tuple, desc, 3)), SPI_getvalue(tuple, desc, 4),
+					strcmp(SPI_getvalue(tuple, desc, 5), "t") == 0, prefix);
 		MemoryContextSwitchTo(oldContext);
 	}
 
@@ -472,25 +487,7 @@ ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix)
 
 	if (dc->pgConn == NULL)
 		return;
-	/*
-	 * The fifth column tells whether the holder waits for its session: it
-	 * is idle in a transaction block or runs a later statement of one (its
-	 * locks stay until the session ends the transaction), it waits for a
-	 * lock, or it waits for the session to read its output.  A holder that
-	 * is busy with the only statement of its transaction (a read outside a
-	 * remote transaction) releases its locks when that statement ends,
-	 * whatever its session does meanwhile: no wait for the session.
-	 */
-	result = RunNodeQuery(dc,
-						  "SELECT w.pid, w.application_name, b.pid, "
-						  "coalesce(h.application_name, ''), "
-						  "coalesce(h.state LIKE 'idle in transaction%' "
-						  "OR h.wait_event_type IN ('Lock', 'Client') "
-						  "OR h.xact_start < h.query_start, true) "
-						  "FROM pg_catalog.pg_stat_activity w "
-						  "CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.pg_blocking_pids(w.pid)) b(pid) "
-						  "LEFT JOIN pg_catalog.pg_stat_activity h ON h.pid = b.pid "
-						  "WHERE w.wait_event_type = 'Lock' AND b.pid <> 0",
+	result = RunNodeQuery(dc, psprintf(WAIT_EDGES_QUERY, "w.wait_event_type = 'Lock'"),
 						  NODE_QUERY_TIMEOUT_MS);
 	if (result == NULL)
 	{
@@ -502,26 +499,40 @@ ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix)
 	}
 
 	for (int i = 0; i < PQntuples(result); i++)
-	{
-		WaitEdge   *edge = palloc0(sizeof(WaitEdge));
-
-		edge->waiterPid = pg_strtoint32(PQgetvalue(result, i, 0));
-		edge->holderPid = pg_strtoint32(PQgetvalue(result, i, 2));
-		edge->onNode = node->nodeId;
-		edge->waiter = MapNodeBackend(node->nodeId, edge->waiterPid,
-									  PQgetvalue(result, i, 1), prefix);
-		edge->holder = MapNodeBackend(node->nodeId, edge->holderPid,
-									  PQgetvalue(result, i, 3), prefix);
-		if (edge->holder.nodeId == COORDINATOR_NODE && strcmp(PQgetvalue(result, i, 4), "t") != 0)
-		{
-			pfree(edge);
-			continue;
-		}
-		graph->edges = lappend(graph->edges, edge);
-		if (edge->waiter.nodeId == COORDINATOR_NODE || edge->holder.nodeId == COORDINATOR_NODE)
-			graph->anyRemote = true;
-	}
+		AddWaitEdge(graph, node->nodeId,
+					pg_strtoint32(PQgetvalue(result, i, 0)), PQgetvalue(result, i, 1),
+					pg_strtoint32(PQgetvalue(result, i, 2)), PQgetvalue(result, i, 3),
+					strcmp(PQgetvalue(result, i, 4), "t") == 0, prefix);
 	PQclear(result);
+}
+
+/*
+ * AddWaitEdge adds a lock wait on a server, its ends mapped to vertices.  A
+ * wait for a backend that works for one of our sessions counts as a wait
+ * for that session only if the holder waits for it (see WAIT_EDGES_QUERY).
+ */
+static void
+AddWaitEdge(WaitGraph *graph, int32 onNode, int32 waiterPid, const char *waiterApp,
+			int32 holderPid, const char *holderApp, bool holderWaitsForSession,
+			const char *prefix)
+{
+	WaitEdge   *edge = palloc0(sizeof(WaitEdge));
+
+	edge->onNode = onNode;
+	edge->waiterPid = waiterPid;
+	edge->holderPid = holderPid;
+	edge->waiter = MapNodeBackend(onNode, waiterPid, waiterApp, prefix);
+	edge->holder = MapNodeBackend(onNode, holderPid, holderApp, prefix);
+	if (!(edge->holder.nodeId == onNode && edge->holder.pid == holderPid) &&
+		!holderWaitsForSession)
+	{
+		pfree(edge);
+		return;
+	}
+	graph->edges = lappend(graph->edges, edge);
+	if (onNode != COORDINATOR_NODE &&
+		(edge->waiter.nodeId == COORDINATOR_NODE || edge->holder.nodeId == COORDINATOR_NODE))
+		graph->anyRemote = true;
 }
 
 /* a node's backend: our coordinator session's vertex, or its own */

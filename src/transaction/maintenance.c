@@ -21,9 +21,10 @@
  * hook stops the daemon first (StopMaintenanceDaemon) and keeps it away for
  * a short time.
  *
- * Other periodic work (for example cleanup after shard moves) belongs in the
- * daemon's loop, each task in a transaction of its own with its own error
- * handling, like RunRecovery and RunDeadlockDetection.
+ * Other periodic work belongs in the daemon's loop, each task in a
+ * transaction of its own with its own error handling, like RunRecovery
+ * (which also runs the cleanup after interrupted or finished shard moves,
+ * MaintainShardMoves) and RunDeadlockDetection.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,6 +60,7 @@
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_xact.h"
+#include "shardext/shard_move.h"
 
 #define MAX_MAINTAINED_DATABASES 128
 
@@ -476,9 +478,10 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 /*
  * RunRecovery runs prepared transaction recovery (always in the first
- * round, then only when shardext.recovery_interval enables it) in a
- * transaction of its own; errors are logged and the next round tries
- * again.  Returns false when shardext is not installed in the database.
+ * round, then only when shardext.recovery_interval enables it) and the
+ * cleanup after shard moves in a transaction of its own; errors are logged
+ * and the next round tries again.  Returns false when shardext is not
+ * installed in the database.
  */
 static bool
 RunRecovery(void)
@@ -500,6 +503,8 @@ RunRecovery(void)
 				ereport(LOG,
 						(errmsg("shardext recovered %d prepared transactions", resolved)));
 		}
+		if (hasExtension)
+			MaintainShardMoves();
 		firstRound = false;
 		PopActiveSnapshot();
 		CommitTransactionCommand();

@@ -62,11 +62,13 @@ typedef struct NodeConnection
 	void	   *executorState;
 
 	/*
-	 * WaitEventSet of WaitForRemoteSocket (latch, postmaster death, this
-	 * socket), kept while pgConn lives: creating one per wait costs an
-	 * epoll instance per round trip.  Whoever closes pgConn calls
+	 * WaitEventSet of the waits for this connection (latch, postmaster
+	 * death, this socket), kept while pgConn lives when keepWaitSet is set
+	 * (connections of the cache): creating one per wait costs an epoll
+	 * instance per round trip.  Whoever closes pgConn calls
 	 * ReleaseConnectionWaitSet.
 	 */
+	bool		keepWaitSet;
 	void	   *waitSet;
 	int			waitSetEvents;	/* the socket events it waits for */
 } NodeConnection;
@@ -78,6 +80,10 @@ extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);
 extern void CloseAllNodeConnections(void);
 extern bool NodeConnectionIsHealthy(NodeConnection *conn);
+extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,
+												bool replication, bool errorOnFailure);
+extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
+extern void CloseDedicatedConnection(NodeConnection *conn);
 extern PGconn *ConnectToNodeDirect(const char *host, int32 port,
 								   const char *dbname, bool errorOnFailure);
 
