@@ -16,7 +16,11 @@
  *	  transaction) it works for.  Backends without this prefix (local
  *	  clients of a node, other coordinators) stay vertices of their own.
  *	- Edges: the lock waits of the coordinator and of each node
- *	  (pg_stat_activity + pg_blocking_pids()), each mapped to vertices.
+ *	  (pg_stat_activity + pg_blocking_pids()), each mapped to vertices.  The
+ *	  nodes are asked only when a coordinator statement has run for longer
+ *	  than the timeout and waits for a node (every distributed deadlock has
+ *	  one), over connections that are closed after the round, so that
+ *	  nothing stays connected to the nodes' databases.
  *	- Cycles: a cycle is left alone when one server sees it whole (all its
  *	  waits on that server and each waiter the very backend the previous
  *	  wait is for): PostgreSQL's own detector resolves those.  Every other
@@ -145,6 +149,7 @@ typedef struct WaitGraph
 	List	   *edges;			/* WaitEdge * */
 	List	   *backends;		/* CoordinatorBackend * */
 	bool		anyRemote;		/* an edge on a node */
+	bool		longRemoteWait; /* a coordinator statement waits for a node */
 } WaitGraph;
 
 /* the daemon's connection to a node */
@@ -162,6 +167,8 @@ static List *detectorConnections = NIL;
 
 static int	DeadlockSlotCount(void);
 static char *ApplicationNamePrefix(void);
+static int	DetectDeadlocksOnce(void);
+static void CloseDetectorConnections(void);
 static WaitGraph *ReadWaitGraph(void);
 static void ReadCoordinatorWaits(WaitGraph *graph, const char *prefix);
 static void ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix);
@@ -320,10 +327,50 @@ CancelVictim(CoordinatorBackend *victim, const char *detail)
  * DetectDistributedDeadlocks reads the wait graph, and when it has a
  * distributed cycle, reads it again and cancels one transaction of each
  * cycle that both readings show.  Runs its own transactions: call it
- * outside one.  Returns how many transactions it cancelled.
+ * outside one.  Returns how many transactions it cancelled.  The
+ * connections to the nodes are closed at the end.
  */
 int
 DetectDistributedDeadlocks(void)
+{
+	int			victims = 0;
+
+	PG_TRY();
+	{
+		victims = DetectDeadlocksOnce();
+	}
+	PG_FINALLY();
+	{
+		CloseDetectorConnections();
+	}
+	PG_END_TRY();
+	return victims;
+}
+
+/*
+ * CloseDetectorConnections closes the connections of a round: a connection
+ * kept open would keep a node's database from being dropped.  Nodes are
+ * asked only while a statement waits long for a node, so rounds that
+ * connect are rare.
+ */
+static void
+CloseDetectorConnections(void)
+{
+	ListCell   *cell;
+
+	foreach(cell, detectorConnections)
+	{
+		DetectorConnection *dc = lfirst(cell);
+
+		if (dc->pgConn != NULL)
+			PQfinish(dc->pgConn);
+		dc->pgConn = NULL;
+	}
+}
+
+/* DetectDeadlocksOnce is the work of DetectDistributedDeadlocks */
+static int
+DetectDeadlocksOnce(void)
 {
 	MemoryContext roundContext = AllocSetContextCreate(CurrentMemoryContext,
 													   "shardext deadlock detection",
@@ -383,9 +430,10 @@ DetectDistributedDeadlocks(void)
 }
 
 /*
- * ReadWaitGraph reads the lock waits of the coordinator and every node in
- * a transaction of its own; NULL when shardext is not installed.  Nodes
- * that cannot be asked are skipped (with a warning when they become
+ * ReadWaitGraph reads the lock waits of the coordinator and, when a
+ * statement has waited for a node for longer than the timeout, of every
+ * node, in a transaction of its own; NULL when shardext is not installed.
+ * Nodes that cannot be asked are skipped (with a warning when they become
  * unreachable).
  */
 static WaitGraph *
@@ -395,6 +443,7 @@ ReadWaitGraph(void)
 	MemoryContext callerContext = CurrentMemoryContext;
 	bool		installed;
 
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	installed = ShardextExtensionLoaded();
@@ -406,8 +455,11 @@ ReadWaitGraph(void)
 
 		MemoryContextSwitchTo(callerContext);
 		ReadCoordinatorWaits(graph, prefix);
-		foreach(cell, nodes)
-			ReadNodeWaits(graph, lfirst(cell), prefix);
+		if (graph->longRemoteWait)
+		{
+			foreach(cell, nodes)
+				ReadNodeWaits(graph, lfirst(cell), prefix);
+		}
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -444,10 +496,20 @@ ReadCoordinatorWaits(WaitGraph *graph, const char *prefix)
 		MemoryContextSwitchTo(oldContext);
 	}
 
-	if (SPI_execute("SELECT pid, xact_start FROM pg_catalog.pg_stat_activity "
-					"WHERE datid = (SELECT oid FROM pg_catalog.pg_database "
-					"WHERE datname = pg_catalog.current_database()) "
-					"AND xact_start IS NOT NULL",
+	/*
+	 * The third column: the statement has run for longer than the timeout
+	 * and now waits for a node (our waits report wait event "Extension").
+	 * A distributed deadlock always has such a statement; without one, the
+	 * nodes need not be asked.
+	 */
+	if (SPI_execute(psprintf("SELECT pid, xact_start, "
+							 "coalesce(state = 'active' AND wait_event_type = 'Extension' "
+							 "AND query_start < pg_catalog.clock_timestamp() - %d * interval '1 ms', false) "
+							 "FROM pg_catalog.pg_stat_activity "
+							 "WHERE datid = (SELECT oid FROM pg_catalog.pg_database "
+							 "WHERE datname = pg_catalog.current_database()) "
+							 "AND xact_start IS NOT NULL",
+							 Max(ShardextDistributedDeadlockTimeout, 0)),
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the coordinator's transactions");
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -458,9 +520,14 @@ ReadCoordinatorWaits(WaitGraph *graph, const char *prefix)
 		TimestampTz start = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i],
 															  SPI_tuptable->tupdesc, 2,
 															  &isnull));
+		bool		longRemoteWait = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+																SPI_tuptable->tupdesc, 3,
+																&isnull));
 		PGPROC	   *proc = BackendPidGetProc(pid);
 		MemoryContext oldContext;
 		CoordinatorBackend *backend;
+
+		graph->longRemoteWait |= longRemoteWait;
 
 		if (proc == NULL || proc->lxid == InvalidLocalTransactionId)
 			continue;

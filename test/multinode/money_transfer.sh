@@ -116,10 +116,12 @@ grep -E "^(number of|total number|tps|latency)" "$TMP/unordered.out"
 grep -q "^number of failed transactions: 0 " "$TMP/unordered.out" ||
 	fail "unordered: transactions failed although deadlocks are retried"
 check_books unordered "$TMP/unordered.out"
-errors=$(tail -c +"$((log_start + 1))" "$LOG" | grep -E "ERROR:" | grep -vE "ERROR:  (canceling the transaction to resolve a distributed deadlock|deadlock detected)$" || true)
+# errors of the sessions of this database (the log also has other databases')
+errors=$(tail -c +"$((log_start + 1))" "$LOG" | grep -E "@$DB ERROR:" |
+	grep -vE "ERROR:  (canceling the transaction to resolve a distributed deadlock|deadlock detected)$" || true)
 [ -z "$errors" ] || fail "unordered: errors other than deadlocks: $errors"
-distributed=$(tail -c +"$((log_start + 1))" "$LOG" | grep -c "ERROR:  canceling the transaction to resolve a distributed deadlock" || true)
-local_=$(tail -c +"$((log_start + 1))" "$LOG" | grep -c "ERROR:  deadlock detected" || true)
+distributed=$(tail -c +"$((log_start + 1))" "$LOG" | grep -c "@$DB ERROR:  canceling the transaction to resolve a distributed deadlock" || true)
+local_=$(tail -c +"$((log_start + 1))" "$LOG" | grep -c "@$DB ERROR:  deadlock detected" || true)
 retries=$(sed -n 's/^total number of retries: \([0-9]*\).*/\1/p' "$TMP/unordered.out")
 echo "unordered: $distributed distributed deadlocks (shardext), $local_ single-node deadlocks (PostgreSQL), $retries retries"
 [ "$distributed" -gt 0 ] || fail "unordered: no distributed deadlock happened, the test proves nothing"
