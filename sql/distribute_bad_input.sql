@@ -94,3 +94,17 @@ FROM pg_class WHERE relname ~ '^atomic_t_[0-9]+$' \gexec
 \c - - - :coordinator_port
 SELECT create_distributed_table('atomic_t', 'id');
 SELECT sum(result::int) AS rows_in_shards FROM shardext_run_on_shards('atomic_t', 'SELECT count(*) FROM %s');
+
+-- triggers and row security would not reach the shards: refused
+CREATE TABLE with_trigger (id int);
+CREATE FUNCTION noop_trigger() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER t BEFORE INSERT ON with_trigger FOR EACH ROW EXECUTE FUNCTION noop_trigger();
+SELECT create_distributed_table('with_trigger', 'id');
+CREATE TABLE with_rls (id int);
+ALTER TABLE with_rls ENABLE ROW LEVEL SECURITY;
+SELECT create_distributed_table('with_rls', 'id');
+CREATE TRIGGER t BEFORE INSERT ON atomic_t FOR EACH ROW EXECUTE FUNCTION noop_trigger();
+CREATE POLICY p ON atomic_t USING (id > 0);
+CREATE RULE r AS ON INSERT TO atomic_t DO INSTEAD NOTHING;
+DROP TABLE with_trigger, with_rls;
+DROP FUNCTION noop_trigger();

@@ -13,6 +13,7 @@
 #include "utils/guc.h"
 
 #include "shardext/guc.h"
+#include "shardext/snowflake.h"
 
 int			ShardextShardCount = 32;
 int			ShardextConnectTimeout = 5000;
@@ -21,6 +22,25 @@ char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
 bool		ShardextExplainAllTasks = false;
 bool		ShardextEnablePushdown = true;
+int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
+int			ShardextRecoveryInterval = 10000;
+int			ShardextTestFault = TEST_FAULT_NONE;
+
+static const struct config_enum_entry multi_node_commit_options[] = {
+	{"2pc", MULTI_NODE_COMMIT_2PC, false},
+	{"reject", MULTI_NODE_COMMIT_REJECT, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry test_fault_options[] = {
+	{"none", TEST_FAULT_NONE, false},
+	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
+	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
+	{NULL, 0, false}
+};
+int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
+int			ShardextSnowflakeMaxClockSkew = 100;
+int			ShardextSnowflakeClockOffset = 0;
 
 /*
  * RegisterShardextGucs defines all shardext.* variables and reserves the
@@ -75,6 +95,68 @@ RegisterShardextGucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.multi_node_commit",
+							 "How a transaction that wrote on several nodes commits.",
+							 "'2pc' commits it with two-phase commit; 'reject' makes a "
+							 "transaction fail as soon as it would write on a second node.",
+							 &ShardextMultiNodeCommit,
+							 MULTI_NODE_COMMIT_2PC,
+							 multi_node_commit_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.recovery_interval",
+							"Time between two runs of prepared transaction recovery by the "
+							"maintenance daemon.",
+							"-1 disables the periodic recovery; it still runs once when the "
+							"daemon starts.",
+							&ShardextRecoveryInterval,
+							10000, -1, 24 * 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.test_fault",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
+							 NULL,
+							 &ShardextTestFault,
+							 TEST_FAULT_NONE,
+							 test_fault_options,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("shardext.node_id",
+							"Node id that snowflake_id() puts into the ids of this server.",
+							"-1 (the default) takes the node id the coordinator assigned when it "
+							"registered this server as a worker, or 0 on a coordinator. Every "
+							"node of a cluster needs a different node id.",
+							&ShardextNodeId,
+							SNOWFLAKE_NODE_ID_AUTOMATIC, SNOWFLAKE_NODE_ID_AUTOMATIC,
+							SNOWFLAKE_MAX_NODE_ID,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.snowflake_max_clock_skew",
+							"How far the system clock may step back before snowflake_id() fails.",
+							"Within this bound ids continue from the last one issued; beyond "
+							"it snowflake_id() raises an error rather than risk a duplicate.",
+							&ShardextSnowflakeMaxClockSkew,
+							100, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.snowflake_clock_offset",
+							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",
+							"Lets tests simulate a system clock that stepped backwards.",
+							&ShardextSnowflakeClockOffset,
+							0, -86400 * 1000, 0,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("shardext.explain_all_tasks",
 							 "EXPLAIN shows every task of a distributed query, not only one.",

@@ -19,6 +19,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/guc.h"
+#include "shardext/maintenance.h"
 #include "shardext/distributed_plan.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
@@ -67,6 +68,7 @@ _PG_init(void)
 
 	InitializeMetadataCache();
 	InitializeRemoteTransactions();
+	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();
 }
 
@@ -80,6 +82,7 @@ ShardextShmemRequest(void)
 		prev_shmem_request_hook();
 
 	RequestAddinShmemSpace(SnowflakeShmemSize());
+	RequestAddinShmemSpace(MaintenanceShmemSize());
 	ShardStatsShmemRequest();
 }
 
@@ -93,5 +96,6 @@ ShardextShmemStartup(void)
 		prev_shmem_startup_hook();
 
 	SnowflakeShmemInit();
+	MaintenanceShmemInit();
 	ShardStatsShmemInit();
 }

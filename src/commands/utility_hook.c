@@ -1,29 +1,36 @@
 /*-------------------------------------------------------------------------
  *
  * utility_hook.c
- *	  The ProcessUtility hook.  Utility commands that would make the shell
- *	  table and its shards disagree are refused until they are propagated;
- *	  DROP EXTENSION is refused while distributed tables exist, because the
- *	  shards would be orphaned and the data lost with them.
+ *	  The ProcessUtility hook: COPY on distributed tables goes to the
+ *	  shards (copy_commands.c), DDL is applied to the shards as well
+ *	  (ddl_commands.c), DROP EXTENSION is refused while distributed tables
+ *	  exist (the shards would be orphaned and the data lost with them), and
+ *	  commands that need a database without other connections stop its
+ *	  maintenance daemon first.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/lsyscache.h"
 
 #include "shardext/shardext.h"
+#include "shardext/ddl.h"
+#include "shardext/guc.h"
+#include "shardext/maintenance.h"
 #include "shardext/metadata.h"
+#include "shardext/shard_copy.h"
 #include "shardext/utility_hook.h"
 
 ProcessUtility_hook_type prev_ProcessUtility_hook = NULL;
 
 static void CheckDropExtension(DropStmt *stmt);
-static void RejectUnsupportedUtility(Node *parsetree);
-static Oid	DistributedRelationOfRangeVar(RangeVar *relation);
+static void StopDaemonForDatabaseCommand(Node *parsetree);
 
 void
 ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -33,11 +40,21 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 
+	StopDaemonForDatabaseCommand(parsetree);
+
 	if (ShardextExtensionLoaded())
 	{
 		if (IsA(parsetree, DropStmt))
 			CheckDropExtension((DropStmt *) parsetree);
-		RejectUnsupportedUtility(parsetree);
+
+		if (IsA(parsetree, CopyStmt) &&
+			ShardextCopy((CopyStmt *) parsetree, pstmt, queryString, qc))
+			return;
+
+		if (ShardextEnableDDLPropagation &&
+			ShardextPreprocessUtility(pstmt, queryString, readOnlyTree, context,
+									  params, queryEnv, dest, qc))
+			return;
 	}
 
 	if (prev_ProcessUtility_hook)
@@ -46,6 +63,41 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	if (IsA(parsetree, CreateExtensionStmt) &&
+		strcmp(((CreateExtensionStmt *) parsetree)->extname, SHARDEXT_EXTENSION_NAME) == 0)
+		EnsureMaintenanceDaemon();
+}
+
+/*
+ * StopDaemonForDatabaseCommand stops the maintenance daemon of a database
+ * that DROP DATABASE, CREATE DATABASE ... TEMPLATE or ALTER DATABASE RENAME
+ * needs without other connections.
+ */
+static void
+StopDaemonForDatabaseCommand(Node *parsetree)
+{
+	const char *dbname = NULL;
+
+	if (IsA(parsetree, DropdbStmt))
+		dbname = ((DropdbStmt *) parsetree)->dbname;
+	else if (IsA(parsetree, RenameStmt) &&
+			 ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+		dbname = ((RenameStmt *) parsetree)->subname;
+	else if (IsA(parsetree, CreatedbStmt))
+	{
+		ListCell   *cell;
+
+		foreach(cell, ((CreatedbStmt *) parsetree)->options)
+		{
+			DefElem    *option = lfirst(cell);
+
+			if (strcmp(option->defname, "template") == 0 && option->arg != NULL)
+				dbname = defGetString(option);
+		}
+	}
+	if (dbname != NULL && OidIsValid(get_database_oid(dbname, true)))
+		StopMaintenanceDaemon(get_database_oid(dbname, true));
 }
 
 /* DROP EXTENSION shardext with distributed tables left would orphan shards */
@@ -76,71 +128,3 @@ CheckDropExtension(DropStmt *stmt)
 	}
 }
 
-/* the distributed table a statement names, or InvalidOid */
-static Oid
-DistributedRelationOfRangeVar(RangeVar *relation)
-{
-	Oid			relid;
-
-	if (relation == NULL)
-		return InvalidOid;
-	relid = RangeVarGetRelid(relation, NoLock, true);
-	return (OidIsValid(relid) && IsDistributedTable(relid)) ? relid : InvalidOid;
-}
-
-/*
- * RejectUnsupportedUtility refuses utility commands on distributed tables
- * that shardext does not apply to the shards yet.
- */
-static void
-RejectUnsupportedUtility(Node *parsetree)
-{
-	Oid			relid = InvalidOid;
-	const char *command = NULL;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_CopyStmt:
-			relid = DistributedRelationOfRangeVar(((CopyStmt *) parsetree)->relation);
-			command = "COPY";
-			break;
-		case T_AlterTableStmt:
-			relid = DistributedRelationOfRangeVar(((AlterTableStmt *) parsetree)->relation);
-			command = "ALTER TABLE";
-			break;
-		case T_IndexStmt:
-			relid = DistributedRelationOfRangeVar(((IndexStmt *) parsetree)->relation);
-			command = "CREATE INDEX";
-			break;
-		case T_RenameStmt:
-			relid = DistributedRelationOfRangeVar(((RenameStmt *) parsetree)->relation);
-			command = "ALTER ... RENAME";
-			break;
-		case T_AlterObjectSchemaStmt:
-			relid = DistributedRelationOfRangeVar(((AlterObjectSchemaStmt *) parsetree)->relation);
-			command = "ALTER ... SET SCHEMA";
-			break;
-		case T_TruncateStmt:
-			{
-				ListCell   *cell;
-
-				foreach(cell, ((TruncateStmt *) parsetree)->relations)
-				{
-					relid = DistributedRelationOfRangeVar(lfirst(cell));
-					if (OidIsValid(relid))
-						break;
-				}
-				command = "TRUNCATE";
-				break;
-			}
-		default:
-			break;
-	}
-
-	if (OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("%s on distributed table \"%s\" is not supported yet",
-						command, get_rel_name(relid)),
-				 errhint("Use undistribute_table(), change the table, and distribute it again.")));
-}

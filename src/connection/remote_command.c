@@ -420,15 +420,32 @@ bool
 ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 								int timeoutMs)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGconn	   *pgConn = conn->pgConn;
-	bool		success = true;
 
 	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK || conn->queryInProgress)
 		return false;
 	if (!PQsendQuery(pgConn, command))
 		return false;
 	conn->queryInProgress = true;
+	return FinishRemoteCommandWithTimeout(conn, command, timeoutMs);
+}
+
+/*
+ * FinishRemoteCommandWithTimeout reads the results of a command already
+ * sent, like ExecuteRemoteCommandWithTimeout: it never throws for remote
+ * trouble (errors become warnings) and waits at most timeoutMs.  Returns
+ * whether the command succeeded and the connection is idle again.
+ */
+bool
+FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
+							   int timeoutMs)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	PGconn	   *pgConn = conn->pgConn;
+	bool		success = true;
+
+	if (pgConn == NULL)
+		return false;
 
 	for (;;)
 	{

@@ -22,6 +22,7 @@
 #include "access/relation.h"
 #include "access/table.h"
 #include "catalog/dependency.h"
+#include "catalog/index.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_attrdef.h"
@@ -42,6 +43,8 @@
 #include "shardext/metadata.h"
 
 static void AppendColumnDefinitions(StringInfo buf, Relation rel);
+static char *ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition,
+									   int64 shardId);
 static char *ColumnDefaultExpression(Relation rel, AttrNumber attnum, bool *usesSequence);
 static void AppendStorageOptions(StringInfo buf, Relation rel);
 static void AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
@@ -179,34 +182,66 @@ AppendColumnDefinitions(StringInfo buf, Relation rel)
 
 		if (attr->attisdropped)
 			continue;
-
-		appendStringInfo(buf, "%s%s %s", first ? "" : ", ",
-						 quote_identifier(NameStr(attr->attname)),
-						 format_type_extended(attr->atttypid, attr->atttypmod,
-											  FORMAT_TYPE_TYPEMOD_GIVEN |
-											  FORMAT_TYPE_FORCE_QUALIFY));
+		if (!first)
+			appendStringInfoString(buf, ", ");
 		first = false;
-
-		if (OidIsValid(attr->attcollation) &&
-			attr->attcollation != get_typcollation(attr->atttypid))
-			appendStringInfo(buf, " COLLATE %s",
-							 generate_collation_name(attr->attcollation));
-
-		if (attr->atthasdef)
-		{
-			bool		usesSequence = false;
-			char	   *expression = ColumnDefaultExpression(rel, attr->attnum,
-															 &usesSequence);
-
-			if (attr->attgenerated == ATTRIBUTE_GENERATED_STORED)
-				appendStringInfo(buf, " GENERATED ALWAYS AS (%s) STORED", expression);
-			else if (!usesSequence)
-				appendStringInfo(buf, " DEFAULT %s", expression);
-		}
-
-		if (attr->attnotnull)
-			appendStringInfoString(buf, " NOT NULL");
+		AppendColumnDefinition(buf, rel, attr->attnum);
 	}
+}
+
+/*
+ * AppendColumnDefinition appends "name type [COLLATE c] [DEFAULT e |
+ * GENERATED ALWAYS AS (e) STORED] [NOT NULL]" of one column as shards have
+ * it: sequence defaults stay on the coordinator.  The caller has set up
+ * safe deparsing (BeginSafeDeparse).
+ */
+void
+AppendColumnDefinition(StringInfo buf, Relation rel, AttrNumber attnum)
+{
+	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+
+	appendStringInfo(buf, "%s %s", quote_identifier(NameStr(attr->attname)),
+					 format_type_extended(attr->atttypid, attr->atttypmod,
+										  FORMAT_TYPE_TYPEMOD_GIVEN |
+										  FORMAT_TYPE_FORCE_QUALIFY));
+
+	if (OidIsValid(attr->attcollation) &&
+		attr->attcollation != get_typcollation(attr->atttypid))
+		appendStringInfo(buf, " COLLATE %s",
+						 generate_collation_name(attr->attcollation));
+
+	if (attr->atthasdef)
+	{
+		char	   *expression = ShardColumnDefault(rel, attnum);
+
+		if (attr->attgenerated == ATTRIBUTE_GENERATED_STORED)
+			appendStringInfo(buf, " GENERATED ALWAYS AS (%s) STORED", expression);
+		else if (expression != NULL)
+			appendStringInfo(buf, " DEFAULT %s", expression);
+	}
+
+	if (attr->attnotnull)
+		appendStringInfoString(buf, " NOT NULL");
+}
+
+/*
+ * ShardColumnDefault returns the deparsed default (or generation)
+ * expression a shard gets for a column, or NULL when it gets none (no
+ * default, or one that draws from a sequence).
+ */
+char *
+ShardColumnDefault(Relation rel, AttrNumber attnum)
+{
+	bool		usesSequence = false;
+	char	   *expression;
+
+	if (!TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atthasdef)
+		return NULL;
+	expression = ColumnDefaultExpression(rel, attnum, &usesSequence);
+	if (usesSequence &&
+		TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attgenerated == '\0')
+		return NULL;
+	return expression;
 }
 
 /*
@@ -284,9 +319,9 @@ AppendStorageOptions(StringInfo buf, Relation rel)
 }
 
 /*
- * AppendConstraintCommands adds the table's CHECK, PRIMARY KEY, UNIQUE and
- * EXCLUDE constraints.  (NOT NULL is part of the column definitions; foreign
- * keys are refused before we get here.)
+ * AppendConstraintCommands adds the table's CHECK, PRIMARY KEY, UNIQUE,
+ * EXCLUDE and FOREIGN KEY constraints.  (NOT NULL is part of the column
+ * definitions.)
  */
 static void
 AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
@@ -304,29 +339,104 @@ AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
-		char	   *definition;
-		char	   *name;
 
-		if (con->contype == CONSTRAINT_FOREIGN)
-			continue;
-
-		definition = TextDatumGetCString(DirectFunctionCall1(pg_get_constraintdef,
-															 ObjectIdGetDatum(con->oid)));
-		name = NameStr(con->conname);
-		if (OidIsValid(con->conindid))
-			name = ShardNameFromParts(name, shardId);
-
-		appendStringInfo(buf, "ALTER TABLE %s ADD CONSTRAINT %s %s;\n",
-						 shardName, quote_identifier(name), definition);
+		appendStringInfo(buf, "%s;\n",
+						 ShardConstraintCommand(con->oid, shardName, shardId));
 	}
 	systable_endscan(scan);
 	table_close(conRel, AccessShareLock);
 }
 
 /*
+ * ShardConstraintName returns the name a constraint has on shard shardId:
+ * index-backed constraints get the shard id appended (index names are
+ * unique per schema), the others keep their name.
+ */
+char *
+ShardConstraintName(const char *name, bool indexBacked, int64 shardId)
+{
+	return indexBacked ? ShardNameFromParts(name, shardId) : pstrdup(name);
+}
+
+/*
+ * ShardConstraintCommand returns "ALTER TABLE <shard> ADD CONSTRAINT ..."
+ * for one constraint of a distributed or reference table.  A foreign key
+ * references the shard of the referenced table that covers the same hash
+ * range (co-located tables) or the single shard of a reference table; the
+ * caller has checked that the foreign key is one shardext supports.
+ */
+char *
+ShardConstraintCommand(Oid constraintOid, const char *shardName, int64 shardId)
+{
+	HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(constraintOid));
+	Form_pg_constraint con;
+	char	   *definition;
+	char	   *name;
+	int			nestLevel = BeginSafeDeparse();
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for constraint %u", constraintOid);
+	con = (Form_pg_constraint) GETSTRUCT(tuple);
+
+	definition = TextDatumGetCString(DirectFunctionCall1(pg_get_constraintdef,
+														 ObjectIdGetDatum(constraintOid)));
+	name = ShardConstraintName(NameStr(con->conname), OidIsValid(con->conindid) &&
+							   con->contype != CONSTRAINT_FOREIGN, shardId);
+	if (con->contype == CONSTRAINT_FOREIGN)
+		definition = ForeignKeyShardDefinition(con, definition, shardId);
+	ReleaseSysCache(tuple);
+	EndSafeDeparse(nestLevel);
+
+	return psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", shardName,
+					quote_identifier(name), definition);
+}
+
+/*
+ * ForeignKeyShardDefinition rewrites the "REFERENCES <table>(" of a foreign
+ * key definition (deparsed with search_path = pg_catalog, so the name is
+ * qualified) to the shard of the referenced table that pairs with shardId.
+ */
+static char *
+ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition, int64 shardId)
+{
+	DistTableCacheEntry *referencing;
+	DistTableCacheEntry *referenced = GetDistTableCacheEntry(con->confrelid);
+	ShardInterval *shard = FindShardById(shardId, &referencing);
+	ShardInterval *target;
+	char	   *tableName;
+	char	   *pattern;
+	const char *match;
+	StringInfoData buf;
+
+	if (shard == NULL || referenced == NULL || referenced->shardCount == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("foreign key \"%s\" references table \"%s\", which is not distributed",
+						NameStr(con->conname), get_rel_name(con->confrelid))));
+	if (referenced->method == DISTRIBUTE_BY_REFERENCE)
+		target = &referenced->shards[0];
+	else if (shard->shardIndex < referenced->shardCount)
+		target = &referenced->shards[shard->shardIndex];
+	else
+		elog(ERROR, "no co-located shard for shard " INT64_FORMAT, shardId);
+
+	tableName = quote_qualified_identifier(get_namespace_name(get_rel_namespace(con->confrelid)),
+										   get_rel_name(con->confrelid));
+	pattern = psprintf(" REFERENCES %s(", tableName);
+	match = strstr(definition, pattern);
+	if (match == NULL)
+		elog(ERROR, "unexpected foreign key definition: %s", definition);
+
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, definition, match - definition);
+	appendStringInfo(&buf, " REFERENCES %s(",
+					 QualifiedShardName(con->confrelid, target->shardId));
+	appendStringInfoString(&buf, match + strlen(pattern));
+	return buf.data;
+}
+
+/*
  * AppendIndexCommands adds the indexes that do not back a constraint.
- * pg_get_indexdef_string() starts with "CREATE [UNIQUE ]INDEX <name> ON
- * <schema>.<table> "; we rebuild that prefix with the shard's names.
  */
 static void
 AppendIndexCommands(StringInfo buf, Relation rel, const char *shardName, int64 shardId)
@@ -337,29 +447,42 @@ AppendIndexCommands(StringInfo buf, Relation rel, const char *shardName, int64 s
 	foreach(cell, indexes)
 	{
 		Oid			indexOid = lfirst_oid(cell);
-		char	   *definition;
-		char	   *indexName;
-		char	   *prefix;
-		bool		unique;
 
 		if (OidIsValid(get_index_constraint(indexOid)))
 			continue;
-
-		indexName = get_rel_name(indexOid);
-		unique = IndexIsUnique(indexOid);
-		definition = pg_get_indexdef_string(indexOid);
-		prefix = psprintf("CREATE %sINDEX %s ON %s ", unique ? "UNIQUE " : "",
-						  quote_identifier(indexName),
-						  quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-													 RelationGetRelationName(rel)));
-		if (strncmp(definition, prefix, strlen(prefix)) != 0)
-			elog(ERROR, "unexpected index definition: %s", definition);
-
-		appendStringInfo(buf, "CREATE %sINDEX %s ON %s %s;\n", unique ? "UNIQUE " : "",
-						 quote_identifier(ShardNameFromParts(indexName, shardId)),
-						 shardName, definition + strlen(prefix));
+		appendStringInfo(buf, "%s;\n", ShardIndexCommand(indexOid, shardName, shardId, false));
 	}
 	list_free(indexes);
+}
+
+/*
+ * ShardIndexCommand returns the CREATE INDEX of one index for a shard.
+ * pg_get_indexdef_string() starts with "CREATE [UNIQUE ]INDEX <name> ON
+ * <schema>.<table> "; we rebuild that prefix with the shard's names.
+ */
+char *
+ShardIndexCommand(Oid indexOid, const char *shardName, int64 shardId, bool concurrently)
+{
+	Oid			tableOid = IndexGetRelation(indexOid, false);
+	char	   *indexName = get_rel_name(indexOid);
+	bool		unique = IndexIsUnique(indexOid);
+	char	   *definition;
+	char	   *prefix;
+	int			nestLevel = BeginSafeDeparse();
+
+	definition = pg_get_indexdef_string(indexOid);
+	EndSafeDeparse(nestLevel);
+	prefix = psprintf("CREATE %sINDEX %s ON %s ", unique ? "UNIQUE " : "",
+					  quote_identifier(indexName),
+					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(tableOid)),
+												 get_rel_name(tableOid)));
+	if (strncmp(definition, prefix, strlen(prefix)) != 0)
+		elog(ERROR, "unexpected index definition: %s", definition);
+
+	return psprintf("CREATE %sINDEX %s%s ON %s %s", unique ? "UNIQUE " : "",
+					concurrently ? "CONCURRENTLY " : "",
+					quote_identifier(ShardNameFromParts(indexName, shardId)),
+					shardName, definition + strlen(prefix));
 }
 
 static bool

@@ -5,7 +5,9 @@
  *	  COPY ... FROM STDIN on the workers.
  *
  * Rows are routed by the hash of their distribution column and collected
- * in a buffer per shard, in COPY text format.  A full buffer is sent to each
+ * in a buffer per shard: either rows of the table's type (formatted here in
+ * COPY text format) or input lines forwarded as they came (then the remote
+ * COPY gets the input's format options).  A full buffer is sent to each
  * placement of its shard over one of up to connectionsPerNode connections
  * per node; a connection keeps its COPY open while later buffers go to the
  * same shard and switches shards only when it must.  Sends do not wait for
@@ -13,11 +15,22 @@
  * connection takes part in the local transaction (remote_xact.c), so the
  * rows appear atomically at commit or not at all.
  *
+ * Several connections per node are used only when the node has no
+ * connection in the transaction yet and the COPY is not inside a
+ * transaction block: writes over different connections of one node are in
+ * different remote transactions, which must not see (or wait for) each
+ * other.
+ *
+ * Each remote COPY remembers the input line of every row it received
+ * (delta-encoded, about a byte per row), so that an error a worker reports
+ * for "line K" of its COPY names the input line, as PostgreSQL would.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xact.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -28,19 +41,35 @@
 #include "shardext/remote_xact.h"
 #include "shardext/shard_copy.h"
 
-/* bytes collected per shard before they are sent */
-#define SHARD_COPY_BUFFER_SIZE (256 * 1024)
+/*
+ * Bytes collected per shard before they are sent: large, because sending to
+ * a shard whose COPY is not open on a connection means ending another COPY
+ * there (a round trip that waits for the worker); bounded in total.
+ */
+#define SHARD_COPY_MAX_BUFFER_SIZE (1024 * 1024)
+#define SHARD_COPY_MIN_BUFFER_SIZE (64 * 1024)
+#define SHARD_COPY_TOTAL_BUFFER_SIZE (32 * 1024 * 1024)
+
+/* input line numbers of the rows a buffer or a remote COPY holds */
+typedef struct LineMap
+{
+	StringInfoData deltas;		/* varint-encoded differences */
+	uint64		last;
+	uint64		count;
+} LineMap;
 
 typedef struct CopyConnection
 {
 	NodeConnection *conn;
 	int64		activeShardId;	/* shard whose COPY is open, 0 if none */
+	LineMap		lines;			/* rows sent in that COPY */
 } CopyConnection;
 
 typedef struct NodeCopyState
 {
 	int32		nodeId;
 	int			count;			/* connections opened so far */
+	int			maxCount;		/* connections it may use */
 	int			nextVictim;		/* round-robin choice when all are busy */
 	CopyConnection *connections;
 } NodeCopyState;
@@ -48,44 +77,73 @@ typedef struct NodeCopyState
 struct ShardCopyState
 {
 	Oid			relid;
+	char	   *relname;
 	DistTableCacheEntry *entry;
 	char	   *columnList;
+	char	   *copyOptions;	/* "WITH (...)" of the remote COPY, or "" */
+	char	   *setCommand;		/* sent before each remote COPY, or NULL */
+	char	   *resetCommand;	/* sent to each connection at the end, or NULL */
 	int			connectionsPerNode;
 	StringInfoData *buffers;	/* one per shard, by shard index */
+	LineMap    *bufferLines;	/* the same, line numbers */
 	List	   *nodeStates;		/* NodeCopyState * */
 	int			natts;
 	bool	   *columnIncluded;
 	FmgrInfo   *outputFunctions;
 	MemoryContext rowContext;	/* reset after every row */
+	MemoryContext context;		/* lives as long as the COPY */
 	uint64		rowCount;
+	int			bufferSize;		/* flush a shard's buffer at this size */
+	bool		forwardsLines;	/* rows are input lines as they came */
 };
 
 static void FlushShardBuffer(ShardCopyState *state, ShardInterval *shard);
 static CopyConnection *ConnectionForShard(ShardCopyState *state, int32 nodeId,
 										  int64 shardId);
 static void StartCopy(ShardCopyState *state, CopyConnection *copyConn, int64 shardId);
-static void FinishCopy(CopyConnection *copyConn);
+static void FinishCopy(ShardCopyState *state, CopyConnection *copyConn);
+static void ReadCopyResult(ShardCopyState *state, CopyConnection *copyConn);
+static void ReportCopyError(ShardCopyState *state, CopyConnection *copyConn,
+							PGresult *result);
+static void LineMapAdd(LineMap *map, uint64 line);
+static void LineMapAppend(LineMap *target, LineMap *source);
+static uint64 LineMapGet(LineMap *map, uint64 index);
+static void LineMapReset(LineMap *map);
 
 /*
- * BeginShardCopy prepares to stream rows into the shards of relid.  The
- * rows must contain every live, non-generated column of the table.
+ * BeginShardCopy prepares to stream rows into the shards of relid.
+ * columnList is the remote COPY's "(a, b)" or NULL for every live,
+ * non-generated column (then rows sent as slots must have them all);
+ * copyOptions is the remote COPY's WITH clause, or NULL for text format.
  */
 ShardCopyState *
-BeginShardCopy(Oid relid, int connectionsPerNode)
+BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
+			   const char *copyOptions)
 {
 	ShardCopyState *state = palloc0(sizeof(ShardCopyState));
 	Relation	rel = relation_open(relid, AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 
+	state->context = CurrentMemoryContext;
 	state->relid = relid;
+	state->relname = pstrdup(RelationGetRelationName(rel));
 	state->entry = GetDistTableCacheEntry(relid);
 	if (state->entry == NULL)
 		elog(ERROR, "relation %u is not distributed", relid);
-	state->columnList = ColumnListString(relid);
+	state->columnList = columnList ? pstrdup(columnList) : ColumnListString(relid);
+	state->forwardsLines = (copyOptions != NULL);
+	state->copyOptions = copyOptions ? pstrdup(copyOptions) : "";
 	state->connectionsPerNode = Max(connectionsPerNode, 1);
+	state->bufferSize = Max(SHARD_COPY_MIN_BUFFER_SIZE,
+							Min(SHARD_COPY_MAX_BUFFER_SIZE,
+								SHARD_COPY_TOTAL_BUFFER_SIZE / Max(state->entry->shardCount, 1)));
 	state->buffers = palloc0(state->entry->shardCount * sizeof(StringInfoData));
+	state->bufferLines = palloc0(state->entry->shardCount * sizeof(LineMap));
 	for (int i = 0; i < state->entry->shardCount; i++)
+	{
 		initStringInfo(&state->buffers[i]);
+		initStringInfo(&state->bufferLines[i].deltas);
+	}
 
 	state->natts = desc->natts;
 	state->columnIncluded = palloc0(desc->natts * sizeof(bool));
@@ -107,7 +165,23 @@ BeginShardCopy(Oid relid, int connectionsPerNode)
 	state->rowContext = AllocSetContextCreate(CurrentMemoryContext,
 											  "shardext copy row",
 											  ALLOCSET_DEFAULT_SIZES);
+
+	/* the workers read values (ours or the input's) as this session would */
+	FormatSettingCommands(&state->setCommand, &state->resetCommand);
 	return state;
+}
+
+/*
+ * ShardCopySetSessionCommands gives commands (';'-terminated) to send
+ * before each remote COPY and, at the end, to every connection used: for
+ * settings that change how the workers read the input.
+ */
+void
+ShardCopySetSessionCommands(ShardCopyState *state, const char *setCommand,
+							const char *resetCommand)
+{
+	state->setCommand = setCommand ? pstrdup(setCommand) : NULL;
+	state->resetCommand = resetCommand ? pstrdup(resetCommand) : NULL;
 }
 
 /*
@@ -149,11 +223,34 @@ AppendCopyTextValue(StringInfo buf, const char *value)
 }
 
 /*
+ * ShardCopyShardForValue returns the shard of a row, given its
+ * distribution column value; a NULL value is an error: such a row has no
+ * shard.  Reference tables have a single shard.
+ */
+ShardInterval *
+ShardCopyShardForValue(ShardCopyState *state, Datum value, bool isnull)
+{
+	DistTableCacheEntry *entry = state->entry;
+
+	if (entry->method != DISTRIBUTE_BY_HASH)
+		return &entry->shards[0];
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("cannot store a row with NULL in distribution column \"%s\" of \"%s\"",
+						get_attname(state->relid, entry->distAttnum, false),
+						state->relname),
+				 errhint("Every row of a distributed table needs a distribution "
+						 "column value to choose its shard.")));
+	return FindShardForValue(entry, value);
+}
+
+/*
  * ShardCopySendSlot routes one row (a slot of the table's row type) to its
- * shard.  A NULL distribution column is an error: such a row has no shard.
+ * shard.  line is its input line number, for error messages (0: none).
  */
 void
-ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot)
+ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot, uint64 line)
 {
 	DistTableCacheEntry *entry = state->entry;
 	ShardInterval *shard;
@@ -164,19 +261,8 @@ ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot)
 	slot_getallattrs(slot);
 
 	if (entry->method == DISTRIBUTE_BY_HASH)
-	{
-		int			index = entry->distAttnum - 1;
-
-		if (slot->tts_isnull[index])
-			ereport(ERROR,
-					(errcode(ERRCODE_NOT_NULL_VIOLATION),
-					 errmsg("cannot store a row with NULL in distribution column \"%s\" of \"%s\"",
-							get_attname(state->relid, entry->distAttnum, false),
-							get_rel_name(state->relid)),
-					 errhint("Every row of a distributed table needs a distribution "
-							 "column value to choose its shard.")));
-		shard = FindShardForValue(entry, slot->tts_values[index]);
-	}
+		shard = ShardCopyShardForValue(state, slot->tts_values[entry->distAttnum - 1],
+									   slot->tts_isnull[entry->distAttnum - 1]);
 	else
 		shard = &entry->shards[0];
 
@@ -199,24 +285,27 @@ ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot)
 	MemoryContextSwitchTo(oldContext);
 	MemoryContextReset(state->rowContext);
 
+	LineMapAdd(&state->bufferLines[shard->shardIndex], line);
 	state->rowCount++;
-	if (buf->len >= SHARD_COPY_BUFFER_SIZE)
+	if (buf->len >= state->bufferSize)
 		FlushShardBuffer(state, shard);
 }
 
 /*
- * ShardCopySendLine queues a line that is already in COPY text format
- * (ending in a newline) for the given shard.
+ * ShardCopySendLine queues an input line (without its end of line) for the
+ * given shard; the remote COPY reads it with the input's format options.
  */
 void
 ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
-				  const char *line, int length)
+				  const char *line, int length, uint64 lineNumber)
 {
 	StringInfo	buf = &state->buffers[shard->shardIndex];
 
 	appendBinaryStringInfo(buf, line, length);
+	appendStringInfoChar(buf, '\n');
+	LineMapAdd(&state->bufferLines[shard->shardIndex], lineNumber);
 	state->rowCount++;
-	if (buf->len >= SHARD_COPY_BUFFER_SIZE)
+	if (buf->len >= state->bufferSize)
 		FlushShardBuffer(state, shard);
 }
 
@@ -225,9 +314,14 @@ static void
 FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 {
 	StringInfo	buf = &state->buffers[shard->shardIndex];
+	LineMap    *lines = &state->bufferLines[shard->shardIndex];
+	MemoryContext oldContext;
 
 	if (buf->len == 0)
 		return;
+
+	/* callers may be in a per-row context; connection state must outlive it */
+	oldContext = MemoryContextSwitchTo(state->context);
 
 	for (int i = 0; i < shard->placementCount; i++)
 	{
@@ -236,8 +330,50 @@ FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 													  shard->shardId);
 
 		SendRemoteCopyData(copyConn->conn, buf->data, buf->len);
+		LineMapAppend(&copyConn->lines, lines);
 	}
 	resetStringInfo(buf);
+	LineMapReset(lines);
+	MemoryContextSwitchTo(oldContext);
+}
+
+/* NodeStateFor returns the per-node state, creating it on first use */
+static NodeCopyState *
+NodeStateFor(ShardCopyState *state, int32 nodeId)
+{
+	NodeCopyState *nodeState;
+	ListCell   *cell;
+
+	foreach(cell, state->nodeStates)
+	{
+		if (((NodeCopyState *) lfirst(cell))->nodeId == nodeId)
+			return lfirst(cell);
+	}
+
+	nodeState = palloc0(sizeof(NodeCopyState));
+	nodeState->nodeId = nodeId;
+	nodeState->maxCount = state->connectionsPerNode;
+
+	/* see the file header */
+	if (nodeState->maxCount > 1 &&
+		(IsTransactionBlock() || NodeHasOtherConnectionInTransaction(nodeId, -1)))
+		nodeState->maxCount = 1;
+	if (NodeHasOtherConnectionInTransaction(nodeId, 0) && nodeState->maxCount == 1)
+	{
+		WorkerNode *node = GetWorkerNode(nodeId);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot COPY into table \"%s\" on node %s:%d after a parallel "
+						"operation in the same transaction", state->relname,
+						node->host, node->port),
+				 errhint("Run the COPY in its own transaction.")));
+	}
+	nodeState->connections = palloc0(nodeState->maxCount * sizeof(CopyConnection));
+	for (int i = 0; i < nodeState->maxCount; i++)
+		initStringInfo(&nodeState->connections[i].lines.deltas);
+	state->nodeStates = lappend(state->nodeStates, nodeState);
+	return nodeState;
 }
 
 /*
@@ -248,23 +384,8 @@ FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 static CopyConnection *
 ConnectionForShard(ShardCopyState *state, int32 nodeId, int64 shardId)
 {
-	NodeCopyState *nodeState = NULL;
-	ListCell   *cell;
+	NodeCopyState *nodeState = NodeStateFor(state, nodeId);
 	CopyConnection *copyConn;
-
-	foreach(cell, state->nodeStates)
-	{
-		if (((NodeCopyState *) lfirst(cell))->nodeId == nodeId)
-			nodeState = lfirst(cell);
-	}
-	if (nodeState == NULL)
-	{
-		nodeState = palloc0(sizeof(NodeCopyState));
-		nodeState->nodeId = nodeId;
-		nodeState->connections = palloc0(state->connectionsPerNode *
-										 sizeof(CopyConnection));
-		state->nodeStates = lappend(state->nodeStates, nodeState);
-	}
 
 	for (int i = 0; i < nodeState->count; i++)
 	{
@@ -279,7 +400,7 @@ ConnectionForShard(ShardCopyState *state, int32 nodeId, int64 shardId)
 			return &nodeState->connections[i];
 		}
 	}
-	if (nodeState->count < state->connectionsPerNode)
+	if (nodeState->count < nodeState->maxCount)
 	{
 		copyConn = &nodeState->connections[nodeState->count];
 		copyConn->conn = GetNodeConnectionByIndex(nodeId, nodeState->count);
@@ -290,7 +411,7 @@ ConnectionForShard(ShardCopyState *state, int32 nodeId, int64 shardId)
 
 	copyConn = &nodeState->connections[nodeState->nextVictim];
 	nodeState->nextVictim = (nodeState->nextVictim + 1) % nodeState->count;
-	FinishCopy(copyConn);
+	FinishCopy(state, copyConn);
 	StartCopy(state, copyConn, shardId);
 	return copyConn;
 }
@@ -306,10 +427,14 @@ StartCopy(ShardCopyState *state, CopyConnection *copyConn, int64 shardId)
 	RemoteTransactionBegin(conn);
 	RemoteTransactionMarkModified(conn);
 
-	command = psprintf("COPY %s %s FROM STDIN",
-					   QualifiedShardName(state->relid, shardId), state->columnList);
+	command = psprintf("%sCOPY %s %s FROM STDIN %s",
+					   state->setCommand ? state->setCommand : "",
+					   QualifiedShardName(state->relid, shardId), state->columnList,
+					   state->copyOptions);
 	SendRemoteCommand(conn, command);
-	result = GetRemoteResult(conn);
+	while ((result = GetRemoteResult(conn)) != NULL &&
+		   PQresultStatus(result) == PGRES_COMMAND_OK)
+		PQclear(result);		/* the SETs */
 	if (result == NULL || PQresultStatus(result) != PGRES_COPY_IN)
 	{
 		/* read the rest so the connection is idle before we throw */
@@ -321,20 +446,27 @@ StartCopy(ShardCopyState *state, CopyConnection *copyConn, int64 shardId)
 	}
 	PQclear(result);
 	copyConn->activeShardId = shardId;
+	LineMapReset(&copyConn->lines);
 }
 
 /* ends the COPY open on a connection and checks that it succeeded */
 static void
-FinishCopy(CopyConnection *copyConn)
+FinishCopy(ShardCopyState *state, CopyConnection *copyConn)
+{
+	if (copyConn->activeShardId == 0)
+		return;
+	EndRemoteCopy(copyConn->conn, NULL);
+	ReadCopyResult(state, copyConn);
+}
+
+/* reads the result of an ended COPY; a remote error is rethrown */
+static void
+ReadCopyResult(ShardCopyState *state, CopyConnection *copyConn)
 {
 	NodeConnection *conn = copyConn->conn;
 	PGresult   *result;
 	PGresult   *error = NULL;
 
-	if (copyConn->activeShardId == 0)
-		return;
-
-	EndRemoteCopy(conn, NULL);
 	while ((result = GetRemoteResult(conn)) != NULL)
 	{
 		if (PQresultStatus(result) != PGRES_COMMAND_OK && error == NULL)
@@ -346,7 +478,71 @@ FinishCopy(CopyConnection *copyConn)
 	}
 	copyConn->activeShardId = 0;
 	if (error != NULL)
-		ReportRemoteError(conn, error, ERROR, "COPY");
+		ReportCopyError(state, copyConn, error);
+}
+
+/*
+ * ReportCopyError rethrows a worker's COPY error with its SQLSTATE and
+ * messages; its context "COPY <shard>, line K..." becomes "COPY <table>,
+ * line N..." with N the input line of that row.
+ */
+static void
+ReportCopyError(ShardCopyState *state, CopyConnection *copyConn, PGresult *result)
+{
+	const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+	const char *primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(result, PG_DIAG_MESSAGE_HINT);
+	const char *context = PQresultErrorField(result, PG_DIAG_CONTEXT);
+	char	   *copyContext = NULL;
+	char	   *otherContext = NULL;
+	int			code = ERRCODE_CONNECTION_FAILURE;
+	NodeConnection *conn = copyConn->conn;
+
+	if (sqlstate != NULL && strlen(sqlstate) == 5)
+		code = MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],
+							 sqlstate[3], sqlstate[4]);
+	if (context != NULL)
+	{
+		const char *copy = strstr(context, "COPY ");
+		const char *line = copy ? strstr(copy, ", line ") : NULL;
+
+		if (line != NULL)
+		{
+			char	   *end;
+			uint64		k = strtou64(line + 7, &end, 10);
+			uint64		inputLine = (k >= 1 && k <= copyConn->lines.count) ?
+				LineMapGet(&copyConn->lines, k - 1) : 0;
+			const char *lineEnd = strchr(end, '\n');
+
+			/* a row we formatted is not the input line: do not quote it */
+			if (!state->forwardsLines && strncmp(end, ": \"", 3) == 0)
+				lineEnd = end;
+
+			if (inputLine > 0)
+				copyContext = psprintf("COPY %s, line " UINT64_FORMAT "%.*s", state->relname,
+									   inputLine,
+									   lineEnd ? (int) (lineEnd - end) : (int) strlen(end),
+									   end);
+			if (copy > context)
+				otherContext = pnstrdup(context, copy - context);
+		}
+		else
+			otherContext = pstrdup(context);
+	}
+	primary = primary ? pstrdup(primary) : pchomp(PQerrorMessage(conn->pgConn));
+	detail = detail ? pstrdup(detail) : NULL;
+	hint = hint ? pstrdup(hint) : NULL;
+	PQclear(result);
+
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg_internal("%s", primary),
+			 detail ? errdetail_internal("%s", detail) : 0,
+			 hint ? errhint("%s", hint) : 0,
+			 otherContext ? errcontext("%s", pchomp(otherContext)) : 0,
+			 copyContext ? errcontext("%s", copyContext) : 0,
+			 errcontext("while executing command on %s:%d", conn->host, conn->port)));
 }
 
 /*
@@ -378,27 +574,83 @@ EndShardCopy(ShardCopyState *state)
 
 		for (int i = 0; i < nodeState->count; i++)
 		{
-			CopyConnection *copyConn = &nodeState->connections[i];
-			PGresult   *result;
-			PGresult   *error = NULL;
-
-			if (copyConn->activeShardId == 0)
-				continue;
-			while ((result = GetRemoteResult(copyConn->conn)) != NULL)
-			{
-				if (PQresultStatus(result) != PGRES_COMMAND_OK && error == NULL)
-				{
-					error = result;
-					continue;
-				}
-				PQclear(result);
-			}
-			copyConn->activeShardId = 0;
-			if (error != NULL)
-				ReportRemoteError(copyConn->conn, error, ERROR, "COPY");
+			if (nodeState->connections[i].activeShardId != 0)
+				ReadCopyResult(state, &nodeState->connections[i]);
+			if (state->resetCommand != NULL)
+				ExecuteRemoteCommand(nodeState->connections[i].conn, state->resetCommand);
 		}
 	}
 
 	MemoryContextDelete(state->rowContext);
 	return state->rowCount;
+}
+
+/* LineMapAdd records the input line of the next row */
+static void
+LineMapAdd(LineMap *map, uint64 line)
+{
+	uint64		delta = line - map->last;
+
+	while (delta >= 0x80)
+	{
+		appendStringInfoChar(&map->deltas, (char) ((delta & 0x7F) | 0x80));
+		delta >>= 7;
+	}
+	appendStringInfoChar(&map->deltas, (char) delta);
+	map->last = line;
+	map->count++;
+}
+
+/* LineMapAppend adds the rows of source after those of target */
+static void
+LineMapAppend(LineMap *target, LineMap *source)
+{
+	const unsigned char *p = (const unsigned char *) source->deltas.data;
+	uint64		line = 0;
+
+	for (uint64 i = 0; i < source->count; i++)
+	{
+		uint64		delta = 0;
+		int			shift = 0;
+
+		while (*p & 0x80)
+		{
+			delta |= (uint64) (*p++ & 0x7F) << shift;
+			shift += 7;
+		}
+		delta |= (uint64) (*p++) << shift;
+		line += delta;
+		LineMapAdd(target, line);
+	}
+}
+
+/* LineMapGet returns the input line of the index-th row (0-based) */
+static uint64
+LineMapGet(LineMap *map, uint64 index)
+{
+	const unsigned char *p = (const unsigned char *) map->deltas.data;
+	uint64		line = 0;
+
+	for (uint64 i = 0; i <= index; i++)
+	{
+		uint64		delta = 0;
+		int			shift = 0;
+
+		while (*p & 0x80)
+		{
+			delta |= (uint64) (*p++ & 0x7F) << shift;
+			shift += 7;
+		}
+		delta |= (uint64) (*p++) << shift;
+		line += delta;
+	}
+	return line;
+}
+
+static void
+LineMapReset(LineMap *map)
+{
+	resetStringInfo(&map->deltas);
+	map->last = 0;
+	map->count = 0;
 }

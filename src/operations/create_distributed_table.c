@@ -39,6 +39,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
+#include "shardext/ddl.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
@@ -51,6 +52,7 @@ PG_FUNCTION_INFO_V1(create_distributed_table);
 PG_FUNCTION_INFO_V1(create_reference_table);
 
 static void EnsureTableCanBeDistributed(Relation rel);
+static bool TableHasUserTriggers(Relation rel);
 static AttrNumber ResolveDistributionColumn(Oid relid, const char *columnName,
 											Oid *typeOut, Oid *collationOut);
 static void EnsureUniquenessIncludesColumn(Relation rel, AttrNumber distAttnum);
@@ -173,8 +175,10 @@ EnsureShardextReady(void)
 
 /*
  * EnsureTableCanBeDistributed rejects what shardext cannot shard: other
- * relation kinds, temporary tables, inheritance, foreign keys, tables that
- * are already distributed, and tables the user does not own.
+ * relation kinds, temporary tables, inheritance, foreign keys that point at
+ * the table, tables that are already distributed, and tables the user does
+ * not own.  (Its own foreign keys are checked once its distribution is
+ * known: see DistributeTable.)
  */
 static void
 EnsureTableCanBeDistributed(Relation rel)
@@ -214,22 +218,45 @@ EnsureTableCanBeDistributed(Relation rel)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot distribute temporary table \"%s\"", relname),
 				 errhint("Temporary tables exist only in this session; use a regular table.")));
+	if (rel->rd_rel->relrowsecurity || rel->rd_rel->relforcerowsecurity)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot distribute table \"%s\" because it has row level security enabled",
+						relname),
+				 errdetail("Row security policies would not apply to the shards the queries read."),
+				 errhint("Disable row level security (ALTER TABLE ... DISABLE ROW LEVEL SECURITY) first.")));
+	if (TableHasUserTriggers(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot distribute table \"%s\" because it has triggers", relname),
+				 errdetail("Triggers on the coordinator's table would not fire for rows stored "
+						   "in the shards."),
+				 errhint("Drop the triggers first.")));
 	if (has_superclass(relid) || has_subclass(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot distribute table \"%s\" because it uses inheritance", relname),
 				 errhint("Remove the inheritance (ALTER TABLE ... NO INHERIT) first.")));
-	if (rel->rd_rel->relhastriggers && RelationGetFKeyList(rel) != NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot distribute table \"%s\" because it has foreign keys", relname),
-				 errhint("Drop the foreign keys, distribute the tables, and add them again.")));
 	if (heap_truncate_find_FKs(list_make1_oid(relid)) != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot distribute table \"%s\" because foreign keys reference it",
 						relname),
 				 errhint("Drop the foreign keys, distribute the tables, and add them again.")));
+}
+
+/* does the table have triggers other than those behind foreign keys? */
+static bool
+TableHasUserTriggers(Relation rel)
+{
+	TriggerDesc *triggers = rel->trigdesc;
+
+	for (int i = 0; triggers != NULL && i < triggers->numtriggers; i++)
+	{
+		if (!triggers->triggers[i].tgisinternal)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -459,6 +486,9 @@ DistributeTable(Oid relid, char method, AttrNumber distAttnum, int32 colocationI
 	}
 	CommandCounterIncrement();
 
+	/* its foreign keys must point at reference tables or co-located shards */
+	CheckForeignKeysOfNewTable(relid);
+
 	CreateShardTablesOnNodes(relid, shardIds, layouts);
 
 	rel = table_open(relid, AccessExclusiveLock);
@@ -553,8 +583,8 @@ MoveLocalRowsToShards(Relation rel)
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		if (copyState == NULL)
-			copyState = BeginShardCopy(RelationGetRelid(rel), 1);
-		ShardCopySendSlot(copyState, slot);
+			copyState = BeginShardCopy(RelationGetRelid(rel), 1, NULL, NULL);
+		ShardCopySendSlot(copyState, slot, 0);
 		CHECK_FOR_INTERRUPTS();
 	}
 	table_endscan(scan);

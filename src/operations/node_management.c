@@ -28,6 +28,7 @@
 #include "shardext/operations.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/snowflake.h"
 
 PG_FUNCTION_INFO_V1(shardext_add_node);
 PG_FUNCTION_INFO_V1(shardext_remove_node);
@@ -514,7 +515,8 @@ shardext_set_node_weight(PG_FUNCTION_ARGS)
 /*
  * shardext_worker_register(coordinator_id text, node_id int), run on a
  * worker: records the coordinator database this database serves, refusing
- * a second coordinator.
+ * a second coordinator, and makes node_id the node id of the server's
+ * snowflake ids (kept across restarts).
  */
 Datum
 shardext_worker_register(PG_FUNCTION_ARGS)
@@ -528,6 +530,11 @@ shardext_worker_register(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("only superusers can register a worker")));
+	if (nodeId < 1 || nodeId > SNOWFLAKE_MAX_NODE_ID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("node id %d is out of range", nodeId),
+				 errdetail("Worker node ids are between 1 and %d.", SNOWFLAKE_MAX_NODE_ID)));
 
 	SPI_connect();
 	if (SPI_execute("SELECT coordinator_id FROM shardext.local_identity FOR UPDATE",
@@ -555,6 +562,8 @@ shardext_worker_register(PG_FUNCTION_ARGS)
 							  2, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not write shardext.local_identity");
 	SPI_finish();
+
+	SnowflakeSetRegisteredNodeId(nodeId);
 	PG_RETURN_VOID();
 }
 

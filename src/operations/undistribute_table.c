@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "catalog/heap.h"
 #include "commands/copy.h"
 #include "miscadmin.h"
 #include "parser/parse_relation.h"
@@ -44,6 +45,7 @@ static RemoteCopySource *currentSource = NULL;
 
 static int	ReadFromRemoteCopy(void *outbuf, int minread, int maxread);
 static void CopyShardToLocal(Relation rel, ShardInterval *shard);
+static void EnsureNoForeignKeys(Relation rel);
 
 Datum
 undistribute_table(PG_FUNCTION_ARGS)
@@ -67,6 +69,8 @@ undistribute_table(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" is not distributed", RelationGetRelationName(rel))));
+
+	EnsureNoForeignKeys(rel);
 
 	schemaName = get_namespace_name(RelationGetNamespace(rel));
 	relname = pstrdup(RelationGetRelationName(rel));
@@ -108,6 +112,24 @@ undistribute_table(PG_FUNCTION_ARGS)
 	table_close(rel, NoLock);
 
 	PG_RETURN_VOID();
+}
+
+/*
+ * EnsureNoForeignKeys refuses tables in foreign keys: the rows coming back
+ * would be checked against tables whose rows stay in shards (or the other
+ * way round).
+ */
+static void
+EnsureNoForeignKeys(Relation rel)
+{
+	if (RelationGetFKeyList(rel) != NIL ||
+		heap_truncate_find_FKs(list_make1_oid(RelationGetRelid(rel))) != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot undistribute table \"%s\" because it has foreign keys",
+						RelationGetRelationName(rel)),
+				 errdetail("The foreign keys connect it to tables whose rows stay in shards."),
+				 errhint("Drop the foreign keys first, and add them again afterwards.")));
 }
 
 /*

@@ -19,6 +19,7 @@
 #include "parser/parsetree.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/ddl.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
@@ -52,7 +53,12 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 {
 	PlannedStmt *plan = NULL;
 
-	if (!ShardextExtensionLoaded() || !QueryReferencesDistributedTable((Node *) parse))
+	/*
+	 * Queries that DDL runs for itself (foreign key validation) are about the
+	 * local shells; the shards validate their own constraints.
+	 */
+	if (ShardextLocalDDLDepth > 0 || !ShardextExtensionLoaded() ||
+		!QueryReferencesDistributedTable((Node *) parse))
 		return LocalPlanner(parse, queryString, cursorOptions, boundParams);
 
 	RejectRowLocks(parse);

@@ -16,9 +16,23 @@
  * At abort every remote transaction is cancelled and rolled back (with
  * bounded waits; a connection that cannot be cleaned is closed).
  *
- * Subtransactions: a subtransaction that used a remote transaction and then
- * rolled back leaves remote work that cannot be undone alone, so the remote
- * transaction is marked failed and the top-level transaction cannot commit.
+ * The coordinator's own writes count as a participant: a transaction that
+ * wrote locally (it has an xid: DDL, catalog changes) and on one connection
+ * also commits in two phases, so both sides agree.
+ *
+ * Subtransactions (SAVEPOINT, PL/pgSQL exception blocks) are mirrored by
+ * remote savepoints, created lazily: only when a connection is used inside
+ * a subtransaction does it get "SAVEPOINT shardext_sp_<level>" for every
+ * level it lacks, sent together with the next command's preparation.  A
+ * rolled back subtransaction runs ROLLBACK TO SAVEPOINT on the connections
+ * it used; a committed one leaves its savepoint to be released with the
+ * connection's next command.  Exception blocks that touch nothing remote
+ * cost nothing.  A connection that cannot be rolled back to its savepoint
+ * (it broke) marks the remote transaction failed: the top-level transaction
+ * then cannot commit.
+ *
+ * shardext.multi_node_commit = 'reject' makes a transaction fail as soon as
+ * it would write on a second node, before that node is written.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,31 +42,42 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xloginsert.h"
 #include "catalog/pg_type.h"
 #include "catalog/indexing.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "shardext/connection.h"
+#include "shardext/guc.h"
+#include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
 #define REMOTE_CLEANUP_TIMEOUT_MS 30000
+
+/* number of connections in a remote transaction; 0 makes callbacks cheap */
+static int	connectionsInTransaction = 0;
 
 static void RemoteXactCallback(XactEvent event, void *arg);
 static void RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 								  SubTransactionId parentSubid, void *arg);
 static List *ConnectionsInTransaction(void);
+static void PreCommitRemoteTransactions(void);
 static void CommitRemoteTransactions(List *connections);
 static void PrepareRemoteTransactions(List *connections);
 static void FinishPreparedTransactions(List *connections);
 static void AbortRemoteTransactions(void);
 static void ResetRemoteTransaction(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
+static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
+static void InjectTestFault(int fault);
 
 /* registers the transaction callbacks; called from _PG_init */
 void
@@ -64,45 +89,92 @@ InitializeRemoteTransactions(void)
 
 /*
  * RemoteTransactionBegin makes sure the connection is inside a remote
- * transaction that follows the local one, at the same isolation level.
+ * transaction that follows the local one, at the same isolation level, and
+ * that it has a savepoint for every local subtransaction level up to the
+ * current one.  Whatever is missing is sent in one round trip.
  */
 void
 RemoteTransactionBegin(NodeConnection *conn)
 {
 	int			level = GetCurrentTransactionNestLevel();
+	StringInfoData command;
 
 	if (conn->xactState == REMOTE_XACT_FAILED)
 		ereport(ERROR,
 				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
 				 errmsg("remote transaction on node %s:%d is aborted",
 						conn->host, conn->port),
-				 errdetail("A rolled back subtransaction or a failed command left "
-						   "remote work that cannot be undone on its own."),
+				 errdetail("The connection to the node broke inside the transaction, "
+						   "or its work could not be rolled back to a savepoint."),
 				 errhint("Roll back the transaction.")));
 
-	if (level > conn->lastUseNestLevel)
-		conn->lastUseNestLevel = level;
-
-	if (conn->xactState != REMOTE_XACT_NONE)
+	if (conn->xactState != REMOTE_XACT_NONE && conn->remoteLevel >= level &&
+		conn->pendingReleaseLevel == 0)
 		return;
 
-	if (XactIsoLevel == XACT_SERIALIZABLE)
-		ExecuteRemoteCommand(conn, "BEGIN ISOLATION LEVEL SERIALIZABLE");
-	else if (XactIsoLevel == XACT_REPEATABLE_READ)
-		ExecuteRemoteCommand(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-	else
-		ExecuteRemoteCommand(conn, "BEGIN");
+	initStringInfo(&command);
+	if (conn->xactState == REMOTE_XACT_NONE)
+	{
+		if (XactIsoLevel == XACT_SERIALIZABLE)
+			appendStringInfoString(&command, "BEGIN ISOLATION LEVEL SERIALIZABLE");
+		else if (XactIsoLevel == XACT_REPEATABLE_READ)
+			appendStringInfoString(&command, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+		else
+			appendStringInfoString(&command, "BEGIN");
+		conn->remoteLevel = 1;
+		conn->pendingReleaseLevel = 0;
+	}
+	if (conn->pendingReleaseLevel > 0)
+		appendStringInfo(&command, "%sRELEASE SAVEPOINT shardext_sp_%d",
+						 command.len > 0 ? ";" : "", conn->pendingReleaseLevel);
+	for (int k = conn->remoteLevel + 1; k <= level; k++)
+		appendStringInfo(&command, "%sSAVEPOINT shardext_sp_%d",
+						 command.len > 0 ? ";" : "", k);
 
-	conn->xactState = REMOTE_XACT_OPEN;
-	conn->xactSubLevel = level;
-	conn->lastUseNestLevel = level;
+	if (conn->xactState == REMOTE_XACT_NONE)
+	{
+		/* from here on, abort processing takes care of the connection */
+		conn->xactState = REMOTE_XACT_OPEN;
+		connectionsInTransaction++;
+	}
+	ExecuteRemoteCommand(conn, command.data);
+	conn->pendingReleaseLevel = 0;
+	conn->remoteLevel = Max(conn->remoteLevel, level);
+	pfree(command.data);
 }
 
-/* RemoteTransactionMarkModified records that the connection wrote */
+/*
+ * RemoteTransactionMarkModified records that the connection writes.  With
+ * shardext.multi_node_commit = 'reject' it refuses a write on a second node;
+ * callers mark before they send the write.
+ */
 void
 RemoteTransactionMarkModified(NodeConnection *conn)
 {
 	Assert(conn->xactState != REMOTE_XACT_NONE);
+
+	if (!conn->xactModified && ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT)
+	{
+		List	   *connections = ConnectionsInTransaction();
+		ListCell   *cell;
+
+		foreach(cell, connections)
+		{
+			NodeConnection *other = lfirst(cell);
+
+			if (other->xactModified && other->nodeId != conn->nodeId)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot write on node %s:%d because this transaction "
+								"already wrote on node %s:%d",
+								conn->host, conn->port, other->host, other->port),
+						 errdetail("shardext.multi_node_commit is 'reject', so a "
+								   "transaction may write on one node only."),
+						 errhint("Split the work into single-node transactions, or "
+								 "SET shardext.multi_node_commit TO '2pc'.")));
+		}
+		list_free(connections);
+	}
 	conn->xactModified = true;
 }
 
@@ -113,8 +185,59 @@ RemoteTransactionInProgress(NodeConnection *conn)
 }
 
 /*
+ * NodeHasModifyingConnection tells whether a connection of the current user
+ * to the node other than exceptIndex wrote in this transaction.  Statements
+ * that must see earlier writes or DDL use that connection.
+ */
+bool
+NodeHasModifyingConnection(int32 nodeId, int exceptIndex)
+{
+	List	   *connections = NodeConnectionList(nodeId);
+	ListCell   *cell;
+	bool		found = false;
+
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (foreach_current_index(cell) != exceptIndex &&
+			conn->xactState != REMOTE_XACT_NONE && conn->xactModified)
+			found = true;
+	}
+	list_free(connections);
+	return found;
+}
+
+/*
+ * NodeHasOtherConnectionInTransaction tells whether a connection of the
+ * current user to the node other than exceptIndex is in the transaction.
+ */
+bool
+NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex)
+{
+	List	   *connections;
+	ListCell   *cell;
+	bool		found = false;
+
+	if (connectionsInTransaction == 0)
+		return false;
+	connections = NodeConnectionList(nodeId);
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (foreach_current_index(cell) != exceptIndex &&
+			conn->xactState != REMOTE_XACT_NONE)
+			found = true;
+	}
+	list_free(connections);
+	return found;
+}
+
+/*
  * RemotePreparedGidPrefix returns the prefix of the gids this coordinator
  * database gives its prepared transactions: shardext_<system id>_<db oid>_
+ * The full gid is <prefix><full xid>_<connection serial>.
  */
 char *
 RemotePreparedGidPrefix(void)
@@ -126,10 +249,14 @@ RemotePreparedGidPrefix(void)
 static List *
 ConnectionsInTransaction(void)
 {
-	List	   *all = AllNodeConnections();
+	List	   *all;
 	List	   *result = NIL;
 	ListCell   *cell;
 
+	if (connectionsInTransaction == 0)
+		return NIL;
+
+	all = AllNodeConnections();
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
@@ -144,31 +271,26 @@ ConnectionsInTransaction(void)
 static void
 RemoteXactCallback(XactEvent event, void *arg)
 {
-	List	   *connections;
-	ListCell   *cell;
-	int			modifiedCount = 0;
-
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			connections = ConnectionsInTransaction();
-			foreach(cell, connections)
-			{
-				NodeConnection *conn = lfirst(cell);
-
-				if (conn->xactState == REMOTE_XACT_FAILED)
-					RemoteTransactionBegin(conn);	/* throws */
-				if (conn->xactModified)
-					modifiedCount++;
-			}
-			if (modifiedCount <= 1)
-				CommitRemoteTransactions(connections);
-			else
-				PrepareRemoteTransactions(connections);
+			PreCommitRemoteTransactions();
 			break;
 
 		case XACT_EVENT_COMMIT:
-			FinishPreparedTransactions(ConnectionsInTransaction());
+			if (connectionsInTransaction > 0)
+			{
+				List	   *connections = ConnectionsInTransaction();
+
+				/*
+				 * The commit record must be durable before any node commits,
+				 * also with synchronous_commit = off: recovery decides by it.
+				 */
+				XLogFlush(GetXLogInsertRecPtr());
+				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
+				FinishPreparedTransactions(connections);
+			}
+			connectionsInTransaction = 0;
 			break;
 
 		case XACT_EVENT_PRE_PREPARE:
@@ -180,10 +302,49 @@ RemoteXactCallback(XactEvent event, void *arg)
 
 		case XACT_EVENT_ABORT:
 			AbortRemoteTransactions();
+			connectionsInTransaction = 0;
 			break;
 
 		default:
 			break;
+	}
+}
+
+/*
+ * PreCommitRemoteTransactions runs phase one: one-phase commit when at most
+ * one participant wrote (the local transaction counts as one when it has an
+ * xid), PREPARE TRANSACTION plus commit records otherwise.
+ */
+static void
+PreCommitRemoteTransactions(void)
+{
+	List	   *connections = ConnectionsInTransaction();
+	ListCell   *cell;
+	int			modifiedCount = 0;
+
+	if (connections == NIL)
+		return;
+
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->xactState == REMOTE_XACT_FAILED)
+			RemoteTransactionBegin(conn);	/* throws */
+		if (conn->queryInProgress)
+			elog(ERROR, "connection to node %s:%d is still busy at commit",
+				 conn->host, conn->port);
+		if (conn->xactModified)
+			modifiedCount++;
+	}
+
+	if (modifiedCount == 0 ||
+		(modifiedCount == 1 && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
+		CommitRemoteTransactions(connections);
+	else
+	{
+		PrepareRemoteTransactions(connections);
+		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
 	}
 }
 
@@ -221,7 +382,7 @@ PrepareRemoteTransactions(List *connections)
 	List	   *readOnlyConns = NIL;
 	ListCell   *cell;
 	char	   *prefix = RemotePreparedGidPrefix();
-	TransactionId xid = GetTopTransactionId();
+	FullTransactionId xid = GetTopFullTransactionId();
 
 	foreach(cell, connections)
 	{
@@ -232,8 +393,8 @@ PrepareRemoteTransactions(List *connections)
 			readOnlyConns = lappend(readOnlyConns, conn);
 			continue;
 		}
-		snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s%u_%d",
-				 prefix, xid, conn->serial);
+		snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s" UINT64_FORMAT "_%d",
+				 prefix, U64FromFullTransactionId(xid), conn->serial);
 		prepareConns = lappend(prepareConns, conn);
 		commands = lappend(commands,
 						   psprintf("PREPARE TRANSACTION %s",
@@ -253,6 +414,9 @@ PrepareRemoteTransactions(List *connections)
 		RecordCommitDecision(lfirst(cell));
 
 	CommitRemoteTransactions(readOnlyConns);
+
+	/* make sure recovery runs in this database should we not get to finish */
+	EnsureMaintenanceDaemon();
 }
 
 /*
@@ -279,32 +443,56 @@ RecordCommitDecision(NodeConnection *conn)
 
 /*
  * FinishPreparedTransactions runs after the local commit: COMMIT PREPARED on
- * every prepared connection.  Failures cannot undo anything now; they are
- * reported as warnings and left to recovery.
+ * every prepared connection, all nodes at once.  Failures cannot undo
+ * anything now; they are reported as warnings and left to recovery.
  */
 static void
 FinishPreparedTransactions(List *connections)
 {
+	List	   *prepared = NIL;
 	ListCell   *cell;
 
 	foreach(cell, connections)
 	{
 		NodeConnection *conn = lfirst(cell);
+		char	   *command;
 
-		if (conn->xactState == REMOTE_XACT_PREPARED)
+		if (conn->xactState != REMOTE_XACT_PREPARED)
 		{
-			char	   *command = psprintf("COMMIT PREPARED %s",
-										   quote_literal_cstr(conn->preparedGid));
+			ResetRemoteTransaction(conn);
+			continue;
+		}
+		command = psprintf("COMMIT PREPARED %s", quote_literal_cstr(conn->preparedGid));
+		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_OK &&
+			!conn->queryInProgress && PQsendQuery(conn->pgConn, command))
+		{
+			conn->queryInProgress = true;
+			prepared = lappend(prepared, conn);
+		}
+		else
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not commit prepared transaction %s on node %s:%d",
+							conn->preparedGid, conn->host, conn->port),
+					 errhint("It is committed by shardext_recover_prepared_transactions().")));
+			CloseNodeConnection(conn);
+		}
+	}
 
-			if (!ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
-			{
-				ereport(WARNING,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("could not commit prepared transaction %s on node %s:%d",
-								conn->preparedGid, conn->host, conn->port),
-						 errhint("It is committed by shardext_recover_prepared_transactions().")));
-				CloseNodeConnection(conn);
-			}
+	foreach(cell, prepared)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (!FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
+											REMOTE_CLEANUP_TIMEOUT_MS))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not commit prepared transaction %s on node %s:%d",
+							conn->preparedGid, conn->host, conn->port),
+					 errhint("It is committed by shardext_recover_prepared_transactions().")));
+			CloseNodeConnection(conn);
 		}
 		ResetRemoteTransaction(conn);
 	}
@@ -340,7 +528,11 @@ AbortRemoteTransactions(void)
 			char	   *command = psprintf("ROLLBACK PREPARED %s",
 										   quote_literal_cstr(conn->preparedGid));
 
-			/* the PREPARE may not have happened; then roll back the plain way */
+			/*
+			 * The PREPARE may not have happened; then roll back the plain
+			 * way.  Where neither works, recovery rolls the prepared
+			 * transaction back (it has no commit record).
+			 */
 			if (!ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
 				clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
 														REMOTE_CLEANUP_TIMEOUT_MS);
@@ -366,53 +558,100 @@ ResetRemoteTransaction(NodeConnection *conn)
 {
 	conn->xactState = REMOTE_XACT_NONE;
 	conn->xactModified = false;
-	conn->xactSubLevel = 0;
-	conn->lastUseNestLevel = 0;
+	conn->remoteLevel = 0;
+	conn->pendingReleaseLevel = 0;
 	conn->preparedGid[0] = '\0';
 	conn->timeZoneSetInXact = false;
 	conn->claimed = false;
 }
 
 /*
- * RemoteSubXactCallback: a rolled back subtransaction that used a remote
- * transaction poisons it (see the file header); a committed one hands its
- * use up to its parent.
+ * RemoteSubXactCallback mirrors the end of a subtransaction on the
+ * connections that have a savepoint for it (see the file header).
  */
 static void
 RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 					  SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-	List	   *all;
+	int			level;
+	List	   *connections;
 	ListCell   *cell;
 
-	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+	if (connectionsInTransaction == 0 ||
+		(event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB))
 		return;
 
-	all = AllNodeConnections();
-	foreach(cell, all)
+	level = GetCurrentTransactionNestLevel();
+	connections = ConnectionsInTransaction();
+	foreach(cell, connections)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (conn->xactState == REMOTE_XACT_NONE || conn->lastUseNestLevel < level)
+		if (conn->xactState != REMOTE_XACT_OPEN || conn->remoteLevel < level)
 			continue;
 
 		if (event == SUBXACT_EVENT_COMMIT_SUB)
 		{
-			conn->lastUseNestLevel = level - 1;
-			continue;
+			/* its savepoint and any deeper dead ones go at the next command */
+			conn->remoteLevel = level - 1;
+			conn->pendingReleaseLevel = level;
 		}
-
-		conn->claimed = false;
-		if (conn->queryInProgress && !CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS))
-		{
-			/* the remote transaction is lost either way */
-			if (conn->pgConn != NULL)
-				PQfinish(conn->pgConn);
-			conn->pgConn = NULL;
-			conn->queryInProgress = false;
-		}
-		conn->xactState = REMOTE_XACT_FAILED;
+		else
+			RollbackRemoteSubtransaction(conn, level);
 	}
-	list_free(all);
+	list_free(connections);
+}
+
+/*
+ * RollbackRemoteSubtransaction undoes the remote work of the subtransaction
+ * at the given level: cancel what runs, then ROLLBACK TO its savepoint (which
+ * also discards deeper ones) and release it.  If that fails the remote
+ * transaction is lost and marked failed; it never throws.
+ */
+static void
+RollbackRemoteSubtransaction(NodeConnection *conn, int level)
+{
+	char	   *command;
+	bool		clean = true;
+
+	conn->claimed = false;
+	if (conn->queryInProgress)
+		clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
+
+	if (clean)
+	{
+		command = psprintf("ROLLBACK TO SAVEPOINT shardext_sp_%d;"
+						   "RELEASE SAVEPOINT shardext_sp_%d", level, level);
+		clean = ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
+		pfree(command);
+	}
+
+	if (clean)
+	{
+		conn->remoteLevel = level - 1;
+		conn->pendingReleaseLevel = 0;
+		return;
+	}
+
+	/* the remote transaction is lost either way; keep the state FAILED */
+	if (conn->pgConn != NULL)
+		PQfinish(conn->pgConn);
+	conn->pgConn = NULL;
+	conn->queryInProgress = false;
+	conn->xactState = REMOTE_XACT_FAILED;
+}
+
+/*
+ * InjectTestFault kills this backend when shardext.test_fault asks for it
+ * at this point of the commit (tests of crash recovery only).  SIGKILL makes
+ * the postmaster reinitialise, as if the coordinator crashed.
+ */
+static void
+InjectTestFault(int fault)
+{
+	if (ShardextTestFault != fault)
+		return;
+	ereport(LOG, (errmsg("shardext.test_fault: killing the backend")));
+	kill(MyProcPid, SIGKILL);
+	pg_usleep(10L * 1000000L);	/* SIGKILL arrives before this ends */
 }

@@ -76,7 +76,7 @@ echo "pg_cancel_backend: the remote query was cancelled"
 start=$(date +%s)
 out=$(coord -c "SET statement_timeout = '1s'" -c "UPDATE kv SET v = v + 1 WHERE k = 7" 2>&1)
 elapsed=$(($(date +%s) - start))
-echo "$out" | grep -q "canceling statement due to statement timeout" ||
+grep -q "canceling statement due to statement timeout" <<<"$out" ||
 	fail "statement_timeout did not cancel the query: $out"
 [ $elapsed -le 5 ] || fail "statement_timeout took ${elapsed}s"
 sleep 0.5
@@ -105,11 +105,11 @@ out=$($PSQL_BIN -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d $DB -f
 elapsed=$(($(date +%s) - start))
 rm -f /tmp/planner_down_$$.sql
 echo "$out"
-echo "$out" | grep -q "^before|1000$" || fail "count before the failure"
-echo "$out" | grep -q "^worker1 key|t$" || fail "a key on the live worker was not readable"
+grep -q "^before|1000$" <<<"$out" || fail "count before the failure"
+grep -q "^worker1 key|t$" <<<"$out" || fail "a key on the live worker was not readable"
 [ "$(echo "$out" | grep -c "127.0.0.1:$WORKER_2_PORT")" -ge 2 ] ||
 	fail "the errors do not name the node that is down"
-echo "$out" | grep -q "^after|1000$" || fail "the session did not recover when the worker came back"
+grep -q "^after|1000$" <<<"$out" || fail "the session did not recover when the worker came back"
 [ $elapsed -le 40 ] || fail "the failures took ${elapsed}s"
 echo "worker down: errors name the node; the session recovers"
 

@@ -42,8 +42,16 @@ typedef struct NodeConnection
 	/* remote transaction state, owned by remote_xact.c */
 	RemoteXactState xactState;
 	bool		xactModified;	/* wrote (DML or DDL) in this transaction */
-	int			xactSubLevel;	/* nesting level at which BEGIN was sent */
-	int			lastUseNestLevel;	/* deepest subtransaction level that used it */
+
+	/*
+	 * Remote savepoints mirror the local subtransactions that used the
+	 * connection: savepoints exist remotely for local nesting levels
+	 * 2..remoteLevel (1 = just BEGIN).  pendingReleaseLevel, when not 0, is
+	 * the lowest level whose savepoint belongs to a committed subtransaction
+	 * and is released lazily with the next command.
+	 */
+	int			remoteLevel;
+	int			pendingReleaseLevel;
 	char		preparedGid[200];
 
 	/* session settings last sent to the node */

@@ -15,6 +15,21 @@ extern char *ShardextNodeConninfo;
 extern bool ShardextEnableDDLPropagation;
 extern bool ShardextExplainAllTasks;
 extern bool ShardextEnablePushdown;
+extern int	ShardextMultiNodeCommit;
+extern int	ShardextRecoveryInterval;
+extern int	ShardextTestFault;
+
+/* shardext.multi_node_commit */
+#define MULTI_NODE_COMMIT_2PC 0
+#define MULTI_NODE_COMMIT_REJECT 1
+
+/* shardext.test_fault */
+#define TEST_FAULT_NONE 0
+#define TEST_FAULT_CRASH_AFTER_PREPARE 1
+#define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
+extern int	ShardextNodeId;
+extern int	ShardextSnowflakeMaxClockSkew;
+extern int	ShardextSnowflakeClockOffset;
 
 extern void RegisterShardextGucs(void);
 

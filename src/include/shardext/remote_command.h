@@ -28,6 +28,8 @@ extern bool CancelRemoteCommand(NodeConnection *conn, int timeoutMs);
 extern bool DrainRemoteResults(NodeConnection *conn, int timeoutMs);
 extern bool ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 											int timeoutMs);
+extern bool FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
+										   int timeoutMs);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
 

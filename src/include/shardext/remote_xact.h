@@ -16,6 +16,11 @@ extern void InitializeRemoteTransactions(void);
 extern void RemoteTransactionBegin(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
 extern bool RemoteTransactionInProgress(NodeConnection *conn);
+extern bool NodeHasModifyingConnection(int32 nodeId, int exceptIndex);
+extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
 extern char *RemotePreparedGidPrefix(void);
+
+/* recovery.c */
+extern int	RecoverShardextPreparedTransactions(void);
 
 #endif							/* SHARDEXT_REMOTE_XACT_H */

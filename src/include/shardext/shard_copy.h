@@ -10,15 +10,28 @@
 
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "tcop/cmdtag.h"
 #include "shardext/metadata.h"
 
 typedef struct ShardCopyState ShardCopyState;
 
-extern ShardCopyState *BeginShardCopy(Oid relid, int connectionsPerNode);
-extern void ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot);
+extern ShardCopyState *BeginShardCopy(Oid relid, int connectionsPerNode,
+									  const char *columnList, const char *copyOptions);
+extern void ShardCopySetSessionCommands(ShardCopyState *state, const char *setCommand,
+										const char *resetCommand);
+extern ShardInterval *ShardCopyShardForValue(ShardCopyState *state, Datum value,
+											 bool isnull);
+extern void ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot, uint64 line);
 extern void ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
-							  const char *line, int length);
+							  const char *line, int length, uint64 lineNumber);
 extern uint64 EndShardCopy(ShardCopyState *state);
 extern void AppendCopyTextValue(StringInfo buf, const char *value);
+
+/* copy_commands.c */
+extern void FormatSettingCommands(char **setCommand, char **resetCommand);
+extern bool ShardextCopy(CopyStmt *stmt, PlannedStmt *pstmt, const char *queryString,
+						 QueryCompletion *qc);
 
 #endif							/* SHARDEXT_SHARD_COPY_H */

@@ -1,0 +1,771 @@
+/*-------------------------------------------------------------------------
+ *
+ * copy_commands.c
+ *	  COPY into and out of distributed and reference tables.
+ *
+ * COPY FROM routes each row to its shard and streams the shards over COPY
+ * on the workers (shard_copy.c), inside the local transaction: a bad row
+ * anywhere fails the whole COPY and leaves no row behind.  Text and CSV
+ * input without DEFAULT expressions to evaluate and without WHERE take the
+ * fast path: each line is parsed only into fields, the distribution column
+ * is converted to find the shard, and the line itself is forwarded with the
+ * same format options.  Everything else (binary input, DEFAULT
+ * expressions for missing columns, which are evaluated here once per row,
+ * WHERE) is parsed into rows here and sent as text.  Errors name the input
+ * line as PostgreSQL does ("COPY t, line 3, column x: ..."), also when a
+ * worker finds them.
+ *
+ * COPY t TO streams COPY ... TO STDOUT of every shard in hash order (one
+ * placement of a reference table) to the client or the file, with the
+ * format, encoding and date/interval/float/bytea output settings of the
+ * local session.  COPY (SELECT ...) TO is a query like any other.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "commands/copy.h"
+#include "commands/copyfrom_internal.h"
+#include "executor/executor.h"
+#include "libpq/pqformat.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
+#include "parser/parse_collate.h"
+#include "parser/parse_expr.h"
+#include "parser/parse_relation.h"
+#include "storage/fd.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+
+#include "shardext/connection.h"
+#include "shardext/guc.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_command.h"
+#include "shardext/remote_xact.h"
+#include "shardext/shard_copy.h"
+
+/* remote session settings that change how values are read and written */
+typedef struct FormatSetting
+{
+	const char *name;
+	const char *remoteValue;	/* as pinned at connect (connection.c) */
+} FormatSetting;
+
+static const FormatSetting formatSettings[] = {
+	{"DateStyle", "ISO, MDY"},
+	{"IntervalStyle", "postgres"},
+	{"bytea_output", "hex"},
+	{NULL, NULL}
+};
+
+static void CheckCopyPermissions(CopyStmt *stmt, Relation rel);
+static uint64 CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString);
+static Node *TransformCopyWhere(ParseState *pstate, Relation rel, Node *where);
+static uint64 CopyFastPath(CopyFromState cstate, ShardCopyState *copyState,
+						   Relation rel, char *distAttname);
+static uint64 CopySlowPath(CopyFromState cstate, ShardCopyState *copyState,
+						   Relation rel, Node *whereClause);
+static char *RemoteCopyOptions(CopyFormatOptions *opts, bool forOutput, int encoding);
+static char *NameListString(List *names);
+static char *AttnumListString(Relation rel, List *attnums);
+static uint64 CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString);
+
+/*
+ * ShardextCopy runs COPY on a distributed or reference table and returns
+ * true; it returns false for every other COPY.
+ */
+bool
+ShardextCopy(CopyStmt *stmt, PlannedStmt *pstmt, const char *queryString,
+			 QueryCompletion *qc)
+{
+	Oid			relid;
+	Relation	rel;
+	uint64		processed;
+
+	if (stmt->relation == NULL)
+		return false;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || !IsDistributedTable(relid))
+		return false;
+
+	rel = table_open(relid, stmt->is_from ? RowExclusiveLock : AccessShareLock);
+	CheckCopyPermissions(stmt, rel);
+	if (stmt->is_from)
+		processed = CopyIntoShards(stmt, rel, queryString);
+	else
+		processed = CopyOutOfShards(stmt, rel, queryString);
+	table_close(rel, NoLock);
+
+	if (qc)
+		SetQueryCompletion(qc, CMDTAG_COPY, processed);
+	return true;
+}
+
+/*
+ * CheckCopyPermissions does the checks of DoCopy: server files and programs
+ * need the corresponding roles; the table needs INSERT or SELECT; row level
+ * security is not supported on distributed tables.
+ */
+static void
+CheckCopyPermissions(CopyStmt *stmt, Relation rel)
+{
+	AclResult	aclresult;
+
+	if (stmt->filename != NULL)
+	{
+		if (stmt->is_program)
+		{
+			if (!has_privs_of_role(GetUserId(), ROLE_PG_EXECUTE_SERVER_PROGRAM))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("must be superuser or have privileges of the "
+								"pg_execute_server_program role to COPY to or from "
+								"an external program")));
+		}
+		else if (stmt->is_from &&
+				 !has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be superuser or have privileges of the "
+							"pg_read_server_files role to COPY from a file")));
+		else if (!stmt->is_from &&
+				 !has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be superuser or have privileges of the "
+							"pg_write_server_files role to COPY to a file")));
+	}
+
+	aclresult = pg_class_aclcheck(RelationGetRelid(rel), GetUserId(),
+								  stmt->is_from ? ACL_INSERT : ACL_SELECT);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(rel));
+
+	if (check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("COPY is not supported on distributed table \"%s\" with row-level "
+						"security", RelationGetRelationName(rel))));
+	if (stmt->is_from && XactReadOnly)
+		PreventCommandIfReadOnly("COPY FROM");
+}
+
+/*
+ * CopyIntoShards runs COPY FROM into the shards and returns the number of
+ * rows loaded.
+ */
+static uint64
+CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
+{
+	ParseState *pstate = make_parsestate(NULL);
+	Node	   *whereClause = NULL;
+	CopyFromState cstate;
+	ShardCopyState *copyState;
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(RelationGetRelid(rel));
+	ErrorContextCallback errcallback;
+	bool		fastPath;
+	uint64		processed;
+	char	   *distAttname = NULL;
+
+	pstate->p_sourcetext = queryString;
+	if (stmt->whereClause != NULL)
+		whereClause = TransformCopyWhere(pstate, rel, stmt->whereClause);
+
+	cstate = BeginCopyFrom(pstate, rel, whereClause, stmt->filename, stmt->is_program,
+						   NULL, stmt->attlist, stmt->options);
+	if (cstate->opts.freeze)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("COPY FREEZE is not supported on distributed table \"%s\"",
+						RelationGetRelationName(rel))));
+
+	if (entry->method == DISTRIBUTE_BY_HASH)
+	{
+		distAttname = get_attname(RelationGetRelid(rel), entry->distAttnum, false);
+		fastPath = list_member_int(cstate->attnumlist, entry->distAttnum);
+	}
+	else
+		fastPath = true;
+	fastPath = fastPath && !cstate->opts.binary && whereClause == NULL &&
+		cstate->num_defaults == 0;
+
+	if (fastPath)
+		copyState = BeginShardCopy(RelationGetRelid(rel), ShardextMaxConnectionsPerNode,
+								   AttnumListString(rel, cstate->attnumlist),
+								   RemoteCopyOptions(&cstate->opts, false, -1));
+	else
+		copyState = BeginShardCopy(RelationGetRelid(rel), ShardextMaxConnectionsPerNode,
+								   NULL, NULL);
+
+	errcallback.callback = CopyFromErrorCallback;
+	errcallback.arg = (void *) cstate;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	if (fastPath)
+		processed = CopyFastPath(cstate, copyState, rel, distAttname);
+	else
+		processed = CopySlowPath(cstate, copyState, rel, whereClause);
+
+	/* errors from here on are the workers', which name their own line */
+	error_context_stack = errcallback.previous;
+	EndShardCopy(copyState);
+	EndCopyFrom(cstate);
+	return processed;
+}
+
+/* TransformCopyWhere does what DoCopy does with a WHERE clause */
+static Node *
+TransformCopyWhere(ParseState *pstate, Relation rel, Node *where)
+{
+	ParseNamespaceItem *nsitem;
+	Node	   *whereClause;
+
+	nsitem = addRangeTableEntryForRelation(pstate, rel, RowExclusiveLock, NULL, false, false);
+	addNSItemToQuery(pstate, nsitem, false, true, true);
+	whereClause = transformExpr(pstate, where, EXPR_KIND_COPY_WHERE);
+	whereClause = coerce_to_boolean(pstate, whereClause, "WHERE");
+	assign_expr_collations(pstate, whereClause);
+	whereClause = eval_const_expressions(NULL, whereClause);
+	whereClause = (Node *) canonicalize_qual((Expr *) whereClause, false);
+	return (Node *) make_ands_implicit((Expr *) whereClause);
+}
+
+/*
+ * CopyFastPath forwards input lines: only the distribution column is
+ * converted, to choose the shard; the workers parse the rest.
+ */
+static uint64
+CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
+			 char *distAttname)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(RelationGetRelid(rel));
+	int			fieldCount = list_length(cstate->attnumlist);
+	int			distField = -1;
+	FmgrInfo	inputFunction;
+	Oid			typioparam = InvalidOid;
+	MemoryContext rowContext = AllocSetContextCreate(CurrentMemoryContext,
+													 "shardext copy line",
+													 ALLOCSET_DEFAULT_SIZES);
+	uint64		processed = 0;
+	char	  **fields;
+	int			nfields;
+
+	if (entry->method == DISTRIBUTE_BY_HASH)
+	{
+		Oid			inputOid;
+
+		ListCell   *cell;
+
+		foreach(cell, cstate->attnumlist)
+		{
+			if (lfirst_int(cell) == entry->distAttnum)
+				distField = foreach_current_index(cell);
+		}
+		getTypeInputInfo(entry->distType, &inputOid, &typioparam);
+		fmgr_info(inputOid, &inputFunction);
+	}
+
+	for (;;)
+	{
+		MemoryContext oldContext = MemoryContextSwitchTo(rowContext);
+		ShardInterval *shard;
+
+		if (!NextCopyFromRawFields(cstate, &fields, &nfields))
+		{
+			MemoryContextSwitchTo(oldContext);
+			break;
+		}
+		if (nfields > fieldCount)
+			ereport(ERROR,
+					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+					 errmsg("extra data after last expected column")));
+		if (nfields < fieldCount)
+			ereport(ERROR,
+					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+					 errmsg("missing data for column \"%s\"",
+							NameStr(TupleDescAttr(RelationGetDescr(rel),
+												  list_nth_int(cstate->attnumlist, nfields) - 1)->attname))));
+
+		if (distField >= 0)
+		{
+			char	   *string = fields[distField];
+			Datum		value = (Datum) 0;
+
+			/* FORCE_NOT_NULL / FORCE_NULL as NextCopyFrom applies them */
+			if (cstate->opts.csv_mode)
+			{
+				if (string == NULL && cstate->opts.force_notnull_flags[entry->distAttnum - 1])
+					string = cstate->opts.null_print;
+				else if (string != NULL && cstate->opts.force_null_flags[entry->distAttnum - 1] &&
+						 strcmp(string, cstate->opts.null_print) == 0)
+					string = NULL;
+			}
+			cstate->cur_attname = distAttname;
+			cstate->cur_attval = string;
+			if (string != NULL)
+				value = InputFunctionCall(&inputFunction, string, typioparam,
+										  entry->distTypmod);
+			shard = ShardCopyShardForValue(copyState, value, string == NULL);
+			cstate->cur_attname = NULL;
+			cstate->cur_attval = NULL;
+		}
+		else
+			shard = &entry->shards[0];
+
+		ShardCopySendLine(copyState, shard, cstate->line_buf.data, cstate->line_buf.len,
+						  cstate->cur_lineno);
+		processed++;
+		MemoryContextSwitchTo(oldContext);
+		MemoryContextReset(rowContext);
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(rowContext);
+	return processed;
+}
+
+/*
+ * CopySlowPath parses rows here (evaluating DEFAULT expressions of missing
+ * columns once per row, and WHERE) and sends them as text.
+ */
+static uint64
+CopySlowPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
+			 Node *whereClause)
+{
+	EState	   *estate = CreateExecutorState();
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+													&TTSOpsVirtual);
+	ExprState  *qual = NULL;
+	uint64		processed = 0;
+
+	if (whereClause != NULL)
+		qual = ExecInitQual(castNode(List, whereClause), NULL);
+
+	for (;;)
+	{
+		ResetPerTupleExprContext(estate);
+		ExecClearTuple(slot);
+		if (!NextCopyFrom(cstate, econtext, slot->tts_values, slot->tts_isnull))
+			break;
+		ExecStoreVirtualTuple(slot);
+		econtext->ecxt_scantuple = slot;
+		if (qual != NULL && !ExecQual(qual, econtext))
+			continue;
+		ShardCopySendSlot(copyState, slot, cstate->cur_lineno);
+		processed++;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	FreeExecutorState(estate);
+	return processed;
+}
+
+/*
+ * RemoteCopyOptions returns the WITH clause that makes a worker read (or
+ * write) the same format as the input (or output).  encoding >= 0 asks the
+ * worker to write in that encoding.
+ */
+static char *
+RemoteCopyOptions(CopyFormatOptions *opts, bool forOutput, int encoding)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "WITH (FORMAT %s", opts->binary ? "binary" :
+					 opts->csv_mode ? "csv" : "text");
+	if (!opts->binary)
+	{
+		appendStringInfo(&buf, ", DELIMITER %s, NULL %s", quote_literal_cstr(opts->delim),
+						 quote_literal_cstr(opts->null_print));
+		if (opts->csv_mode)
+		{
+			appendStringInfo(&buf, ", QUOTE %s, ESCAPE %s", quote_literal_cstr(opts->quote),
+							 quote_literal_cstr(opts->escape));
+			if (!forOutput && opts->force_notnull != NIL)
+				appendStringInfo(&buf, ", FORCE_NOT_NULL %s",
+								 NameListString(opts->force_notnull));
+			if (!forOutput && opts->force_null != NIL)
+				appendStringInfo(&buf, ", FORCE_NULL %s", NameListString(opts->force_null));
+			if (forOutput && opts->force_quote_all)
+				appendStringInfoString(&buf, ", FORCE_QUOTE *");
+			else if (forOutput && opts->force_quote != NIL)
+				appendStringInfo(&buf, ", FORCE_QUOTE %s", NameListString(opts->force_quote));
+		}
+	}
+	if (encoding >= 0)
+		appendStringInfo(&buf, ", ENCODING %s",
+						 quote_literal_cstr(pg_encoding_to_char(encoding)));
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/* "(a, b)" of a list of column names */
+static char *
+NameListString(List *names)
+{
+	StringInfoData buf;
+	ListCell   *cell;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	foreach(cell, names)
+		appendStringInfo(&buf, "%s%s", foreach_current_index(cell) > 0 ? ", " : "",
+						 quote_identifier(strVal(lfirst(cell))));
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/* "(a, b)" of a list of attribute numbers */
+static char *
+AttnumListString(Relation rel, List *attnums)
+{
+	StringInfoData buf;
+	ListCell   *cell;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	foreach(cell, attnums)
+		appendStringInfo(&buf, "%s%s", foreach_current_index(cell) > 0 ? ", " : "",
+						 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel),
+																lfirst_int(cell) - 1)->attname)));
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/*
+ * FormatSettingCommands returns the SET that gives a remote session the
+ * local session's output settings, and the RESET that restores its pinned
+ * ones; both NULL when they agree already.
+ */
+void
+FormatSettingCommands(char **setCommand, char **resetCommand)
+{
+	StringInfoData set;
+	StringInfoData reset;
+
+	initStringInfo(&set);
+	initStringInfo(&reset);
+	for (const FormatSetting *setting = formatSettings; setting->name; setting++)
+	{
+		const char *local = GetConfigOption(setting->name, false, false);
+
+		if (pg_strcasecmp(local, setting->remoteValue) == 0)
+			continue;
+		appendStringInfo(&set, "SET %s = %s;", setting->name, quote_literal_cstr(local));
+		appendStringInfo(&reset, "RESET %s;", setting->name);
+	}
+	/* shortest-exact output for any positive value, rounded otherwise */
+	if (atoi(GetConfigOption("extra_float_digits", false, false)) <= 0)
+	{
+		appendStringInfo(&set, "SET extra_float_digits = %s;",
+						 GetConfigOption("extra_float_digits", false, false));
+		appendStringInfoString(&reset, "RESET extra_float_digits;");
+	}
+	*setCommand = set.len > 0 ? set.data : NULL;
+	*resetCommand = reset.len > 0 ? reset.data : NULL;
+}
+
+/* where COPY TO writes: the client or a file/program */
+typedef struct CopyOutput
+{
+	FILE	   *file;			/* NULL: the client */
+	bool		isProgram;
+	bool		binary;
+} CopyOutput;
+
+static void
+WriteCopyOutput(CopyOutput *output, const char *data, int length)
+{
+	if (length <= 0)
+		return;
+	if (output->file == NULL)
+	{
+		StringInfoData message;
+
+		pq_beginmessage(&message, 'd');
+		pq_sendbytes(&message, data, length);
+		pq_endmessage(&message);
+	}
+	else if (fwrite(data, 1, length, output->file) != (size_t) length)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write to COPY %s: %m",
+						output->isProgram ? "program" : "file")));
+}
+
+/* BeginCopyOutput opens the destination, or tells the client COPY starts */
+static void
+BeginCopyOutput(CopyOutput *output, CopyStmt *stmt, int natts)
+{
+	output->isProgram = stmt->is_program;
+	if (stmt->filename == NULL)
+	{
+		StringInfoData buf;
+
+		pq_beginmessage(&buf, 'H');
+		pq_sendbyte(&buf, output->binary ? 1 : 0);
+		pq_sendint16(&buf, natts);
+		for (int i = 0; i < natts; i++)
+			pq_sendint16(&buf, output->binary ? 1 : 0);
+		pq_endmessage(&buf);
+		output->file = NULL;
+	}
+	else if (stmt->is_program)
+	{
+		output->file = OpenPipeStream(stmt->filename, PG_BINARY_W);
+		if (output->file == NULL)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not execute command \"%s\": %m", stmt->filename)));
+	}
+	else
+	{
+		mode_t		oldumask;
+
+		if (!is_absolute_path(stmt->filename))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("relative path not allowed for COPY to file")));
+		oldumask = umask(S_IWGRP | S_IWOTH);
+		PG_TRY();
+		{
+			output->file = AllocateFile(stmt->filename, PG_BINARY_W);
+		}
+		PG_FINALLY();
+		{
+			umask(oldumask);
+		}
+		PG_END_TRY();
+		if (output->file == NULL)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not open file \"%s\" for writing: %m", stmt->filename)));
+	}
+}
+
+static void
+EndCopyOutput(CopyOutput *output, CopyStmt *stmt)
+{
+	if (output->file == NULL)
+	{
+		pq_putemptymessage('c');
+		return;
+	}
+	if (output->isProgram)
+	{
+		int			rc = ClosePipeStream(output->file);
+
+		if (rc != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("program \"%s\" failed", stmt->filename)));
+	}
+	else if (FreeFile(output->file))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", stmt->filename)));
+}
+
+/*
+ * AppendHeaderLine appends the column names as COPY's HEADER option writes
+ * them (quoted for CSV when needed).
+ */
+static void
+AppendHeaderLine(StringInfo buf, Relation rel, List *attnums, CopyFormatOptions *opts)
+{
+	ListCell   *cell;
+
+	foreach(cell, attnums)
+	{
+		const char *name = NameStr(TupleDescAttr(RelationGetDescr(rel),
+												 lfirst_int(cell) - 1)->attname);
+
+		if (foreach_current_index(cell) > 0)
+			appendStringInfoString(buf, opts->delim);
+		if (opts->csv_mode &&
+			(strpbrk(name, "\r\n") != NULL || strchr(name, opts->delim[0]) != NULL ||
+			 strchr(name, opts->quote[0]) != NULL || strcmp(name, opts->null_print) == 0))
+		{
+			appendStringInfoChar(buf, opts->quote[0]);
+			for (const char *p = name; *p; p++)
+			{
+				if (*p == opts->quote[0] || *p == opts->escape[0])
+					appendStringInfoChar(buf, opts->escape[0]);
+				appendStringInfoChar(buf, *p);
+			}
+			appendStringInfoChar(buf, opts->quote[0]);
+		}
+		else if (opts->csv_mode)
+			appendStringInfoString(buf, name);
+		else
+			AppendCopyTextValue(buf, name);
+	}
+	appendStringInfoChar(buf, '\n');
+}
+
+/*
+ * CopyOutOfShards streams COPY TO STDOUT of every shard to the destination
+ * and returns the number of rows.  Binary output of each shard starts with
+ * the 19-byte (plus extension) header and ends with the 2-byte trailer;
+ * those are written once for the whole COPY.
+ */
+static uint64
+CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
+{
+	ParseState *pstate = make_parsestate(NULL);
+	CopyFormatOptions opts;
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(RelationGetRelid(rel));
+	List	   *attnums;
+	CopyOutput	output;
+	char	   *remoteOptions;
+	char	   *setCommand;
+	char	   *resetCommand;
+	int			encoding;
+	uint64		processed = 0;
+	static const char binaryHeader[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+
+	pstate->p_sourcetext = queryString;
+	memset(&opts, 0, sizeof(opts));
+	ProcessCopyOptions(pstate, &opts, false, stmt->options);
+	attnums = CopyGetAttnums(RelationGetDescr(rel), rel, stmt->attlist);
+	encoding = opts.file_encoding >= 0 ? opts.file_encoding : pg_get_client_encoding();
+	remoteOptions = RemoteCopyOptions(&opts, true,
+									  encoding != GetDatabaseEncoding() ? encoding : -1);
+	FormatSettingCommands(&setCommand, &resetCommand);
+
+	memset(&output, 0, sizeof(output));
+	output.binary = opts.binary;
+	BeginCopyOutput(&output, stmt, list_length(attnums));
+
+	if (opts.binary)
+		WriteCopyOutput(&output, binaryHeader, 19);
+	else if (opts.header_line != COPY_HEADER_FALSE)
+	{
+		StringInfoData header;
+		char	   *converted;
+
+		initStringInfo(&header);
+		AppendHeaderLine(&header, rel, attnums, &opts);
+		converted = pg_server_to_any(header.data, header.len, encoding);
+		WriteCopyOutput(&output, converted, strlen(converted));
+	}
+
+	for (int i = 0; i < entry->shardCount; i++)
+	{
+		ShardInterval *shard = &entry->shards[i];
+		NodeConnection *conn = GetNodeConnection(shard->placementNodeIds[0]);
+		char	   *command;
+		PGresult   *result;
+		int			skip = opts.binary ? 19 : 0;
+		bool		headerDone = !opts.binary;
+		char		held[2];
+		int			heldLength = 0;
+
+		if (entry->method == DISTRIBUTE_BY_REFERENCE && i > 0)
+			break;
+		RemoteTransactionBegin(conn);
+		command = psprintf("%sCOPY %s %s TO STDOUT %s", setCommand ? setCommand : "",
+						   QualifiedShardName(RelationGetRelid(rel), shard->shardId),
+						   AttnumListString(rel, attnums), remoteOptions);
+		SendRemoteCommand(conn, command);
+		while ((result = GetRemoteResult(conn)) != NULL &&
+			   PQresultStatus(result) == PGRES_COMMAND_OK)
+			PQclear(result);	/* the SETs */
+		if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
+		{
+			PGresult   *extra;
+
+			while ((extra = GetRemoteResult(conn)) != NULL)
+				PQclear(extra);
+			ReportRemoteError(conn, result, ERROR, command);
+		}
+		PQclear(result);
+
+		for (;;)
+		{
+			char	   *data = NULL;
+			int			length = PQgetCopyData(conn->pgConn, &data, 1);
+			char	   *p = data;
+
+			if (length == 0)
+			{
+				WaitForRemoteSocket(conn, false);
+				continue;
+			}
+			if (length < 0)
+				break;
+
+			if (!headerDone)
+			{
+				/* skip the signature, flags and the extension area */
+				int			n = Min(skip, length);
+
+				if (skip == 19 && length >= 19)
+				{
+					uint32		extension;
+
+					memcpy(&extension, data + 15, 4);
+					skip += pg_ntoh32(extension);
+					n = Min(skip, length);
+				}
+				p += n;
+				length -= n;
+				skip -= n;
+				headerDone = (skip == 0);
+			}
+			if (opts.binary)
+			{
+				/* hold back the last two bytes: the trailer */
+				WriteCopyOutput(&output, held, heldLength);
+				if (length >= 2)
+				{
+					WriteCopyOutput(&output, p, length - 2);
+					memcpy(held, p + length - 2, 2);
+					heldLength = 2;
+				}
+				else
+				{
+					memcpy(held, p, length);
+					heldLength = length;
+				}
+			}
+			else
+				WriteCopyOutput(&output, p, length);
+			PQfreemem(data);
+			CHECK_FOR_INTERRUPTS();
+		}
+		while ((result = GetRemoteResult(conn)) != NULL)
+		{
+			if (PQresultStatus(result) != PGRES_COMMAND_OK)
+				ReportRemoteError(conn, result, ERROR, command);
+			processed += strtou64(PQcmdTuples(result), NULL, 10);
+			PQclear(result);
+		}
+		if (resetCommand != NULL)
+			ExecuteRemoteCommand(conn, resetCommand);
+	}
+
+	if (opts.binary)
+	{
+		int16		trailer = pg_hton16(-1);
+
+		WriteCopyOutput(&output, (char *) &trailer, 2);
+	}
+	EndCopyOutput(&output, stmt);
+	return processed;
+}

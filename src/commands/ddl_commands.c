@@ -1,0 +1,808 @@
+/*-------------------------------------------------------------------------
+ *
+ * ddl_commands.c
+ *	  Which utility commands on distributed and reference tables shardext
+ *	  applies to the shards, and how: ALTER TABLE (columns, defaults, NOT
+ *	  NULL, constraints, owner), CREATE/DROP INDEX, renames, SET SCHEMA,
+ *	  TRUNCATE, COMMENT and GRANT/REVOKE.  Everything else that would make
+ *	  the shards differ from the table is refused with a clear error.
+ *
+ * Schema changes run locally first and are then derived from the catalog
+ * (ddl_propagation.c); TRUNCATE, COMMENT and GRANT are rebuilt from the
+ * statement.  All of it runs in the local transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/parse_coerce.h"
+#include "parser/parse_expr.h"
+#include "parser/parse_relation.h"
+#include "parser/parse_type.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+
+#include "shardext/ddl.h"
+#include "shardext/deparser.h"
+#include "shardext/guc.h"
+#include "shardext/metadata.h"
+#include "shardext/utility_hook.h"
+
+static bool HandleAlterTable(AlterTableStmt *stmt, List **relids, List **usings);
+static void CheckAlterTableCommand(Oid relid, AlterTableCmd *cmd, List **usings);
+static char *DeparseUsingExpression(Oid relid, AlterTableCmd *cmd);
+static void RejectForeignKeysToDistributed(RangeVar *relation, List *elements);
+static Oid	DistributedRelation(RangeVar *relation);
+static void RejectOnDistributedTable(RangeVar *relation, const char *command,
+									 const char *detail);
+static List *DistributedTablesOfIndexes(DropStmt *stmt);
+static void PropagateTruncate(TruncateStmt *stmt, List *relids);
+static void PropagateComment(CommentStmt *stmt);
+static void PropagateGrant(GrantStmt *stmt);
+static List *ShardPlacementCommands(Oid relid, char *(*build) (Oid relid, int64 shardId,
+																void *arg), void *arg);
+static void RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+						ProcessUtilityContext context, ParamListInfo params,
+						QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc);
+
+/*
+ * Nesting depth of local execution of DDL on distributed tables.  While it
+ * is above 0, queries PostgreSQL runs for the DDL itself (the validation of
+ * a new foreign key) are planned locally, against the empty shells, by the
+ * planner hook: the shards check themselves when the DDL reaches them.
+ */
+int			ShardextLocalDDLDepth = 0;
+
+/* runs the command locally (see ShardextLocalDDLDepth) */
+static void
+RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+			ProcessUtilityContext context, ParamListInfo params,
+			QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	int			savedDepth = ShardextLocalDDLDepth;
+
+	ShardextLocalDDLDepth++;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility_hook)
+			prev_ProcessUtility_hook(pstmt, queryString, readOnlyTree, context,
+									 params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		ShardextLocalDDLDepth = savedDepth;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * ShardextPreprocessUtility handles a utility command that concerns
+ * distributed tables: it runs the command locally and applies it to the
+ * shards, and returns true.  It returns false (having done nothing) for
+ * every other command.
+ */
+bool
+ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
+						  bool readOnlyTree, ProcessUtilityContext context,
+						  ParamListInfo params, QueryEnvironment *queryEnv,
+						  DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	List	   *relids = NIL;
+	List	   *usings = NIL;
+	List	   *states;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			if (!HandleAlterTable((AlterTableStmt *) parsetree, &relids, &usings))
+				return false;
+			break;
+
+		case T_CreateStmt:
+			{
+				CreateStmt *stmt = (CreateStmt *) parsetree;
+
+				RejectForeignKeysToDistributed(stmt->relation, stmt->tableElts);
+				RejectForeignKeysToDistributed(stmt->relation, stmt->constraints);
+				return false;
+			}
+
+		case T_IndexStmt:
+			{
+				IndexStmt *stmt = (IndexStmt *) parsetree;
+				Oid			relid = DistributedRelation(stmt->relation);
+
+				if (!OidIsValid(relid))
+					return false;
+				if (stmt->concurrent)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("CREATE INDEX CONCURRENTLY is not supported on distributed "
+									"table \"%s\"", get_rel_name(relid)),
+							 errhint("Use CREATE INDEX: it builds the index on all shards in "
+									 "parallel, blocking writes (not reads) meanwhile.")));
+				relids = list_make1_oid(relid);
+				break;
+			}
+
+		case T_DropStmt:
+			{
+				DropStmt   *stmt = (DropStmt *) parsetree;
+
+				if (stmt->removeType != OBJECT_INDEX)
+					return false;
+				relids = DistributedTablesOfIndexes(stmt);
+				if (relids == NIL)
+					return false;
+				if (stmt->concurrent)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("DROP INDEX CONCURRENTLY is not supported on distributed "
+									"table \"%s\"", get_rel_name(linitial_oid(relids))),
+							 errhint("Use DROP INDEX.")));
+				break;
+			}
+
+		case T_RenameStmt:
+			{
+				RenameStmt *stmt = (RenameStmt *) parsetree;
+				Oid			relid;
+
+				if (stmt->renameType == OBJECT_SCHEMA)
+				{
+					Oid			namespaceId = get_namespace_oid(stmt->subname, true);
+					ListCell   *cell;
+
+					foreach(cell, DistributedTableList())
+					{
+						if (get_rel_namespace(lfirst_oid(cell)) == namespaceId)
+							ereport(ERROR,
+									(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+									 errmsg("cannot rename schema \"%s\" because it contains "
+											"distributed table \"%s\"", stmt->subname,
+											get_rel_name(lfirst_oid(cell))),
+									 errhint("Move the tables to another schema with ALTER "
+											 "TABLE ... SET SCHEMA first.")));
+					}
+					return false;
+				}
+				if (stmt->relation == NULL)
+					return false;
+				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+				if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_INDEX)
+					relid = IndexGetRelation(relid, false);
+				if (!OidIsValid(relid) || !IsDistributedTable(relid))
+					return false;
+				if (stmt->renameType != OBJECT_TABLE && stmt->renameType != OBJECT_COLUMN &&
+					stmt->renameType != OBJECT_TABCONSTRAINT &&
+					stmt->renameType != OBJECT_INDEX)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("this rename is not supported on distributed table \"%s\"",
+									get_rel_name(relid))));
+				relids = RelatedDistributedTables(relid);
+				break;
+			}
+
+		case T_AlterObjectSchemaStmt:
+			{
+				AlterObjectSchemaStmt *stmt = (AlterObjectSchemaStmt *) parsetree;
+				Oid			relid = DistributedRelation(stmt->relation);
+
+				if (!OidIsValid(relid))
+					return false;
+				if (stmt->objectType != OBJECT_TABLE)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("ALTER ... SET SCHEMA is only supported for distributed "
+									"tables themselves")));
+				relids = list_make1_oid(relid);
+				break;
+			}
+
+		case T_TruncateStmt:
+			{
+				TruncateStmt *stmt = (TruncateStmt *) parsetree;
+				ListCell   *cell;
+
+				foreach(cell, stmt->relations)
+				{
+					Oid			relid = DistributedRelation(lfirst(cell));
+
+					if (OidIsValid(relid))
+						relids = list_append_unique_oid(relids, relid);
+				}
+				if (relids == NIL)
+					return false;
+				RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+							dest, qc);
+				PropagateTruncate(stmt, relids);
+				return true;
+			}
+
+		case T_CommentStmt:
+			RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+						dest, qc);
+			PropagateComment((CommentStmt *) parsetree);
+			return true;
+
+		case T_GrantStmt:
+			RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+						dest, qc);
+			PropagateGrant((GrantStmt *) parsetree);
+			return true;
+
+		case T_CreateTrigStmt:
+			RejectOnDistributedTable(((CreateTrigStmt *) parsetree)->relation, "CREATE TRIGGER",
+									 "Triggers on the coordinator's table would not fire for rows "
+									 "stored in the shards.");
+			return false;
+
+		case T_CreatePolicyStmt:
+			RejectOnDistributedTable(((CreatePolicyStmt *) parsetree)->table, "CREATE POLICY",
+									 "Row security policies on the coordinator's table would not "
+									 "apply to the shards the queries read.");
+			return false;
+
+		case T_RuleStmt:
+			RejectOnDistributedTable(((RuleStmt *) parsetree)->relation, "CREATE RULE",
+									 "Rules on the coordinator's table would not apply to the shards.");
+			return false;
+
+		default:
+			return false;
+	}
+
+	states = CaptureTableStates(relids);
+	RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	PropagateTableChanges(states, usings);
+	return true;
+}
+
+/*
+ * RejectOnDistributedTable refuses a command whose effect would silently not
+ * reach the shards of a distributed table.
+ */
+static void
+RejectOnDistributedTable(RangeVar *relation, const char *command, const char *detail)
+{
+	Oid			relid = DistributedRelation(relation);
+
+	if (OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s is not supported on distributed table \"%s\"",
+						command, get_rel_name(relid)),
+				 errdetail("%s", detail),
+				 errhint("Use undistribute_table() to make it a local table again.")));
+}
+
+/* the distributed table a statement names, or InvalidOid */
+static Oid
+DistributedRelation(RangeVar *relation)
+{
+	Oid			relid;
+
+	if (relation == NULL)
+		return InvalidOid;
+	relid = RangeVarGetRelid(relation, NoLock, true);
+	return (OidIsValid(relid) && IsDistributedTable(relid)) ? relid : InvalidOid;
+}
+
+/*
+ * HandleAlterTable decides about an ALTER TABLE: false when it does not
+ * concern distributed tables (after refusing foreign keys from a local
+ * table to a distributed one); otherwise it checks every subcommand and
+ * returns the tables to compare in *relids.
+ */
+static bool
+HandleAlterTable(AlterTableStmt *stmt, List **relids, List **usings)
+{
+	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	ListCell   *cell;
+
+	if (!OidIsValid(relid))
+		return false;
+
+	if (stmt->objtype == OBJECT_INDEX)
+	{
+		if (get_rel_relkind(relid) == RELKIND_INDEX &&
+			IsDistributedTable(IndexGetRelation(relid, false)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("ALTER INDEX is not supported on indexes of distributed tables"),
+					 errhint("Only ALTER INDEX ... RENAME is propagated to the shards.")));
+		return false;
+	}
+
+	if (!IsDistributedTable(relid))
+	{
+		foreach(cell, stmt->cmds)
+		{
+			AlterTableCmd *cmd = lfirst(cell);
+
+			if (cmd->def != NULL && IsA(cmd->def, ColumnDef))
+				RejectForeignKeysToDistributed(stmt->relation,
+											   ((ColumnDef *) cmd->def)->constraints);
+			else if (cmd->def != NULL && IsA(cmd->def, Constraint))
+				RejectForeignKeysToDistributed(stmt->relation, list_make1(cmd->def));
+		}
+		return false;
+	}
+
+	foreach(cell, stmt->cmds)
+		CheckAlterTableCommand(relid, lfirst(cell), usings);
+	*relids = RelatedDistributedTables(relid);
+	return true;
+}
+
+/*
+ * CheckAlterTableCommand refuses subcommands shardext does not apply to
+ * shards, and deparses the USING expression of ALTER COLUMN TYPE (which the
+ * catalog does not keep) while the old column types are still in place.
+ */
+static void
+CheckAlterTableCommand(Oid relid, AlterTableCmd *cmd, List **usings)
+{
+	const char *what = NULL;
+
+	switch (cmd->subtype)
+	{
+		case AT_DropColumn:
+			if (IsHashDistributedTable(relid) && cmd->name != NULL &&
+				get_attnum(relid, cmd->name) == GetDistTableCacheEntry(relid)->distAttnum)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot drop distribution column \"%s\" of table \"%s\"",
+								cmd->name, get_rel_name(relid)),
+						 errdetail("The rows are placed in shards by this column."),
+						 errhint("Use undistribute_table() first.")));
+			return;
+		case AT_AddColumn:
+		case AT_ColumnDefault:
+		case AT_DropNotNull:
+		case AT_SetNotNull:
+		case AT_AddConstraint:
+		case AT_DropConstraint:
+		case AT_ValidateConstraint:
+		case AT_ChangeOwner:
+			return;
+		case AT_AlterColumnType:
+			{
+				char	   *expression = DeparseUsingExpression(relid, cmd);
+
+				if (expression != NULL)
+				{
+					AttrNumber	attnum = get_attnum(relid, cmd->name);
+
+					*usings = lappend(*usings, MakeUsingExpression(relid, attnum, expression));
+				}
+				return;
+			}
+		case AT_AddIdentity:
+		case AT_SetIdentity:
+		case AT_DropIdentity:
+			what = "identity columns";
+			break;
+		case AT_AttachPartition:
+		case AT_DetachPartition:
+		case AT_DetachPartitionFinalize:
+		case AT_AddInherit:
+		case AT_DropInherit:
+			what = "partitioning and inheritance";
+			break;
+		case AT_EnableTrig:
+		case AT_EnableAlwaysTrig:
+		case AT_EnableReplicaTrig:
+		case AT_DisableTrig:
+		case AT_EnableTrigAll:
+		case AT_DisableTrigAll:
+		case AT_EnableTrigUser:
+		case AT_DisableTrigUser:
+			what = "triggers";
+			break;
+		default:
+			what = "this subcommand";
+			break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("ALTER TABLE with %s is not supported on distributed table \"%s\"",
+					what, get_rel_name(relid)),
+			 errdetail("shardext applies column, default, NOT NULL, constraint, index, "
+					   "owner and name changes to the shards."),
+			 errhint("Use undistribute_table(), change the table, and distribute it again.")));
+}
+
+/*
+ * DeparseUsingExpression analyses the USING expression of an ALTER COLUMN
+ * TYPE the way ALTER TABLE will, and deparses it qualified; NULL when there
+ * is none or it does not analyse (ALTER TABLE then reports the problem).
+ */
+static char *
+DeparseUsingExpression(Oid relid, AlterTableCmd *cmd)
+{
+	ColumnDef  *def = (ColumnDef *) cmd->def;
+	ParseState *pstate;
+	Relation	rel;
+	ParseNamespaceItem *nsitem;
+	Node	   *transform;
+	Oid			targetType;
+	int32		targetTypmod;
+	char	   *result;
+	int			nestLevel;
+
+	if (def == NULL || def->raw_default == NULL)
+		return NULL;
+
+	pstate = make_parsestate(NULL);
+	rel = relation_open(relid, AccessShareLock);
+	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL, false, true);
+	addNSItemToQuery(pstate, nsitem, false, true, true);
+	transform = transformExpr(pstate, copyObject(def->raw_default),
+							  EXPR_KIND_ALTER_COL_TRANSFORM);
+	typenameTypeIdAndMod(pstate, def->typeName, &targetType, &targetTypmod);
+	transform = coerce_to_target_type(pstate, transform, exprType(transform),
+									  targetType, targetTypmod, COERCION_ASSIGNMENT,
+									  COERCE_IMPLICIT_CAST, -1);
+	if (transform == NULL)
+	{
+		relation_close(rel, AccessShareLock);
+		return NULL;
+	}
+	nestLevel = BeginSafeDeparse();
+	result = deparse_expression(transform,
+								deparse_context_for(RelationGetRelationName(rel), relid),
+								false, false);
+	EndSafeDeparse(nestLevel);
+	relation_close(rel, AccessShareLock);
+	free_parsestate(pstate);
+	return result;
+}
+
+/*
+ * RejectForeignKeysToDistributed refuses foreign keys of a local table (in
+ * CREATE TABLE or ALTER TABLE) that reference a distributed table.
+ */
+static void
+RejectForeignKeysToDistributed(RangeVar *relation, List *elements)
+{
+	ListCell   *cell;
+
+	foreach(cell, elements)
+	{
+		Node	   *element = lfirst(cell);
+		Oid			referenced;
+
+		if (IsA(element, ColumnDef))
+		{
+			RejectForeignKeysToDistributed(relation, ((ColumnDef *) element)->constraints);
+			continue;
+		}
+		if (!IsA(element, Constraint) || ((Constraint *) element)->contype != CONSTR_FOREIGN)
+			continue;
+		referenced = DistributedRelation(((Constraint *) element)->pktable);
+		if (OidIsValid(referenced))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot create foreign key from local table \"%s\" to "
+							"distributed table \"%s\"", relation->relname,
+							get_rel_name(referenced)),
+					 errdetail("The rows of \"%s\" live on the worker nodes, where a local "
+							   "table cannot check them.", get_rel_name(referenced)),
+					 errhint("Create the table without the foreign key, distribute it, "
+							 "and add the foreign key then.")));
+	}
+}
+
+/* the distributed tables whose indexes a DROP INDEX names */
+static List *
+DistributedTablesOfIndexes(DropStmt *stmt)
+{
+	List	   *relids = NIL;
+	ListCell   *cell;
+
+	foreach(cell, stmt->objects)
+	{
+		RangeVar   *relation = makeRangeVarFromNameList((List *) lfirst(cell));
+		Oid			indexId = RangeVarGetRelid(relation, NoLock, true);
+		Oid			relid;
+
+		if (!OidIsValid(indexId) || get_rel_relkind(indexId) != RELKIND_INDEX)
+			continue;
+		relid = IndexGetRelation(indexId, false);
+		if (IsDistributedTable(relid))
+			relids = list_append_unique_oid(relids, relid);
+	}
+	return relids;
+}
+
+/*
+ * ShardPlacementCommands builds one command per shard with build() and
+ * returns it for every placement of the shard.
+ */
+static List *
+ShardPlacementCommands(Oid relid, char *(*build) (Oid relid, int64 shardId, void *arg),
+					   void *arg)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+	List	   *result = NIL;
+
+	for (int i = 0; entry != NULL && i < entry->shardCount; i++)
+	{
+		ShardInterval *shard = &entry->shards[i];
+		char	   *command = build(relid, shard->shardId, arg);
+
+		for (int j = 0; j < shard->placementCount; j++)
+			result = lappend(result, MakePlacementCommand(shard->placementNodeIds[j],
+														  command));
+	}
+	return result;
+}
+
+/*
+ * PropagateTruncate truncates the shards of the named distributed tables,
+ * one TRUNCATE per node.  CASCADE is passed on: the shards' foreign keys
+ * mirror the tables', so the same tables are truncated on every node.
+ */
+static void
+PropagateTruncate(TruncateStmt *stmt, List *relids)
+{
+	List	   *placementCommands = NIL;
+	List	   *nodeIds = NIL;
+	List	   *buffers = NIL;
+	ListCell   *cell;
+
+	foreach(cell, relids)
+	{
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(lfirst_oid(cell));
+
+		for (int i = 0; entry != NULL && i < entry->shardCount; i++)
+		{
+			ShardInterval *shard = &entry->shards[i];
+
+			for (int j = 0; j < shard->placementCount; j++)
+			{
+				StringInfo	buffer = NULL;
+				ListCell   *nodeCell;
+
+				foreach(nodeCell, nodeIds)
+				{
+					if (lfirst_int(nodeCell) == shard->placementNodeIds[j])
+						buffer = list_nth(buffers, foreach_current_index(nodeCell));
+				}
+				if (buffer == NULL)
+				{
+					buffer = makeStringInfo();
+					appendStringInfoString(buffer, "TRUNCATE TABLE ");
+					nodeIds = lappend_int(nodeIds, shard->placementNodeIds[j]);
+					buffers = lappend(buffers, buffer);
+				}
+				else
+					appendStringInfoString(buffer, ", ");
+				appendStringInfoString(buffer, QualifiedShardName(entry->relid, shard->shardId));
+			}
+		}
+	}
+	foreach(cell, buffers)
+	{
+		StringInfo	buffer = lfirst(cell);
+
+		if (stmt->behavior == DROP_CASCADE)
+			appendStringInfoString(buffer, " CASCADE");
+		placementCommands = lappend(placementCommands,
+									MakePlacementCommand(list_nth_int(nodeIds,
+																	  foreach_current_index(cell)),
+														 buffer->data));
+	}
+	ExecuteOnShardPlacements(placementCommands);
+}
+
+typedef struct CommentArgs
+{
+	CommentStmt *stmt;
+	char	   *subject;		/* column, index or constraint name */
+	bool		indexBacked;
+} CommentArgs;
+
+static char *
+BuildShardComment(Oid relid, int64 shardId, void *arg)
+{
+	CommentArgs *args = arg;
+	char	   *shardName = QualifiedShardName(relid, shardId);
+	const char *comment = args->stmt->comment ?
+		quote_literal_cstr(args->stmt->comment) : "NULL";
+
+	switch (args->stmt->objtype)
+	{
+		case OBJECT_TABLE:
+			return psprintf("COMMENT ON TABLE %s IS %s", shardName, comment);
+		case OBJECT_COLUMN:
+			return psprintf("COMMENT ON COLUMN %s.%s IS %s", shardName,
+							quote_identifier(args->subject), comment);
+		case OBJECT_INDEX:
+			return psprintf("COMMENT ON INDEX %s IS %s",
+							quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+													   ShardNameFromParts(args->subject, shardId)),
+							comment);
+		default:
+			return psprintf("COMMENT ON CONSTRAINT %s ON %s IS %s",
+							quote_identifier(ShardConstraintName(args->subject,
+																 args->indexBacked, shardId)),
+							shardName, comment);
+	}
+}
+
+/* PropagateComment copies COMMENT ON TABLE/COLUMN/INDEX/CONSTRAINT to shards */
+static void
+PropagateComment(CommentStmt *stmt)
+{
+	CommentArgs args = {stmt, NULL, false};
+	List	   *names;
+	Oid			relid;
+
+	if (stmt->objtype != OBJECT_TABLE && stmt->objtype != OBJECT_COLUMN &&
+		stmt->objtype != OBJECT_INDEX && stmt->objtype != OBJECT_TABCONSTRAINT)
+		return;
+
+	names = list_copy(castNode(List, stmt->object));
+	if (stmt->objtype == OBJECT_COLUMN || stmt->objtype == OBJECT_TABCONSTRAINT)
+	{
+		args.subject = strVal(llast(names));
+		names = list_truncate(names, list_length(names) - 1);
+	}
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, false);
+	if (stmt->objtype == OBJECT_INDEX)
+	{
+		args.subject = get_rel_name(relid);
+		relid = IndexGetRelation(relid, false);
+	}
+	if (!IsDistributedTable(relid))
+		return;
+	if (stmt->objtype == OBJECT_TABCONSTRAINT)
+	{
+		Oid			constraintOid = get_relation_constraint_oid(relid, args.subject, false);
+		Oid			indexOid = get_constraint_index(constraintOid);
+
+		args.indexBacked = OidIsValid(indexOid);
+	}
+	ExecuteOnShardPlacements(ShardPlacementCommands(relid, BuildShardComment, &args));
+}
+
+/* the GRANT/REVOKE text after "ON TABLE <name> " is built by DeparseGrant */
+static char *
+DeparseGrant(GrantStmt *stmt, const char *shardName)
+{
+	StringInfoData buf;
+	ListCell   *cell;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, stmt->is_grant ? "GRANT " : "REVOKE ");
+	if (!stmt->is_grant && stmt->grant_option)
+		appendStringInfoString(&buf, "GRANT OPTION FOR ");
+	if (stmt->privileges == NIL)
+		appendStringInfoString(&buf, "ALL PRIVILEGES");
+	foreach(cell, stmt->privileges)
+	{
+		AccessPriv *priv = lfirst(cell);
+
+		if (foreach_current_index(cell) > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoString(&buf, priv->priv_name ? priv->priv_name : "ALL");
+		if (priv->cols != NIL)
+		{
+			ListCell   *colCell;
+
+			appendStringInfoString(&buf, " (");
+			foreach(colCell, priv->cols)
+				appendStringInfo(&buf, "%s%s", foreach_current_index(colCell) > 0 ? ", " : "",
+								 quote_identifier(strVal(lfirst(colCell))));
+			appendStringInfoChar(&buf, ')');
+		}
+	}
+	appendStringInfo(&buf, " ON TABLE %s %s ", shardName, stmt->is_grant ? "TO" : "FROM");
+	foreach(cell, stmt->grantees)
+	{
+		RoleSpec   *role = lfirst(cell);
+
+		if (foreach_current_index(cell) > 0)
+			appendStringInfoString(&buf, ", ");
+		switch (role->roletype)
+		{
+			case ROLESPEC_CSTRING:
+				appendStringInfoString(&buf, quote_identifier(role->rolename));
+				break;
+			case ROLESPEC_CURRENT_ROLE:
+				appendStringInfoString(&buf, "CURRENT_ROLE");
+				break;
+			case ROLESPEC_CURRENT_USER:
+				appendStringInfoString(&buf, "CURRENT_USER");
+				break;
+			case ROLESPEC_SESSION_USER:
+				appendStringInfoString(&buf, "SESSION_USER");
+				break;
+			case ROLESPEC_PUBLIC:
+				appendStringInfoString(&buf, "PUBLIC");
+				break;
+		}
+	}
+	if (stmt->is_grant && stmt->grant_option)
+		appendStringInfoString(&buf, " WITH GRANT OPTION");
+	if (!stmt->is_grant && stmt->behavior == DROP_CASCADE)
+		appendStringInfoString(&buf, " CASCADE");
+	return buf.data;
+}
+
+static char *
+BuildShardGrant(Oid relid, int64 shardId, void *arg)
+{
+	return DeparseGrant((GrantStmt *) arg, QualifiedShardName(relid, shardId));
+}
+
+/*
+ * PropagateGrant applies GRANT/REVOKE on tables (named, or ALL TABLES IN
+ * SCHEMA) to the shards of the distributed ones.  GRANTED BY is refused:
+ * remote work runs as the current user.
+ */
+static void
+PropagateGrant(GrantStmt *stmt)
+{
+	List	   *relids = NIL;
+	List	   *placementCommands = NIL;
+	ListCell   *cell;
+
+	if (stmt->objtype != OBJECT_TABLE)
+		return;
+	if (stmt->targtype == ACL_TARGET_OBJECT)
+	{
+		foreach(cell, stmt->objects)
+		{
+			Oid			relid = DistributedRelation(lfirst(cell));
+
+			if (OidIsValid(relid))
+				relids = lappend_oid(relids, relid);
+		}
+	}
+	else if (stmt->targtype == ACL_TARGET_ALL_IN_SCHEMA)
+	{
+		foreach(cell, stmt->objects)
+		{
+			Oid			namespaceId = get_namespace_oid(strVal(lfirst(cell)), false);
+			ListCell   *tableCell;
+
+			foreach(tableCell, DistributedTableList())
+			{
+				if (get_rel_namespace(lfirst_oid(tableCell)) == namespaceId)
+					relids = lappend_oid(relids, lfirst_oid(tableCell));
+			}
+		}
+	}
+	if (relids == NIL)
+		return;
+	if (stmt->grantor != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("GRANTED BY is not supported on distributed tables")));
+
+	foreach(cell, relids)
+		placementCommands = list_concat(placementCommands,
+										ShardPlacementCommands(lfirst_oid(cell),
+															   BuildShardGrant, stmt));
+	ExecuteOnShardPlacements(placementCommands);
+}

@@ -1,0 +1,42 @@
+/*-------------------------------------------------------------------------
+ *
+ * ddl.h
+ *	  Propagating DDL on distributed and reference tables to their shards.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SHARDEXT_DDL_H
+#define SHARDEXT_DDL_H
+
+#include "nodes/parsenodes.h"
+#include "nodes/pg_list.h"
+#include "tcop/utility.h"
+
+/* what a table looked like before a utility command (ddl_propagation.c) */
+typedef struct TableSchemaState TableSchemaState;
+
+extern List *CaptureTableStates(List *relids);
+extern void PropagateTableChanges(List *beforeStates, List *usingExpressions);
+extern void CheckForeignKeyAllowed(Oid constraintOid);
+extern void CheckForeignKeysOfNewTable(Oid relid);
+extern List *RelatedDistributedTables(Oid relid);
+extern void ExecuteOnShardPlacements(List *placementCommands);
+
+/* one command for one placement (node) */
+typedef struct PlacementCommand
+{
+	int32		nodeId;
+	char	   *command;
+} PlacementCommand;
+
+extern PlacementCommand *MakePlacementCommand(int32 nodeId, char *command);
+extern void *MakeUsingExpression(Oid relid, AttrNumber attnum, char *expression);
+
+/* ddl_commands.c */
+extern int	ShardextLocalDDLDepth;
+extern bool ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
+									  bool readOnlyTree, ProcessUtilityContext context,
+									  ParamListInfo params, QueryEnvironment *queryEnv,
+									  DestReceiver *dest, QueryCompletion *qc);
+
+#endif							/* SHARDEXT_DDL_H */

@@ -1,0 +1,488 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *	  The maintenance daemon: one background worker per database that has
+ *	  shardext, which resolves in-doubt prepared transactions every
+ *	  shardext.recovery_interval (and once as soon as it starts).
+ *
+ * How daemons find their databases: a launcher, registered as a static
+ * background worker in _PG_init, starts with the server (and again after a
+ * crash restart), lists the databases every few seconds and starts a daemon
+ * (a dynamic background worker) for each database that has none.  A daemon
+ * that finds no shardext in its database exits; the launcher tries that
+ * database again only after a while, or at once when a backend asks for it:
+ * CREATE EXTENSION shardext and every two-phase commit do
+ * (EnsureMaintenanceDaemon, a few instructions when the daemon runs).  So
+ * recovery after a coordinator restart needs no user action.
+ *
+ * A daemon stays connected to its database, which DROP DATABASE, CREATE
+ * DATABASE ... TEMPLATE and ALTER DATABASE RENAME do not allow; the utility
+ * hook stops the daemon first (StopMaintenanceDaemon) and keeps it away for
+ * a short time.
+ *
+ * Other periodic work (for example cleanup after shard moves) belongs in
+ * RunMaintenanceTasks.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "shardext/shardext.h"
+#include "shardext/guc.h"
+#include "shardext/maintenance.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_xact.h"
+
+#define MAX_MAINTAINED_DATABASES 128
+
+/* how often the launcher looks for new databases */
+#define LAUNCHER_NAPTIME_MS 5000
+/* how long a database without shardext is left alone unless asked */
+#define NO_EXTENSION_RECHECK_MS (300 * 1000)
+/* how long a stopped daemon is kept away (DROP DATABASE and the like) */
+#define STOP_PAUSE_MS (30 * 1000)
+
+typedef struct MaintainedDatabase
+{
+	Oid			databaseId;		/* InvalidOid: free slot */
+	pid_t		daemonPid;		/* 0: no daemon runs */
+	bool		starting;		/* the launcher started one that did not report yet */
+	bool		wanted;			/* a backend asked for a daemon */
+	TimestampTz noExtensionAt;	/* when a daemon found no shardext, or 0 */
+	TimestampTz pausedUntil;	/* no daemon before this time */
+} MaintainedDatabase;
+
+typedef struct MaintenanceShared
+{
+	slock_t		mutex;
+	pid_t		launcherPid;
+	Latch	   *launcherLatch;
+	MaintainedDatabase databases[MAX_MAINTAINED_DATABASES];
+} MaintenanceShared;
+
+static MaintenanceShared *Maintenance = NULL;
+
+/* launcher-local: handles of the daemons it started, by slot */
+static BackgroundWorkerHandle *daemonHandles[MAX_MAINTAINED_DATABASES];
+
+static List *ConnectableDatabases(void);
+static void StartDaemonsAsNeeded(void);
+static bool StartDaemon(int slot, Oid databaseId);
+static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
+static bool RunMaintenanceTasks(void);
+
+Size
+MaintenanceShmemSize(void)
+{
+	return MAXALIGN(sizeof(MaintenanceShared));
+}
+
+void
+MaintenanceShmemInit(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	Maintenance = ShmemInitStruct("shardext maintenance", MaintenanceShmemSize(), &found);
+	if (!found)
+	{
+		memset(Maintenance, 0, MaintenanceShmemSize());
+		SpinLockInit(&Maintenance->mutex);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* RegisterMaintenanceLauncher registers the launcher; called from _PG_init */
+void
+RegisterMaintenanceLauncher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "shardext");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "ShardextMaintenanceLauncherMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "shardext maintenance launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "shardext maintenance launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* the slot of a database, adding it if needed; caller holds the mutex */
+static MaintainedDatabase *
+FindOrAddDatabase(Oid databaseId)
+{
+	MaintainedDatabase *free = NULL;
+
+	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
+	{
+		MaintainedDatabase *db = &Maintenance->databases[i];
+
+		if (db->databaseId == databaseId)
+			return db;
+		if (free == NULL && db->databaseId == InvalidOid)
+			free = db;
+	}
+	if (free != NULL)
+	{
+		memset(free, 0, sizeof(MaintainedDatabase));
+		free->databaseId = databaseId;
+	}
+	return free;
+}
+
+/*
+ * EnsureMaintenanceDaemon asks for a daemon in the current database if none
+ * runs.  Cheap enough to call at every two-phase commit.
+ */
+void
+EnsureMaintenanceDaemon(void)
+{
+	MaintainedDatabase *db;
+	Latch	   *latch = NULL;
+
+	if (Maintenance == NULL || !OidIsValid(MyDatabaseId))
+		return;
+
+	SpinLockAcquire(&Maintenance->mutex);
+	db = FindOrAddDatabase(MyDatabaseId);
+	if (db != NULL && db->daemonPid == 0 && !db->starting && !db->wanted)
+	{
+		db->wanted = true;
+		db->noExtensionAt = 0;
+		latch = Maintenance->launcherLatch;
+	}
+	SpinLockRelease(&Maintenance->mutex);
+
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * StopMaintenanceDaemon ends the daemon of a database (which keeps a
+ * connection to it) and keeps it away for a while, so that DROP DATABASE
+ * and its kind can proceed.  They wait a few seconds for the daemon to go.
+ */
+void
+StopMaintenanceDaemon(Oid databaseId)
+{
+	pid_t		pid = 0;
+
+	if (Maintenance == NULL)
+		return;
+
+	SpinLockAcquire(&Maintenance->mutex);
+	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
+	{
+		MaintainedDatabase *db = &Maintenance->databases[i];
+
+		if (db->databaseId != databaseId)
+			continue;
+		db->pausedUntil = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), STOP_PAUSE_MS);
+		db->wanted = false;
+		pid = db->daemonPid;
+	}
+	SpinLockRelease(&Maintenance->mutex);
+
+	if (pid != 0)
+		kill(pid, SIGTERM);
+}
+
+/*
+ * ShardextMaintenanceLauncherMain: the launcher's main loop.  It is
+ * connected to no database; it reads the shared catalog pg_database.
+ */
+void
+ShardextMaintenanceLauncherMain(Datum arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	SpinLockAcquire(&Maintenance->mutex);
+	Maintenance->launcherPid = MyProcPid;
+	Maintenance->launcherLatch = MyLatch;
+	/* after a restart of the launcher no daemon it knew of is trusted */
+	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
+		Maintenance->databases[i].starting = false;
+	SpinLockRelease(&Maintenance->mutex);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		StartDaemonsAsNeeded();
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 LAUNCHER_NAPTIME_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* the OIDs of the databases that accept connections and are no templates */
+static List *
+ConnectableDatabases(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	MemoryContext callerContext = CurrentMemoryContext;
+
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tuple = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
+		MemoryContext oldContext;
+
+		if (!form->datallowconn || form->datistemplate)
+			continue;
+		oldContext = MemoryContextSwitchTo(callerContext);
+		result = lappend_oid(result, form->oid);
+		MemoryContextSwitchTo(oldContext);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return result;
+}
+
+/*
+ * StartDaemonsAsNeeded notes daemons that ended and starts one for every
+ * database that should have one.
+ */
+static void
+StartDaemonsAsNeeded(void)
+{
+	List	   *databases = ConnectableDatabases();
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *cell;
+
+	/* forget daemons that are gone, and databases that are gone */
+	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
+	{
+		pid_t		pid;
+		bool		stopped = false;
+
+		if (daemonHandles[i] != NULL &&
+			GetBackgroundWorkerPid(daemonHandles[i], &pid) == BGWH_STOPPED)
+		{
+			pfree(daemonHandles[i]);
+			daemonHandles[i] = NULL;
+			stopped = true;
+		}
+		SpinLockAcquire(&Maintenance->mutex);
+		if (stopped)
+		{
+			Maintenance->databases[i].daemonPid = 0;
+			Maintenance->databases[i].starting = false;
+		}
+		if (daemonHandles[i] == NULL && Maintenance->databases[i].databaseId != InvalidOid &&
+			!list_member_oid(databases, Maintenance->databases[i].databaseId))
+			Maintenance->databases[i].databaseId = InvalidOid;
+		SpinLockRelease(&Maintenance->mutex);
+	}
+
+	foreach(cell, databases)
+	{
+		Oid			databaseId = lfirst_oid(cell);
+		MaintainedDatabase *db;
+		int			slot = -1;
+
+		SpinLockAcquire(&Maintenance->mutex);
+		db = FindOrAddDatabase(databaseId);
+		if (db != NULL && daemonHandles[db - Maintenance->databases] == NULL &&
+			db->daemonPid == 0 && !db->starting &&
+			db->pausedUntil <= now &&
+			(db->wanted || db->noExtensionAt == 0 ||
+			 TimestampDifferenceExceeds(db->noExtensionAt, now, NO_EXTENSION_RECHECK_MS)))
+		{
+			slot = db - Maintenance->databases;
+			db->starting = true;
+			db->wanted = false;
+		}
+		SpinLockRelease(&Maintenance->mutex);
+
+		if (slot >= 0 && !StartDaemon(slot, databaseId))
+		{
+			SpinLockAcquire(&Maintenance->mutex);
+			Maintenance->databases[slot].starting = false;
+			SpinLockRelease(&Maintenance->mutex);
+			break;				/* no free worker slot: try again later */
+		}
+	}
+	list_free(databases);
+}
+
+/* StartDaemon registers the dynamic worker of one database */
+static bool
+StartDaemon(int slot, Oid databaseId)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	worker.bgw_main_arg = Int32GetDatum(slot);
+	worker.bgw_notify_pid = MyProcPid;
+	memcpy(worker.bgw_extra, &databaseId, sizeof(Oid));
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "shardext");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "ShardextMaintenanceDaemonMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "shardext maintenance daemon for database %u",
+			 databaseId);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "shardext maintenance daemon");
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &daemonHandles[slot]))
+	{
+		ereport(LOG,
+				(errmsg("shardext: no background worker slot for the maintenance "
+						"daemon of database %u", databaseId),
+				 errhint("Raise max_worker_processes.")));
+		daemonHandles[slot] = NULL;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * ShardextMaintenanceDaemonMain: the daemon of one database.  It exits
+ * when the database has no shardext (or no longer has it).
+ */
+void
+ShardextMaintenanceDaemonMain(Datum arg)
+{
+	int			slot = DatumGetInt32(arg);
+	Oid			databaseId;
+	MemoryContext loopContext;
+
+	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	SpinLockAcquire(&Maintenance->mutex);
+	if (Maintenance->databases[slot].databaseId != databaseId ||
+		Maintenance->databases[slot].pausedUntil > GetCurrentTimestamp())
+	{
+		Maintenance->databases[slot].starting = false;
+		SpinLockRelease(&Maintenance->mutex);
+		proc_exit(0);
+	}
+	Maintenance->databases[slot].daemonPid = MyProcPid;
+	Maintenance->databases[slot].starting = false;
+	SpinLockRelease(&Maintenance->mutex);
+
+	BackgroundWorkerInitializeConnectionByOid(databaseId, InvalidOid, 0);
+	pgstat_report_appname("shardext maintenance daemon");
+
+	loopContext = AllocSetContextCreate(TopMemoryContext, "shardext maintenance",
+										ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		bool		hasExtension;
+		long		timeout;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		MemoryContextSwitchTo(loopContext);
+		hasExtension = RunMaintenanceTasks();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loopContext);
+
+		if (!hasExtension)
+		{
+			SpinLockAcquire(&Maintenance->mutex);
+			Maintenance->databases[slot].noExtensionAt = GetCurrentTimestamp();
+			Maintenance->databases[slot].daemonPid = 0;
+			SpinLockRelease(&Maintenance->mutex);
+			proc_exit(0);
+		}
+
+		/* with recovery disabled, only look every minute whether shardext went */
+		timeout = ShardextRecoveryInterval > 0 ? ShardextRecoveryInterval : 60000;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * RunMaintenanceTasks runs one round of the daemon's work in a transaction
+ * of its own; errors are logged and the next round tries again.  Returns
+ * false when shardext is not installed in the database.
+ */
+static bool
+RunMaintenanceTasks(void)
+{
+	static bool firstRound = true;
+	bool		hasExtension = true;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		hasExtension = OidIsValid(get_extension_oid(SHARDEXT_EXTENSION_NAME, true)) &&
+			ShardextExtensionLoaded();
+		if (hasExtension && (firstRound || ShardextRecoveryInterval > 0))
+		{
+			int			resolved = RecoverShardextPreparedTransactions();
+
+			if (resolved > 0)
+				ereport(LOG,
+						(errmsg("shardext recovered %d prepared transactions", resolved)));
+		}
+		firstRound = false;
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+	return hasExtension;
+}

@@ -1,0 +1,60 @@
+-- pgTAP: contracts of distributed writes: DDL propagation refusals, COPY
+-- refusals, the transaction GUCs and recovery.  throws_ok runs each bad
+-- statement in a subtransaction, so this also checks that a rolled back
+-- subtransaction undoes its remote work while the transaction goes on.
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT plan(20);
+
+CREATE TABLE tap_w_ref (code text PRIMARY KEY);
+SELECT create_reference_table('tap_w_ref');
+CREATE TABLE tap_w (id int PRIMARY KEY, code text, n int);
+SELECT create_distributed_table('tap_w', 'id', shard_count => 4);
+CREATE TABLE tap_w_other (id int PRIMARY KEY);
+SELECT create_distributed_table('tap_w_other', 'id', shard_count => 4, colocate_with => 'none');
+CREATE TABLE tap_w_local (id int PRIMARY KEY);
+
+-- DDL shards cannot follow
+SELECT throws_ok($$ALTER TABLE tap_w ADD CONSTRAINT tap_w_n_key UNIQUE (n)$$, '0A000', NULL,
+				 'unique constraint without the distribution column');
+SELECT throws_ok($$CREATE UNIQUE INDEX ON tap_w (code)$$, '0A000', NULL,
+				 'unique index without the distribution column');
+SELECT throws_ok($$ALTER TABLE tap_w ALTER COLUMN id TYPE bigint$$, '0A000', NULL,
+				 'type change of the distribution column');
+SELECT throws_ok($$ALTER TABLE tap_w DROP COLUMN id$$, '0A000', NULL,
+				 'drop of the distribution column');
+SELECT throws_ok($$ALTER TABLE tap_w ADD FOREIGN KEY (n) REFERENCES tap_w_local (id)$$, '0A000',
+				 NULL, 'foreign key to a local table');
+SELECT throws_ok($$ALTER TABLE tap_w ADD FOREIGN KEY (id) REFERENCES tap_w_other (id)$$, '0A000',
+				 NULL, 'foreign key to a table that is not co-located');
+SELECT throws_ok($$ALTER TABLE tap_w_local ADD FOREIGN KEY (id) REFERENCES tap_w (id)$$, '0A000',
+				 NULL, 'foreign key from a local table');
+SELECT throws_ok($$ALTER TABLE tap_w_ref ADD COLUMN w int REFERENCES tap_w (id)$$, '0A000',
+				 NULL, 'foreign key from a reference table to a distributed one');
+SELECT throws_ok($$CREATE INDEX CONCURRENTLY ON tap_w (code)$$, '0A000', NULL,
+				 'CREATE INDEX CONCURRENTLY');
+SELECT throws_ok($$ALTER TABLE tap_w ENABLE ROW LEVEL SECURITY$$, '0A000', NULL,
+				 'an ALTER TABLE subcommand that is not propagated');
+SELECT throws_ok($$COPY tap_w FROM STDIN WITH (FREEZE)$$, '0A000', NULL, 'COPY FREEZE');
+
+-- what works, inside this transaction
+SELECT lives_ok($$ALTER TABLE tap_w ADD FOREIGN KEY (code) REFERENCES tap_w_ref (code)$$,
+				'foreign key to a reference table');
+SELECT lives_ok($$ALTER TABLE tap_w ADD COLUMN m int DEFAULT 3 NOT NULL$$, 'add a column');
+SELECT lives_ok($$CREATE INDEX tap_w_code_idx ON tap_w (code)$$, 'create an index');
+
+-- GUCs and functions
+SELECT throws_ok($$SET shardext.multi_node_commit = 'maybe'$$, '22023', NULL,
+				 'multi_node_commit takes 2pc or reject');
+SELECT lives_ok($$SET LOCAL shardext.multi_node_commit = 'reject'$$, 'reject can be set');
+SELECT is(current_setting('shardext.multi_node_commit'), 'reject', 'and is in effect');
+SELECT throws_ok($$SET shardext.recovery_interval = 1000$$, '55P02', NULL,
+				 'recovery_interval is set in the configuration');
+SELECT is(shardext_recover_prepared_transactions(), 0, 'nothing to recover');
+SET LOCAL ROLE pg_monitor;
+SELECT throws_ok($$SELECT shardext_recover_prepared_transactions()$$, '42501', NULL,
+				 'recovery is for superusers');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
