@@ -975,6 +975,18 @@ AssignTasksToConnections(DistributedScanState *state)
 		list_nth_cell(nodeTaskCounts, position)->int_value = count + 1;
 
 		perNode = state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1);
+		if (state->inTransaction && count == 0 &&
+			NodeHasOtherConnectionInTransaction(task->nodeId, 0))
+		{
+			WorkerNode *node = GetWorkerNode(task->nodeId);
+
+			/* a parallel COPY left its work on other connections */
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("cannot run a distributed query on node %s:%d after a parallel "
+							"operation in the same transaction", node->host, node->port),
+					 errhint("Run the query in its own transaction.")));
+		}
 		index = count % perNode;
 		task->taskConn = GetTaskConnection(state, task->nodeId, index);
 		task->taskConn->queue = lappend(task->taskConn->queue, task);

@@ -71,6 +71,9 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 				plan = PlanRouterQuery(parse);
 				if (plan == NULL)
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
+				if (plan == NULL)
+					plan = PlanRecursively(parse, queryString, cursorOptions, boundParams,
+										   LocalPlanner);
 			}
 			break;
 		case CMD_INSERT:

@@ -80,6 +80,11 @@ extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
 extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);
 
+/* recursive_planner.c */
+typedef PlannedStmt *(*LocalPlannerFunction) (Query *, const char *, int, ParamListInfo);
+extern PlannedStmt *PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
+									ParamListInfo boundParams, LocalPlannerFunction localPlanner);
+
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 								   RangeTblEntry *rte);

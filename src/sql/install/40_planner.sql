@@ -65,3 +65,12 @@ CREATE FUNCTION pg_catalog.shardext_stat_shards_reset()
 COMMENT ON FUNCTION pg_catalog.shardext_stat_shards_reset()
 	IS 'sets the per-shard statement counters of shardext.stat_shards to zero';
 REVOKE ALL ON FUNCTION pg_catalog.shardext_stat_shards_reset() FROM PUBLIC;
+
+-- placeholder for the rows of a separately planned part (subquery, CTE,
+-- set operation branch) of a query; the planner replaces it
+CREATE FUNCTION shardext.distributed_subplan(part int)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_distributed_result';
+COMMENT ON FUNCTION shardext.distributed_subplan(int)
+	IS 'placeholder for the rows of a separately planned part of a distributed query (never called)';
