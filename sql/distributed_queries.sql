@@ -125,6 +125,13 @@ INSERT INTO battery (query) VALUES
 ('SELECT status, jsonb_agg(qty) IS NOT NULL FROM d_orders GROUP BY status'),
 ('SELECT count(*) FILTER (WHERE qty > 2), sum(amount) FILTER (WHERE flag) FROM d_orders'),
 ('SELECT sum(amount) FROM d_orders WHERE false'),
+('SELECT json_array_length(json_agg(id)), json_typeof(json_agg(note)) FROM d_orders'),
+('SELECT count(DISTINCT qty), sum(DISTINCT qty), avg(amount), count(*) FROM d_orders WHERE id > 100'),
+('SELECT status, count(DISTINCT created), max(amount) FROM d_orders GROUP BY status HAVING count(DISTINCT created) > 80 ORDER BY 1'),
+('SELECT stddev(id), var_pop(amount), stddev_pop(amount), variance(qty), stddev_samp(qty::numeric / 3) FROM d_orders'),
+('SELECT status, stddev(amount), var_samp(id) FROM d_orders GROUP BY status ORDER BY 1'),
+('SELECT stddev(amount), variance(qty) FROM d_orders WHERE id = 5'),
+('SELECT stddev(amount), var_pop(qty) FROM d_orders WHERE id < 3'),
 ('SELECT count(*), sum(qty), avg(qty), max(id) FROM d_orders WHERE id < 0'),
 ('SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM d_orders'),
 -- grouping

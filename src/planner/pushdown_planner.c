@@ -47,6 +47,9 @@
 #include "shardext/remote_sql.h"
 
 /* builds the shard query's columns and the combine step's expressions */
+/* AppendPartial's cast that squares the argument as numeric */
+#define SQUARE_AS_NUMERIC "square"
+
 typedef struct CombineContext
 {
 	Query	   *query;
@@ -56,6 +59,7 @@ typedef struct CombineContext
 	List	   *columnTypmods;
 	List	   *columnCollations;
 	int			columnCount;
+	int			distinctColumn; /* shard column of the DISTINCT aggregates' argument */
 	bool		failed;
 	const char *failReason;
 } CombineContext;
@@ -68,6 +72,7 @@ static bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
 static int	AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation);
 static Var *WorkerColumnVar(CombineContext *context, int column);
 static Node *CombineMutator(Node *node, CombineContext *context);
+static Node *DistinctAggregateArgument(Query *query);
 static Node *SplitAggregate(Aggref *aggref, CombineContext *context);
 static Aggref *MakeAggref(Oid aggfnoid, Oid resultType, Oid inputCollation, List *args);
 static Oid	LookupAggregate(const char *schema, const char *name, int nargs, Oid *argtypes);
@@ -95,6 +100,7 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	bool		needsCombine;
 	ListCell   *cell;
 	List	   *conjuncts;
+	Node	   *distinctExpr = NULL;
 
 	if (query->setOperations != NULL || query->cteList != NIL || query->hasTargetSRFs ||
 		query->groupingSets != NIL || query->rowMarks != NIL || query->hasRecursive ||
@@ -187,6 +193,19 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, expr));
 			AddWorkerColumn(&context, exprType(expr), exprTypmod(expr), exprCollation(expr));
 		}
+		distinctExpr = DistinctAggregateArgument(query);
+		if (distinctExpr == (Node *) query)
+			return NULL;
+		if (distinctExpr != NULL)
+		{
+			/* count(DISTINCT x): the shards also group by x */
+			if (context.columnCount > 0)
+				appendStringInfoString(&sql.buf, ", ");
+			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, distinctExpr));
+			context.distinctColumn = AddWorkerColumn(&context, exprType(distinctExpr),
+													 exprTypmod(distinctExpr),
+													 exprCollation(distinctExpr));
+		}
 		foreach(cell, query->targetList)
 		{
 			TargetEntry *tle = lfirst(cell);
@@ -218,7 +237,7 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 		appendStringInfoString(&sql.buf, " WHERE ");
 		DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, query->jointree->quals));
 	}
-	if (query->groupClause != NIL)
+	if (query->groupClause != NIL || distinctExpr != NULL)
 	{
 		appendStringInfoString(&sql.buf, " GROUP BY ");
 		foreach(cell, query->groupClause)
@@ -227,6 +246,12 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 				appendStringInfoString(&sql.buf, ", ");
 			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query,
 															get_sortgroupclause_expr(lfirst(cell), query->targetList)));
+		}
+		if (distinctExpr != NULL)
+		{
+			if (query->groupClause != NIL)
+				appendStringInfoString(&sql.buf, ", ");
+			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, distinctExpr));
 		}
 	}
 	if (fullPushdown && query->havingQual != NULL)
@@ -691,9 +716,18 @@ AppendPartial(CombineContext *context, const char *function, Node *arg, const ch
 		appendStringInfoChar(buf, '*');
 	else
 	{
+		Node	   *expr = flatten_join_alias_vars(context->query, arg);
+
 		appendStringInfoChar(buf, '(');
-		DeparseRemoteExpr(context->sql, flatten_join_alias_vars(context->query, arg));
-		appendStringInfo(buf, ")%s", cast ? cast : "");
+		DeparseRemoteExpr(context->sql, expr);
+		if (cast != NULL && strcmp(cast, SQUARE_AS_NUMERIC) == 0)
+		{
+			appendStringInfoString(buf, ")::pg_catalog.numeric OPERATOR(pg_catalog.*) (");
+			DeparseRemoteExpr(context->sql, expr);
+			appendStringInfoString(buf, ")::pg_catalog.numeric");
+		}
+		else
+			appendStringInfo(buf, ")%s", cast ? cast : "");
 	}
 	if (extraArg != NULL)
 	{
@@ -728,6 +762,23 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 	Oid			collation = aggref->inputcollid;
 	int			column;
 
+	if (aggref->aggdistinct != NIL && context->distinctColumn > 0 &&
+		aggref->aggorder == NIL && aggref->aggfilter == NULL &&
+		list_length(aggref->args) == 1 && aggref->agglevelsup == 0)
+	{
+		/* the shards grouped by the argument: aggregate its distinct values */
+		Aggref	   *combine = copyObject(aggref);
+		TargetEntry *tle = linitial(combine->args);
+		SortGroupClause *sgc = linitial(combine->aggdistinct);
+
+		tle->expr = (Expr *) WorkerColumnVar(context, context->distinctColumn);
+		tle->ressortgroupref = 1;
+		sgc->tleSortGroupRef = 1;
+		combine->aggtranstype = InvalidOid;
+		combine->aggno = -1;
+		combine->aggtransno = -1;
+		return (Node *) combine;
+	}
 	if (namespace != PG_CATALOG_NAMESPACE || aggref->aggorder != NIL ||
 		aggref->aggdistinct != NIL || aggref->aggkind != AGGKIND_NORMAL ||
 		aggref->agglevelsup != 0 || list_length(aggref->args) > 2)
@@ -853,7 +904,51 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 		return (Node *) MakeAggref(aggref->aggfnoid, resultType, collation,
 								   list_make2(WorkerColumnVar(context, column), delimiter));
 	}
-	if ((strcmp(name, "array_agg") == 0 || strcmp(name, "jsonb_agg") == 0) &&
+	if ((strcmp(name, "variance") == 0 || strcmp(name, "var_samp") == 0 ||
+		 strcmp(name, "var_pop") == 0 || strcmp(name, "stddev") == 0 ||
+		 strcmp(name, "stddev_samp") == 0 || strcmp(name, "stddev_pop") == 0) &&
+		list_length(aggref->args) == 1 &&
+		(argType == INT2OID || argType == INT4OID || argType == INT8OID || argType == NUMERICOID))
+	{
+		/*
+		 * Exact numeric sums per shard; shardext.combine_variance applies
+		 * the arithmetic of PostgreSQL's numeric_stddev_internal to them.
+		 */
+		Oid			int8Type = INT8OID;
+		Oid			numericType = NUMERICOID;
+		int			countColumn;
+		int			sumColumn;
+		int			squaresColumn;
+		Oid			combineFn;
+		Oid			argtypes[5] = {INT8OID, NUMERICOID, NUMERICOID, BOOLOID, BOOLOID};
+		bool		sample = strcmp(name, "var_pop") != 0 && strcmp(name, "stddev_pop") != 0;
+		bool		root = strncmp(name, "stddev", 6) == 0;
+
+		countColumn = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
+									INT8OID, -1, InvalidOid);
+		sumColumn = AppendPartial(context, "pg_catalog.sum", arg, "::pg_catalog.numeric",
+								  NULL, aggref, NUMERICOID, -1, InvalidOid);
+		squaresColumn = AppendPartial(context, "pg_catalog.sum", arg, SQUARE_AS_NUMERIC,
+									  NULL, aggref, NUMERICOID, -1, InvalidOid);
+		combineFn = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
+											  makeString("combine_variance")),
+								   5, argtypes, false);
+		return (Node *) makeFuncExpr(combineFn, NUMERICOID,
+									 list_make5(MakeAggref(LookupAggregate(SHARDEXT_SCHEMA_NAME, "sum_counts", 1, &int8Type),
+														   INT8OID, InvalidOid,
+														   list_make1(WorkerColumnVar(context, countColumn))),
+												MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
+														   NUMERICOID, InvalidOid,
+														   list_make1(WorkerColumnVar(context, sumColumn))),
+												MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
+														   NUMERICOID, InvalidOid,
+														   list_make1(WorkerColumnVar(context, squaresColumn))),
+												makeBoolConst(sample, false),
+												makeBoolConst(root, false)),
+									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	}
+	if ((strcmp(name, "array_agg") == 0 || strcmp(name, "jsonb_agg") == 0 ||
+		 strcmp(name, "json_agg") == 0) &&
 		list_length(aggref->args) == 1)
 	{
 		Oid			combineFn;
@@ -861,7 +956,8 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 		column = AppendPartial(context, quote_qualified_identifier("pg_catalog", name), arg,
 							   NULL, NULL, aggref, resultType, -1, aggref->aggcollid);
 		combineFn = LookupAggregate(SHARDEXT_SCHEMA_NAME,
-									strcmp(name, "array_agg") == 0 ? "array_cat_agg" : "jsonb_cat_agg",
+									strcmp(name, "array_agg") == 0 ? "array_cat_agg" :
+									strcmp(name, "jsonb_agg") == 0 ? "jsonb_cat_agg" : "json_cat_agg",
 									1, &resultType);
 		if (OidIsValid(combineFn))
 			return (Node *) MakeAggref(combineFn, resultType, collation,
@@ -871,6 +967,61 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 	context->failed = true;
 	context->failReason = "an aggregate that cannot be split";
 	return (Node *) aggref;
+}
+
+typedef struct DistinctContext
+{
+	Node	   *argument;
+	bool		conflict;
+} DistinctContext;
+
+static bool
+DistinctAggregateWalker(Node *node, DistinctContext *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Aggref))
+	{
+		Aggref	   *aggref = (Aggref *) node;
+
+		if (aggref->aggdistinct != NIL && aggref->agglevelsup == 0)
+		{
+			Node	   *argument;
+
+			if (list_length(aggref->args) != 1 || aggref->aggfilter != NULL ||
+				aggref->aggorder != NIL)
+			{
+				context->conflict = true;
+				return true;
+			}
+			argument = (Node *) ((TargetEntry *) linitial(aggref->args))->expr;
+			if (context->argument != NULL && !equal(context->argument, argument))
+			{
+				context->conflict = true;
+				return true;
+			}
+			context->argument = argument;
+		}
+		return false;
+	}
+	return expression_tree_walker(node, DistinctAggregateWalker, context);
+}
+
+/*
+ * DistinctAggregateArgument returns the argument of the query's DISTINCT
+ * aggregates (all must share one), NULL when there are none, or the query
+ * itself when they cannot be split (several arguments, FILTER, ORDER BY).
+ */
+static Node *
+DistinctAggregateArgument(Query *query)
+{
+	DistinctContext context = {NULL, false};
+
+	DistinctAggregateWalker((Node *) query->targetList, &context);
+	DistinctAggregateWalker(query->havingQual, &context);
+	if (context.conflict)
+		return (Node *) query;
+	return context.argument;
 }
 
 /*
