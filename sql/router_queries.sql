@@ -170,6 +170,34 @@ SELECT count(*) FROM events WHERE payload = 'tx2';
 ROLLBACK;
 SELECT count(*) FROM events WHERE payload IN ('tx', 'tx2');
 
+-- cursors: a write in between reads the cursor's remaining rows ahead
+BEGIN;
+DECLARE c CURSOR FOR SELECT id FROM events WHERE tenant = 2 ORDER BY id;
+FETCH 2 FROM c;
+UPDATE events SET payload = 'during cursor' WHERE tenant = 2 AND id > 100;
+FETCH 3 FROM c;
+SELECT count(*) FROM events WHERE payload = 'during cursor';
+COMMIT;
+BEGIN;
+DECLARE s SCROLL CURSOR FOR SELECT tenant, count(*) FROM events GROUP BY tenant ORDER BY tenant;
+FETCH 2 FROM s;
+FETCH PRIOR FROM s;
+COMMIT;
+-- a PL/pgSQL loop over a distributed query that writes the same table
+DO $$
+DECLARE
+	r record;
+	n int := 0;
+BEGIN
+	FOR r IN SELECT id, tenant FROM events WHERE tenant < 5 LOOP
+		UPDATE events SET kind = 'loop' WHERE tenant = r.tenant AND id = r.id;
+		n := n + 1;
+	END LOOP;
+	RAISE NOTICE 'updated % rows', n;
+END
+$$;
+SELECT count(*) FROM events WHERE kind = 'loop';
+
 -- ON CONFLICT
 INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'dup') ON CONFLICT DO NOTHING;
 INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'dup')

@@ -115,7 +115,7 @@ static void WaitForConnections(DistributedScanState *state);
 static void WaitForSingleConnection(NodeConnection *conn);
 static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
-						   TupleTableSlot *slot);
+						   TupleTableSlot *slot, MemoryContext context);
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
 static void ReleaseConnection(NodeConnection *conn);
 static void AbandonExecution(DistributedScanState *state);
@@ -276,7 +276,7 @@ DistributedScanNext(ScanState *node)
 	}
 	PG_TRY();
 	{
-		StoreRemoteRow(state, result, slot);
+		StoreRemoteRow(state, result, slot, state->rowContext);
 	}
 	PG_FINALLY();
 	{
@@ -313,7 +313,8 @@ StartNextInsertBatch(DistributedScanState *state)
  * scan slot; unfetched attributes are NULL.
  */
 static void
-StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *slot)
+StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *slot,
+			   MemoryContext context)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
 	MemoryContext oldContext;
@@ -324,7 +325,7 @@ StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *sl
 				 errmsg("a worker returned %d columns where %d were expected",
 						PQnfields(result), state->remoteColumns)));
 
-	oldContext = MemoryContextSwitchTo(state->rowContext);
+	oldContext = MemoryContextSwitchTo(context);
 	for (int i = 0; i < desc->natts; i++)
 	{
 		slot->tts_values[i] = (Datum) 0;
@@ -1425,41 +1426,45 @@ static void
 BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 {
 	RemoteTask *task = tc->current;
-	TupleTableSlot *slot = owner->css.ss.ss_ScanTupleSlot;
+	TupleDesc	desc = owner->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor;
 	MemoryContext oldContext = MemoryContextSwitchTo(owner->execContext);
+	MemoryContext convertContext;
+	TupleTableSlot *tmp;
 	PGresult   *result;
 
+	/* everything that outlives this call belongs to the owner's execution */
 	if (task->buffer == NULL)
 		task->buffer = tuplestore_begin_heap(false, false, work_mem);
-	MemoryContextSwitchTo(oldContext);
+	tmp = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	convertContext = AllocSetContextCreate(owner->execContext, "shardext buffering",
+										   ALLOCSET_DEFAULT_SIZES);
 
 	while (tc->current == task)
 	{
 		result = NULL;
 		if (PollConnection(owner, tc, &result))
 		{
-			TupleTableSlot *tmp = MakeSingleTupleTableSlot(slot->tts_tupleDescriptor,
-														   &TTSOpsVirtual);
-
 			PG_TRY();
 			{
-				StoreRemoteRow(owner, result, tmp);
-				oldContext = MemoryContextSwitchTo(owner->execContext);
+				StoreRemoteRow(owner, result, tmp, convertContext);
 				tuplestore_puttupleslot(task->buffer, tmp);
-				MemoryContextSwitchTo(oldContext);
 			}
 			PG_FINALLY();
 			{
 				PQclear(result);
-				ExecDropSingleTupleTableSlot(tmp);
 			}
 			PG_END_TRY();
+			ExecClearTuple(tmp);
+			MemoryContextReset(convertContext);
 			continue;
 		}
 		if (tc->current == task)
-			WaitForRemoteSocket(tc->conn, false);
+			WaitForSingleConnection(tc->conn);
 	}
 	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
+	ExecDropSingleTupleTableSlot(tmp);
+	MemoryContextDelete(convertContext);
+	MemoryContextSwitchTo(oldContext);
 }
 
 /*
