@@ -40,6 +40,7 @@ typedef struct RecursiveContext
 
 static Query *PlanPart(Query *part, RecursiveContext *context);
 static Plan *GraftSubplans(Plan *plan, RecursiveContext *context);
+static Node *SublinkMutator(Node *node, RecursiveContext *context);
 static void HideScanTargetVars(Plan *plan);
 
 /*
@@ -194,6 +195,10 @@ PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 				cte->ctequery = (Node *) placeholder;
 		}
 	}
+	/* subqueries in expressions that do not refer to this level */
+	query->jointree->quals = SublinkMutator(query->jointree->quals, &context);
+	query->havingQual = SublinkMutator(query->havingQual, &context);
+	query->targetList = (List *) SublinkMutator((Node *) query->targetList, &context);
 	if (context.subplans == NIL)
 		return NULL;
 
@@ -202,6 +207,31 @@ PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 	foreach(cell, plan->subplans)
 		lfirst(cell) = GraftSubplans(lfirst(cell), &context);
 	return plan;
+}
+
+/*
+ * SublinkMutator replaces the query of each uncorrelated subquery in an
+ * expression of the top level by a placeholder, when it can be distributed
+ * on its own (it then runs once, as an init plan or a join).
+ */
+static Node *
+SublinkMutator(Node *node, RecursiveContext *context)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, SubLink))
+	{
+		SubLink    *sublink = copyObject((SubLink *) node);
+		Query	   *placeholder = PlanPart((Query *) sublink->subselect, context);
+
+		if (placeholder != NULL)
+			sublink->subselect = (Node *) placeholder;
+		sublink->testexpr = SublinkMutator(sublink->testexpr, context);
+		return (Node *) sublink;
+	}
+	if (IsA(node, Query))
+		return node;
+	return expression_tree_mutator(node, SublinkMutator, context);
 }
 
 /*

@@ -32,6 +32,7 @@
 #include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
@@ -98,11 +99,12 @@ ContainsAnyVar(Node *node)
 bool
 IsHashEquality(Oid opno, DistTableCacheEntry *entry)
 {
-	Oid			opclass = GetDefaultOpClass(entry->distType, HASH_AM_OID);
+	/* the type cache keeps the opfamily: no catalog scan per query */
+	TypeCacheEntry *typentry = lookup_type_cache(entry->distType, TYPECACHE_HASH_OPFAMILY);
 
-	if (!OidIsValid(opclass))
+	if (!OidIsValid(typentry->hash_opf))
 		return false;
-	return op_in_opfamily(opno, get_opclass_family(opclass));
+	return op_in_opfamily(opno, typentry->hash_opf);
 }
 
 /*
@@ -522,7 +524,8 @@ PlanRouterQuery(Query *query)
 	}
 	job.paramCount = list_length(sql.paramExprs);
 	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
-	job.usePrepared = true;
+	/* a text with parameters is reused: prepare it once per connection */
+	job.usePrepared = (sql.paramExprs != NIL);
 	job.insertDistColumn = -1;
 
 	foreach(cell, query->targetList)
@@ -669,7 +672,7 @@ PlanDistributedModify(Query *query)
 	job.pruneKinds = kinds;
 	job.paramCount = list_length(sql.paramExprs);
 	job.hasReturning = query->returningList != NIL;
-	job.usePrepared = (values != NIL);
+	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
 	job.insertDistColumn = -1;
 	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
 
