@@ -112,8 +112,30 @@ static ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 static bool IsWholeTopLevelStatement(EState *estate);
 static bool AnyRemoteTransactionOpen(void);
 static void ExecutorXactCallback(XactEvent event, void *arg);
+static void NoteFailedNode(int32 nodeId);
+static void ConnectionFailed(NodeConnection *conn);
 static void ExecutorSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 									SubTransactionId parentSubid, void *arg);
+
+/* nodes whose connections broke in this transaction (see FailedNodes) */
+static List *failedNodeIds = NIL;
+
+static void
+NoteFailedNode(int32 nodeId)
+{
+	MemoryContext oldContext = MemoryContextSwitchTo(TopMemoryContext);
+
+	failedNodeIds = list_append_unique_int(failedNodeIds, nodeId);
+	MemoryContextSwitchTo(oldContext);
+}
+
+/* ConnectionFailed raises the failure of a connection, noting its node */
+static void
+ConnectionFailed(NodeConnection *conn)
+{
+	NoteFailedNode(conn->nodeId);
+	ReportConnectionError(conn, ERROR);
+}
 
 /* registers the abort callbacks; called from _PG_init */
 void
@@ -594,7 +616,7 @@ FlushConnection(NodeConnection *conn)
 	while ((rc = PQflush(conn->pgConn)) == 1)
 		WaitForRemoteSocket(conn, true);
 	if (rc == -1)
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 }
 
 /*
@@ -627,7 +649,7 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
 	SyncRemoteTimeZone(conn);
 	if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	FlushConnection(conn);
 	while ((result = GetRemoteResult(conn)) != NULL)
@@ -682,7 +704,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
 							   params->values, params->lengths, params->formats, 0);
 	if (!ok)
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	if (!PQsetSingleRowMode(conn->pgConn))
 		elog(WARNING, "could not use single-row mode on node %s:%d", conn->host, conn->port);
@@ -791,6 +813,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					break;
 				}
 			default:
+				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
+					NoteFailedNode(conn->nodeId);
 				ReportRemoteError(conn, result, ERROR, task->sql);
 		}
 	}
@@ -838,7 +862,7 @@ WaitForSingleConnection(NodeConnection *conn)
 	else if (count > 0 && (event.events & WL_SOCKET_READABLE))
 	{
 		if (!PQconsumeInput(conn->pgConn))
-			ReportConnectionError(conn, ERROR);
+			ConnectionFailed(conn);
 	}
 }
 
@@ -899,7 +923,7 @@ WaitForConnections(DistributedScanState *state)
 			TaskConnection *tc = events[i].user_data;
 
 			if (!PQconsumeInput(tc->conn->pgConn))
-				ReportConnectionError(tc->conn, ERROR);
+				ConnectionFailed(tc->conn);
 		}
 	}
 }
@@ -1047,18 +1071,20 @@ ForgetOwners(int level)
 }
 
 /*
- * CloseConnectionsToFailedNodes: when a connection to a node broke, the
+ * FailedNodes / CloseConnectionsToNodes: when a connection to a node broke, the
  * other cached connections to it (idle, so not known to be broken yet) most
  * likely are too; closing them lets the next statement reconnect instead of
  * failing on a dead socket.  Called at the end of a failed transaction.
  */
-static void
-CloseConnectionsToFailedNodes(void)
+static List *
+FailedNodes(void)
 {
 	List	   *all = AllNodeConnections();
-	List	   *failedNodes = NIL;
+	List	   *failedNodes = list_copy(failedNodeIds);
 	ListCell   *cell;
 
+	list_free(failedNodeIds);
+	failedNodeIds = NIL;
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
@@ -1066,15 +1092,24 @@ CloseConnectionsToFailedNodes(void)
 		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_BAD)
 			failedNodes = list_append_unique_int(failedNodes, conn->nodeId);
 	}
+	list_free(all);
+	return failedNodes;
+}
+
+static void
+CloseConnectionsToNodes(List *nodeIds)
+{
+	List	   *all = AllNodeConnections();
+	ListCell   *cell;
+
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (list_member_int(failedNodes, conn->nodeId) && conn->pgConn != NULL)
+		if (list_member_int(nodeIds, conn->nodeId) && conn->pgConn != NULL)
 			CloseNodeConnection(conn);
 	}
 	list_free(all);
-	list_free(failedNodes);
 }
 
 static void
@@ -1082,8 +1117,11 @@ ExecutorXactCallback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
+		/* look before cleanup closes the broken connections themselves */
+		List	   *failedNodes = FailedNodes();
+
 		ForgetOwners(0);
-		CloseConnectionsToFailedNodes();
+		CloseConnectionsToNodes(failedNodes);
 	}
 }
 
@@ -1131,7 +1169,7 @@ ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState
 	if (!PQsendQueryParams(conn->pgConn, command.data, task->params->count,
 						   task->params->types, task->params->values,
 						   task->params->lengths, task->params->formats, 0))
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	FlushConnection(conn);
 
