@@ -368,7 +368,10 @@ IsWholeTopLevelStatement(EState *estate)
 	if (IsTransactionBlock() || ActivePortal == NULL ||
 		GetCurrentTransactionNestLevel() != 1)
 		return false;
-	if (ActivePortal->sourceText != debug_query_string)
+	/* the extended protocol reports a copy of the portal's text */
+	if (debug_query_string == NULL ||
+		(ActivePortal->sourceText != debug_query_string &&
+		 strcmp(ActivePortal->sourceText, debug_query_string) != 0))
 		return false;
 	return list_length(ActivePortal->stmts) == 1 &&
 		linitial(ActivePortal->stmts) == estate->es_plannedstmt;
