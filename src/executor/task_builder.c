@@ -164,6 +164,16 @@ BuildDistributedTasks(DistributedScanState *state)
 									get_rel_name(relid)),
 							 errhint("Run the statement again.")));
 				shard = &entry->shards[shardIndex];
+				/* co-located shards of one index must cover the same hashes */
+				if (anchor != NULL &&
+					(shard->hashMin != anchor->shards[shardIndex].hashMin ||
+					 shard->hashMax != anchor->shards[shardIndex].hashMax))
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("shards of tables \"%s\" and \"%s\" do not line up",
+									get_rel_name(anchor->relid), get_rel_name(relid)),
+							 errdetail("Joins of co-located tables run shard by shard."),
+							 errhint("Run the statement again once the shard operation has finished.")));
 			}
 			else
 				shard = &entry->shards[0];

@@ -83,7 +83,8 @@ ContainsAnyVarWalker(Node *node, void *context)
 		IsA(node, WindowFunc) || IsA(node, SubLink) || IsA(node, SubPlan) ||
 		IsA(node, GroupingFunc) || IsA(node, Query))
 		return true;
-	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
+	/* executor values (init plans, nestloop parameters of scans) are fine */
+	if (IsA(node, Param) && ((Param *) node)->paramkind == PARAM_SUBLINK)
 		return true;
 	return expression_tree_walker(node, ContainsAnyVarWalker, context);
 }
