@@ -9,7 +9,9 @@
  * distribution columns (so rows that join live in shards of the same
  * index), reference tables are only joined where they cannot produce
  * unmatched rows once per shard, and subqueries in expressions read only
- * reference tables.
+ * reference tables or are co-located: EXISTS correlated on the
+ * distribution column, distribution column IN (SELECT distribution
+ * column ...).
  *
  * Above it, either the whole query runs on each shard ("full pushdown":
  * no aggregates, or GROUP BY the distribution column, window functions
@@ -67,7 +69,7 @@ typedef struct CombineContext
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
 static bool CheckOuterJoins(Node *jtnode, Query *query);
 static void CollectAllQuals(Node *jtnode, List **conjuncts);
-static bool SublinksReadOnlyReferenceTables(Query *query);
+static bool SublinksAreColocated(Query *query, PushdownInfo *info);
 static bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
 static int	AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation);
 static Var *WorkerColumnVar(CombineContext *context, int column);
@@ -449,7 +451,7 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 
 	if (!CheckOuterJoins((Node *) query->jointree, query))
 		return false;
-	return SublinksReadOnlyReferenceTables(query);
+	return SublinksAreColocated(query, info);
 }
 
 /* conjuncts of WHERE and of every join condition */
@@ -552,13 +554,128 @@ SublinkRelationsWalker(Node *node, void *context)
 	return expression_tree_walker(node, SublinkRelationsWalker, context);
 }
 
-/* subqueries in expressions may read reference tables only */
+/* does a query (with its subqueries) read only reference tables? */
 static bool
-SublinksReadOnlyReferenceTables(Query *query)
+ReadsOnlyReferenceTables(Query *query)
 {
+	return !query_tree_walker(query, SublinkRelationsWalker, NULL, QTW_EXAMINE_RTES_BEFORE);
+}
+
+/*
+ * SubqueryCorrelatedOnDistColumn: does a conjunct of the subquery equate
+ * the distribution column of one of its hash tables with the distribution
+ * column of one of the outer query's?
+ */
+static bool
+SubqueryCorrelatedOnDistColumn(Query *subquery, Query *outer)
+{
+	List	   *conjuncts = TopLevelConjuncts(subquery);
+	ListCell   *cell;
+
+	foreach(cell, conjuncts)
+	{
+		OpExpr	   *op = lfirst(cell);
+		Index		inner;
+		Index		outerIndex;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
+			continue;
+		for (int side = 0; side < 2; side++)
+		{
+			if (IsDistColumnVar(list_nth(op->args, side), subquery, 0, &inner) &&
+				IsDistColumnVar(list_nth(op->args, 1 - side), outer, 1, &outerIndex) &&
+				IsHashEquality(op->opno,
+							   GetDistTableCacheEntry(rt_fetch(inner, subquery->rtable)->relid)))
+				return true;
+		}
+	}
+	return false;
+}
+
+typedef struct SublinkCheckContext
+{
+	Query	   *query;
+	PushdownInfo *info;
+	bool		ok;
+} SublinkCheckContext;
+
+/*
+ * SublinkIsColocated: can a subquery in an expression run shard by shard?
+ * Yes when it reads only reference tables; or, for co-located tables,
+ * when EXISTS (...) is correlated on the distribution column (the rows it
+ * can see are in the outer row's shard), or when dist_col IN (SELECT
+ * dist_col ...) has a plain subquery (no aggregation, DISTINCT or LIMIT,
+ * which would be computed per shard).
+ */
+static bool
+SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
+{
+	Query	   *subquery = (Query *) sublink->subselect;
+	PushdownInfo subinfo;
+
+	if (ReadsOnlyReferenceTables(subquery))
+		return true;
+	if (subquery->setOperations != NULL || subquery->cteList != NIL ||
+		subquery->hasTargetSRFs || subquery->rowMarks != NIL)
+		return false;
+	memset(&subinfo, 0, sizeof(subinfo));
+	if (!AnalyzePushdownFrom(subquery, &subinfo) ||
+		subinfo.colocationId != context->info->colocationId)
+		return false;
+
+	if (sublink->subLinkType == EXISTS_SUBLINK)
+		return SubqueryCorrelatedOnDistColumn(subquery, context->query);
+
+	if (sublink->subLinkType == ANY_SUBLINK)
+	{
+		OpExpr	   *test = (OpExpr *) sublink->testexpr;
+		TargetEntry *first;
+
+		if (subquery->hasAggs || subquery->groupClause != NIL ||
+			subquery->havingQual != NULL || subquery->distinctClause != NIL ||
+			subquery->limitCount != NULL || subquery->limitOffset != NULL ||
+			subquery->hasWindowFuncs)
+			return false;
+		if (test == NULL || !IsA(test, OpExpr) || list_length(test->args) != 2 ||
+			!IsA(lsecond(test->args), Param) ||
+			!IsDistColumnOf(linitial(test->args), context->query, context->info) ||
+			!IsHashEquality(test->opno, GetDistTableCacheEntry(context->info->anchorRelid)))
+			return false;
+		first = linitial(subquery->targetList);
+		return !first->resjunk && IsDistColumnOf((Node *) first->expr, subquery, &subinfo);
+	}
+	return false;
+}
+
+static bool
+SublinkCheckWalker(Node *node, SublinkCheckContext *context)
+{
+	if (node == NULL || !context->ok)
+		return false;
+	if (IsA(node, SubLink))
+	{
+		if (!SublinkIsColocated((SubLink *) node, context))
+		{
+			context->ok = false;
+			return true;
+		}
+		return SublinkCheckWalker(((SubLink *) node)->testexpr, context);
+	}
+	if (IsA(node, Query))
+		return false;
+	return expression_tree_walker(node, SublinkCheckWalker, context);
+}
+
+/* can every subquery in the query's expressions run shard by shard? */
+static bool
+SublinksAreColocated(Query *query, PushdownInfo *info)
+{
+	SublinkCheckContext context = {query, info, true};
+
 	if (!query->hasSubLinks)
 		return true;
-	return !query_tree_walker(query, SublinkRelationsWalker, NULL, QTW_IGNORE_RANGE_TABLE);
+	query_tree_walker(query, SublinkCheckWalker, &context, QTW_IGNORE_RANGE_TABLE);
+	return context.ok;
 }
 
 /* is node a distribution column Var of one of the top-level hash tables? */
