@@ -136,6 +136,15 @@ SELECT sum(result::int) AS rows_in_their_shards FROM shardext.shards s,
 WHERE s.logicalrelid = 'events_archive'::regclass AND r.node_id = s.node_id AND r.success
 	AND s.shard_id = shardext_shard_for_value('events_archive', t.tenant::text);
 
+-- UPDATE/DELETE joined with co-located tables on the distribution column
+UPDATE events_archive a SET kind = e.kind FROM events e
+	WHERE e.tenant = a.tenant AND e.id = a.id AND e.kind = 'view';
+SELECT count(*) FROM events_archive WHERE kind = 'view';
+DELETE FROM events_archive a
+	WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant = a.tenant AND e.id = a.id AND e.kind = 'view');
+DELETE FROM events_archive WHERE tenant IN (SELECT tenant FROM events WHERE payload = 'g');
+SELECT count(*) FROM events_archive;
+
 -- PL/pgSQL
 CREATE FUNCTION tenant_count(t int) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -231,7 +240,8 @@ INSERT INTO events (tenant, payload) VALUES (NULL, 'no tenant');
 SELECT * FROM events WHERE tenant = 1 FOR UPDATE;
 WITH d AS (DELETE FROM events WHERE tenant = 1 RETURNING *) SELECT count(*) FROM d;
 MERGE INTO events e USING kinds k ON e.kind = k.kind WHEN MATCHED THEN DELETE;
-UPDATE events e SET payload = 'x' FROM "Odd ""Name""" o WHERE o."My Col" = e.tenant;
+UPDATE events e SET payload = 'x' FROM events_archive a WHERE a.id = e.id;
+UPDATE kinds k SET score = 0 WHERE k.kind IN (SELECT kind FROM events);
 SELECT count(*) FROM events WHERE tenant = 1;
 
 -- queries the workers cannot run are still answered correctly

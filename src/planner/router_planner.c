@@ -649,16 +649,38 @@ PlanDistributedModify(Query *query)
 		RemoteSqlFail(&sql, "a volatile function");
 	RejectUnshippable(&sql, query, command);
 
-	/* the other tables must be on every node: reference tables */
-	foreach(cell, sql.relations)
+	/*
+	 * Other tables must be on every node (reference tables), or co-located
+	 * with the target and joined to it on the distribution column, so that
+	 * each shard's rows meet all the rows they can match there.
+	 */
+	if (entry->method == DISTRIBUTE_BY_HASH)
 	{
-		if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
+		PushdownInfo info;
+
+		memset(&info, 0, sizeof(info));
+		if (!AnalyzePushdownFrom(query, &info) || info.colocationId != entry->colocationId)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("%s on distributed table \"%s\" that reads distributed table \"%s\" is not supported",
-							command, get_rel_name(target->relid),
-							get_rel_name(lfirst_oid(cell))),
-					 errhint("Read the other table's values first, or join only reference tables.")));
+					 errmsg("%s on distributed table \"%s\" that reads other distributed tables "
+							"this way is not supported", command, get_rel_name(target->relid)),
+					 errdetail("The other tables must be co-located with it and joined on the "
+							   "distribution column, or be reference tables."),
+					 errhint("Read the other tables' values first, then run the %s with them.",
+							 command)));
+	}
+	else
+	{
+		foreach(cell, sql.relations)
+		{
+			if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("%s on reference table \"%s\" that reads distributed table \"%s\" is not supported",
+								command, get_rel_name(target->relid),
+								get_rel_name(lfirst_oid(cell))),
+						 errhint("Read the other table's values first, or join only reference tables.")));
+		}
 	}
 
 	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
