@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "utils/guc.h"
 
 #include "shardext/guc.h"
@@ -25,6 +27,15 @@ bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextTestFault = TEST_FAULT_NONE;
+int			ShardextMoveMaxLag = 1024;
+int			ShardextMoveLockTimeout = 1000;
+int			ShardextMoveCutoverTimeout = 10000;
+int			ShardextMoveDropTimeout = 10000;
+int			ShardextMinFreeDiskSpace = 100;
+bool		ShardextMoveVerify = true;
+char	   *ShardextSplitMap = NULL;
+char	   *ShardextMoveTestPausePhase = NULL;
+int			ShardextMoveTestPauseMs = 60000;
 
 static const struct config_enum_entry multi_node_commit_options[] = {
 	{"2pc", MULTI_NODE_COMMIT_2PC, false},
@@ -127,6 +138,77 @@ RegisterShardextGucs(void)
 							 PGC_SUSET,
 							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("shardext.move_max_lag",
+							"Replication lag below which an online shard move goes on to "
+							"verification and cutover.",
+							NULL,
+							&ShardextMoveMaxLag,
+							1024, 16, INT_MAX / 1024,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_lock_timeout",
+							"Time a shard move waits for writes in flight before it pauses "
+							"writes; on timeout it lets queued writes run and tries again.",
+							NULL,
+							&ShardextMoveLockTimeout,
+							1000, 1, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_cutover_timeout",
+							"Longest time writes stay paused while the target of an online "
+							"shard move catches up; past it the move fails and the source "
+							"stays authoritative.",
+							NULL,
+							&ShardextMoveCutoverTimeout,
+							10000, 10, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_drop_timeout",
+							"Time a finished shard move waits for older transactions before "
+							"it leaves the drop of the source to shardext_cleanup().",
+							NULL,
+							&ShardextMoveDropTimeout,
+							10000, 0, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.min_free_disk_space",
+							"Free disk space a shard move leaves on its target node, beyond "
+							"the size of the shards it copies there.",
+							NULL,
+							&ShardextMinFreeDiskSpace,
+							100, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.move_verify",
+							 "Compare row counts and checksums of source and target before "
+							 "a shard move switches to the target.",
+							 NULL,
+							 &ShardextMoveVerify,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.split_map",
+							   "Internal: the shard halves a split's replication connection "
+							   "sends changes to.",
+							   NULL,
+							   &ShardextSplitMap,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
+
 	DefineCustomIntVariable("shardext.node_id",
 							"Node id that snowflake_id() puts into the ids of this server.",
 							"-1 (the default) takes the node id the coordinator assigned when it "
@@ -176,6 +258,24 @@ RegisterShardextGucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.move_test_pause_phase",
+							   "For testing only: a shard move pauses when it enters this phase.",
+							   "Lets fault tests interrupt a move at a chosen phase.",
+							   &ShardextMoveTestPausePhase,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_test_pause_ms",
+							"For testing only: how long shardext.move_test_pause_phase pauses.",
+							NULL,
+							&ShardextMoveTestPauseMs,
+							60000, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("shardext");
 }

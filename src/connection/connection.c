@@ -22,6 +22,8 @@
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/varlena.h"
+#include "postmaster/postmaster.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -50,7 +52,7 @@ static int	connectionSerial = 0;
 static ConnectionCacheEntry *GetCacheEntry(int32 nodeId);
 static NodeConnection *OpenNodeConnection(int32 nodeId);
 static PGconn *StartConnection(const char *host, int32 port, const char *dbname,
-							   const char *user, const char *timeZone);
+							   const char *user, const char *timeZone, bool replication);
 static bool FinishConnection(PGconn *pgConn);
 static char *ConnectionFailureMessage(PGconn *pgConn);
 
@@ -233,7 +235,7 @@ OpenNodeConnection(int32 nodeId)
 	char	   *user = GetUserNameFromId(GetUserId(), false);
 	PGconn	   *pgConn;
 
-	pgConn = StartConnection(node->host, node->port, dbname, user, timeZone);
+	pgConn = StartConnection(node->host, node->port, dbname, user, timeZone, false);
 	if (!FinishConnection(pgConn))
 	{
 		char	   *message = ConnectionFailureMessage(pgConn);
@@ -271,7 +273,7 @@ ConnectToNodeDirect(const char *host, int32 port, const char *dbname,
 	PGconn	   *pgConn;
 
 	pgConn = StartConnection(host, port, dbname, user,
-							 GetConfigOption("TimeZone", false, false));
+							 GetConfigOption("TimeZone", false, false), false);
 	if (FinishConnection(pgConn))
 		return pgConn;
 
@@ -295,12 +297,90 @@ ConnectToNodeDirect(const char *host, int32 port, const char *dbname,
 }
 
 /*
+ * OpenDedicatedConnection opens a connection that is not in the cache and
+ * takes no part in the local transaction: for work that commits on its own
+ * (shard moves, cleanup).  With replication, it is a logical replication
+ * connection (replication=database), which also runs SQL.  On failure it
+ * errors out, or returns NULL when errorOnFailure is false.  The connection
+ * lives in CurrentMemoryContext; close it with CloseDedicatedConnection.
+ */
+NodeConnection *
+OpenDedicatedConnection(const char *host, int32 port, bool replication,
+						bool errorOnFailure)
+{
+	char	   *dbname = get_database_name(MyDatabaseId);
+	char	   *user = GetUserNameFromId(GetUserId(), false);
+	const char *timeZone = GetConfigOption("TimeZone", false, false);
+	PGconn	   *pgConn;
+	NodeConnection *conn;
+
+	pgConn = StartConnection(host, port, dbname, user, timeZone, replication);
+	if (!FinishConnection(pgConn))
+	{
+		char	   *message = ConnectionFailureMessage(pgConn);
+
+		PQfinish(pgConn);
+		if (!errorOnFailure)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to node %s:%d", host, port),
+				 errdetail_internal("%s", message),
+				 errhint("Check that the node is running and accepts connections.")));
+	}
+
+	conn = palloc0(sizeof(NodeConnection));
+	conn->nodeId = -1;
+	conn->userId = GetUserId();
+	conn->host = pstrdup(host);
+	conn->port = port;
+	conn->pgConn = pgConn;
+	conn->serial = ++connectionSerial;
+	conn->remoteTimeZone = MemoryContextStrdup(TopMemoryContext, timeZone);
+	return conn;
+}
+
+/*
+ * OpenLoopbackConnection connects to this server's own database as the
+ * current user, through the first Unix socket directory (or localhost when
+ * the server has none): autonomous transactions for records that must
+ * survive the caller's transaction.
+ */
+NodeConnection *
+OpenLoopbackConnection(bool errorOnFailure)
+{
+	char	   *host = "localhost";
+
+	if (Unix_socket_directories != NULL && Unix_socket_directories[0] != '\0')
+	{
+		char	   *copy = pstrdup(Unix_socket_directories);
+		List	   *directories = NIL;
+
+		if (SplitDirectoriesString(copy, ',', &directories) && directories != NIL)
+			host = pstrdup((char *) linitial(directories));
+	}
+	return OpenDedicatedConnection(host, PostPortNumber, false, errorOnFailure);
+}
+
+/* CloseDedicatedConnection closes a connection of OpenDedicatedConnection */
+void
+CloseDedicatedConnection(NodeConnection *conn)
+{
+	if (conn == NULL)
+		return;
+	if (conn->pgConn != NULL)
+		PQfinish(conn->pgConn);
+	conn->pgConn = NULL;
+	conn->queryInProgress = false;
+}
+
+/*
  * StartConnection begins a non-blocking connection attempt.  The session
  * settings travel in the startup packet, which costs no round trip.
  */
 static PGconn *
 StartConnection(const char *host, int32 port, const char *dbname,
-				const char *user, const char *timeZone)
+				const char *user, const char *timeZone, bool replication)
 {
 	const char *keywords[16];
 	const char *values[16];
@@ -361,6 +441,11 @@ StartConnection(const char *host, int32 port, const char *dbname,
 	values[n++] = options.data;
 	keywords[n] = "client_encoding";
 	values[n++] = GetDatabaseEncodingName();
+	if (replication)
+	{
+		keywords[n] = "replication";
+		values[n++] = "database";
+	}
 	keywords[n] = NULL;
 	values[n] = NULL;
 

@@ -44,11 +44,19 @@
 
 static void AppendColumnDefinitions(StringInfo buf, Relation rel);
 static char *ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition,
-									   int64 shardId);
+									   int64 shardId, ReferencedShardFunction referencedShard,
+									   void *arg);
 static char *ColumnDefaultExpression(Relation rel, AttrNumber attnum, bool *usesSequence);
 static void AppendStorageOptions(StringInfo buf, Relation rel);
+static char *ShardCreateCommandParts(Oid relid, int64 shardId, int parts,
+									 ReferencedShardFunction referencedShard, void *arg);
+static char *ShardConstraintCommandExtended(Oid constraintOid, const char *shardName,
+											int64 shardId,
+											ReferencedShardFunction referencedShard,
+											void *arg);
 static void AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
-									 int64 shardId);
+									 int64 shardId, int parts,
+									 ReferencedShardFunction referencedShard, void *arg);
 static void AppendIndexCommands(StringInfo buf, Relation rel, const char *shardName,
 								int64 shardId);
 static bool ContainsNextval(Node *node, void *context);
@@ -94,28 +102,75 @@ EndSafeDeparse(int nestLevel)
 char *
 ShardCreateCommand(Oid relid, int64 shardId)
 {
+	return ShardCreateCommandParts(relid, shardId, SHARD_DDL_ALL, NULL, NULL);
+}
+
+/*
+ * ShardCreateTableCommand is the part of ShardCreateCommand that builds the
+ * table without its keys and indexes (CHECK constraints and the replica
+ * identity included), so that a bulk copy need not maintain them.
+ */
+char *
+ShardCreateTableCommand(Oid relid, int64 shardId)
+{
+	return ShardCreateCommandParts(relid, shardId, SHARD_DDL_TABLE, NULL, NULL);
+}
+
+/*
+ * ShardCreateIndexCommands returns the primary key, unique and exclusion
+ * constraints and the indexes of a shard made by ShardCreateTableCommand.
+ */
+char *
+ShardCreateIndexCommands(Oid relid, int64 shardId)
+{
+	return ShardCreateCommandParts(relid, shardId, SHARD_DDL_INDEXES, NULL, NULL);
+}
+
+/*
+ * ShardCreateForeignKeyCommands returns the foreign keys of a shard, which
+ * come after the keys of every table they reference.  referencedShard, when
+ * not NULL, names the shard of a referenced distributed table (for shards
+ * the catalog does not know yet, such as the halves of a split); otherwise
+ * the catalog pairs them.
+ */
+char *
+ShardCreateForeignKeyCommands(Oid relid, int64 shardId,
+							  ReferencedShardFunction referencedShard, void *arg)
+{
+	return ShardCreateCommandParts(relid, shardId, SHARD_DDL_FOREIGN_KEYS,
+								   referencedShard, arg);
+}
+
+/* the parts of a shard's DDL that ShardCreateCommandParts returns */
+static char *
+ShardCreateCommandParts(Oid relid, int64 shardId, int parts,
+						ReferencedShardFunction referencedShard, void *arg)
+{
 	StringInfoData buf;
 	Relation	rel = relation_open(relid, AccessShareLock);
 	char	   *shardName = QualifiedShardName(relid, shardId);
 	int			nestLevel = BeginSafeDeparse();
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "CREATE %sTABLE %s (",
-					 rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ?
-					 "UNLOGGED " : "", shardName);
-	AppendColumnDefinitions(&buf, rel);
-	appendStringInfoChar(&buf, ')');
+	if (parts & SHARD_DDL_TABLE)
+	{
+		appendStringInfo(&buf, "CREATE %sTABLE %s (",
+						 rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ?
+						 "UNLOGGED " : "", shardName);
+		AppendColumnDefinitions(&buf, rel);
+		appendStringInfoChar(&buf, ')');
 
-	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID && OidIsValid(rel->rd_rel->relam))
-		appendStringInfo(&buf, " USING %s",
-						 quote_identifier(get_am_name(rel->rd_rel->relam)));
-	AppendStorageOptions(&buf, rel);
-	appendStringInfoString(&buf, ";\n");
+		if (rel->rd_rel->relam != HEAP_TABLE_AM_OID && OidIsValid(rel->rd_rel->relam))
+			appendStringInfo(&buf, " USING %s",
+							 quote_identifier(get_am_name(rel->rd_rel->relam)));
+		AppendStorageOptions(&buf, rel);
+		appendStringInfoString(&buf, ";\n");
+	}
+	AppendConstraintCommands(&buf, rel, shardName, shardId, parts, referencedShard, arg);
+	if (parts & SHARD_DDL_INDEXES)
+		AppendIndexCommands(&buf, rel, shardName, shardId);
 
-	AppendConstraintCommands(&buf, rel, shardName, shardId);
-	AppendIndexCommands(&buf, rel, shardName, shardId);
-
-	if (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
+	if ((parts & SHARD_DDL_TABLE) && rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
 		appendStringInfo(&buf, "ALTER TABLE %s REPLICA IDENTITY FULL;\n", shardName);
 
 	EndSafeDeparse(nestLevel);
@@ -319,13 +374,15 @@ AppendStorageOptions(StringInfo buf, Relation rel)
 }
 
 /*
- * AppendConstraintCommands adds the table's CHECK, PRIMARY KEY, UNIQUE,
- * EXCLUDE and FOREIGN KEY constraints.  (NOT NULL is part of the column
- * definitions.)
+ * AppendConstraintCommands adds the table's constraints of the given parts:
+ * CHECK (SHARD_DDL_TABLE), PRIMARY KEY, UNIQUE and EXCLUDE
+ * (SHARD_DDL_INDEXES), FOREIGN KEY (SHARD_DDL_FOREIGN_KEYS).  (NOT NULL is
+ * part of the column definitions.)
  */
 static void
 AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
-						 int64 shardId)
+						 int64 shardId, int parts,
+						 ReferencedShardFunction referencedShard, void *arg)
 {
 	Relation	conRel = table_open(ConstraintRelationId, AccessShareLock);
 	ScanKeyData key;
@@ -339,9 +396,14 @@ AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
+		int			part = con->contype == CONSTRAINT_FOREIGN ? SHARD_DDL_FOREIGN_KEYS :
+			OidIsValid(con->conindid) ? SHARD_DDL_INDEXES : SHARD_DDL_TABLE;
 
+		if ((parts & part) == 0)
+			continue;
 		appendStringInfo(buf, "%s;\n",
-						 ShardConstraintCommand(con->oid, shardName, shardId));
+						 ShardConstraintCommandExtended(con->oid, shardName, shardId,
+														referencedShard, arg));
 	}
 	systable_endscan(scan);
 	table_close(conRel, AccessShareLock);
@@ -368,6 +430,18 @@ ShardConstraintName(const char *name, bool indexBacked, int64 shardId)
 char *
 ShardConstraintCommand(Oid constraintOid, const char *shardName, int64 shardId)
 {
+	return ShardConstraintCommandExtended(constraintOid, shardName, shardId, NULL, NULL);
+}
+
+/*
+ * ShardConstraintCommandExtended is ShardConstraintCommand with the shard a
+ * foreign key references named by referencedShard (see
+ * ShardCreateForeignKeyCommands).
+ */
+static char *
+ShardConstraintCommandExtended(Oid constraintOid, const char *shardName, int64 shardId,
+							   ReferencedShardFunction referencedShard, void *arg)
+{
 	HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(constraintOid));
 	Form_pg_constraint con;
 	char	   *definition;
@@ -383,7 +457,7 @@ ShardConstraintCommand(Oid constraintOid, const char *shardName, int64 shardId)
 	name = ShardConstraintName(NameStr(con->conname), OidIsValid(con->conindid) &&
 							   con->contype != CONSTRAINT_FOREIGN, shardId);
 	if (con->contype == CONSTRAINT_FOREIGN)
-		definition = ForeignKeyShardDefinition(con, definition, shardId);
+		definition = ForeignKeyShardDefinition(con, definition, shardId, referencedShard, arg);
 	ReleaseSysCache(tuple);
 	EndSafeDeparse(nestLevel);
 
@@ -397,26 +471,30 @@ ShardConstraintCommand(Oid constraintOid, const char *shardName, int64 shardId)
  * qualified) to the shard of the referenced table that pairs with shardId.
  */
 static char *
-ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition, int64 shardId)
+ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition, int64 shardId,
+						  ReferencedShardFunction referencedShard, void *arg)
 {
 	DistTableCacheEntry *referencing;
 	DistTableCacheEntry *referenced = GetDistTableCacheEntry(con->confrelid);
-	ShardInterval *shard = FindShardById(shardId, &referencing);
-	ShardInterval *target;
+	ShardInterval *shard;
+	int64		targetShardId;
 	char	   *tableName;
 	char	   *pattern;
 	const char *match;
 	StringInfoData buf;
 
-	if (shard == NULL || referenced == NULL || referenced->shardCount == 0)
+	if (referenced == NULL || referenced->shardCount == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("foreign key \"%s\" references table \"%s\", which is not distributed",
 						NameStr(con->conname), get_rel_name(con->confrelid))));
 	if (referenced->method == DISTRIBUTE_BY_REFERENCE)
-		target = &referenced->shards[0];
-	else if (shard->shardIndex < referenced->shardCount)
-		target = &referenced->shards[shard->shardIndex];
+		targetShardId = referenced->shards[0].shardId;
+	else if (referencedShard != NULL)
+		targetShardId = referencedShard(con->confrelid, arg);
+	else if ((shard = FindShardById(shardId, &referencing)) != NULL &&
+			 shard->shardIndex < referenced->shardCount)
+		targetShardId = referenced->shards[shard->shardIndex].shardId;
 	else
 		elog(ERROR, "no co-located shard for shard " INT64_FORMAT, shardId);
 
@@ -430,7 +508,7 @@ ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition, int64 
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, definition, match - definition);
 	appendStringInfo(&buf, " REFERENCES %s(",
-					 QualifiedShardName(con->confrelid, target->shardId));
+					 QualifiedShardName(con->confrelid, targetShardId));
 	appendStringInfoString(&buf, match + strlen(pattern));
 	return buf.data;
 }

@@ -37,8 +37,10 @@
 
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
+#include "shardext/distributed_plan.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/resource_lock.h"
 #include "shardext/shard_copy.h"
 
 /*
@@ -97,6 +99,7 @@ struct ShardCopyState
 	bool		forwardsLines;	/* rows are input lines as they came */
 };
 
+static DistTableCacheEntry *LockShardsForCopy(Oid relid);
 static void FlushShardBuffer(ShardCopyState *state, ShardInterval *shard);
 static CopyConnection *ConnectionForShard(ShardCopyState *state, int32 nodeId,
 										  int64 shardId);
@@ -109,6 +112,61 @@ static void LineMapAdd(LineMap *map, uint64 line);
 static void LineMapAppend(LineMap *target, LineMap *source);
 static uint64 LineMapGet(LineMap *map, uint64 index);
 static void LineMapReset(LineMap *map);
+
+/*
+ * LockShardsForCopy takes the write lock of every shard of the table, in
+ * shard id order, before any row is routed, and returns the table's cache
+ * entry as it is once they are held: a shard move or split waits for the
+ * COPY to commit, and a COPY that waited for one routes by the new shards.
+ */
+static DistTableCacheEntry *
+LockShardsForCopy(Oid relid)
+{
+	for (;;)
+	{
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+		int64	   *ids;
+		int			count;
+		bool		changed = false;
+		LOCKMODE	mode;
+
+		if (entry == NULL)
+			elog(ERROR, "relation %u is not distributed", relid);
+		count = entry->shardCount;
+		mode = entry->method == DISTRIBUTE_BY_REFERENCE ?
+			ShardMultiWriteLockMode : ShardWriteLockMode;
+		ids = palloc(sizeof(int64) * Max(count, 1));
+		for (int i = 0; i < count; i++)
+			ids[i] = entry->shards[i].shardId;
+		for (int i = 1; i < count; i++)
+		{
+			for (int j = i; j > 0 && ids[j - 1] > ids[j]; j--)
+			{
+				int64		swap = ids[j];
+
+				ids[j] = ids[j - 1];
+				ids[j - 1] = swap;
+			}
+		}
+		for (int i = 0; i < count; i++)
+			LockShardResource(ids[i], mode);
+
+		entry = GetDistTableCacheEntry(relid);
+		if (entry == NULL || entry->shardCount != count)
+			changed = true;
+		for (int i = 0; !changed && i < count; i++)
+		{
+			bool		found = false;
+
+			for (int j = 0; j < count; j++)
+				found |= entry->shards[i].shardId == ids[j];
+			changed = !found;
+		}
+		pfree(ids);
+		if (!changed)
+			return entry;
+	}
+}
 
 /*
  * BeginShardCopy prepares to stream rows into the shards of relid.
@@ -127,9 +185,7 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 	state->context = CurrentMemoryContext;
 	state->relid = relid;
 	state->relname = pstrdup(RelationGetRelationName(rel));
-	state->entry = GetDistTableCacheEntry(relid);
-	if (state->entry == NULL)
-		elog(ERROR, "relation %u is not distributed", relid);
+	state->entry = LockShardsForCopy(relid);
 	state->columnList = columnList ? pstrdup(columnList) : ColumnListString(relid);
 	state->forwardsLines = (copyOptions != NULL);
 	state->copyOptions = copyOptions ? pstrdup(copyOptions) : "";

@@ -37,6 +37,8 @@
 #define INSERT_SELECT_BATCH_ROWS 10000
 
 static void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
+static int64 *SnapshotShardIds(DistTableCacheEntry *entry, int *count);
+static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
 static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
 static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
 									int first, int count);
@@ -45,6 +47,39 @@ static void BuildInsertTasks(DistributedScanState *state);
 static int	ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
 							Oid *types);
 static int	ChooseReadPlacement(ShardInterval *shard);
+
+/*
+ * SnapshotShardIds returns the ids of a table's shards in hash order (the
+ * cache entry is rebuilt in place after an invalidation, so a copy is what
+ * tells later whether the shards changed).
+ */
+static int64 *
+SnapshotShardIds(DistTableCacheEntry *entry, int *count)
+{
+	int64	   *ids = palloc(sizeof(int64) * Max(entry->shardCount, 1));
+
+	for (int i = 0; i < entry->shardCount; i++)
+		ids[i] = entry->shards[i].shardId;
+	*count = entry->shardCount;
+	return ids;
+}
+
+/*
+ * ShardIdsChanged tells whether a table's shards differ from a snapshot:
+ * a split replaced some (shard ids never change their hash range).
+ */
+static bool
+ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count)
+{
+	if (entry == NULL || entry->shardCount != count)
+		return true;
+	for (int i = 0; i < count; i++)
+	{
+		if (entry->shards[i].shardId != ids[i])
+			return true;
+	}
+	return false;
+}
 
 /*
  * LockShardsInOrder takes a write lock on each shard, in shard id order.
@@ -110,30 +145,43 @@ BuildDistributedTasks(DistributedScanState *state)
 		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
 	shardIndexes = SelectShardIndexes(state, anchor);
 
-	/* writers lock their shards in id order before looking at placements */
+	/*
+	 * Writers lock their shards in id order before looking at placements.  A
+	 * wait may have let a move commit (new placements: looked up below) or a
+	 * split (new shards: the positions chosen before name other ranges now),
+	 * so the shards are chosen again until the layout held still.
+	 */
 	if (job->kind == JOB_MODIFY)
 	{
 		Oid			target = list_nth_oid(job->relations, Max(job->anchor, 0));
-		DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
-		int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
-		int			n = 0;
 
-		bool		several = false;
-
-		foreach(cell, shardIndexes)
+		for (;;)
 		{
-			ShardInterval *shard = &entry->shards[lfirst_int(cell)];
+			DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
+			int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
+			int			layoutCount;
+			int64	   *layout = SnapshotShardIds(entry, &layoutCount);
+			int			n = 0;
+			bool		several = false;
 
-			ids[n++] = shard->shardId;
-			if (shard->placementCount > 1)
+			foreach(cell, shardIndexes)
+			{
+				ShardInterval *shard = &entry->shards[lfirst_int(cell)];
+
+				ids[n++] = shard->shardId;
+				if (shard->placementCount > 1)
+					several = true;
+			}
+			if (n > 1)
 				several = true;
+			LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
+
+			if (job->anchor >= 0)
+				anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+			if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
+				break;
+			shardIndexes = SelectShardIndexes(state, anchor);
 		}
-		if (n > 1)
-			several = true;
-		LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
-		/* a wait may have let a move commit: look the table up again */
-		if (job->anchor >= 0)
-			anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
 	}
 
 	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
@@ -412,6 +460,8 @@ BuildInsertTasks(DistributedScanState *state)
 	int			lockCount = 0;
 	int			rowsPerTask;
 	RemoteParams *shared;
+	int64	   *layout;
+	int			layoutCount;
 
 	if (entry == NULL)
 		ereport(ERROR,
@@ -419,7 +469,6 @@ BuildInsertTasks(DistributedScanState *state)
 				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
 	shared = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
 	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
-	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
 
 	if (job->insertFromSubplan)
 		rowCount = ReadSubplanRows(state, &values, &nulls, types);
@@ -441,6 +490,13 @@ BuildInsertTasks(DistributedScanState *state)
 		}
 	}
 
+	/*
+	 * Route the rows, lock their shards, and route them again if the wait
+	 * let a split change the shards (see BuildDistributedTasks).
+	 */
+route:
+	layout = SnapshotShardIds(entry, &layoutCount);
+	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
 	for (int r = 0; r < rowCount; r++)
 	{
 		int			shardIndex = 0;
@@ -462,6 +518,7 @@ BuildInsertTasks(DistributedScanState *state)
 	}
 
 	/* lock the shards written, in id order (shard order is id order here) */
+	lockCount = 0;
 	lockIds = palloc(sizeof(int64) * entry->shardCount);
 	for (int s = 0; s < entry->shardCount; s++)
 	{
@@ -472,6 +529,12 @@ BuildInsertTasks(DistributedScanState *state)
 					  entry->method == DISTRIBUTE_BY_REFERENCE ?
 					  ShardMultiWriteLockMode : ShardWriteLockMode);
 	entry = GetDistTableCacheEntry(relid);
+	if (entry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+	if (ShardIdsChanged(entry, layout, layoutCount))
+		goto route;
 
 	for (int s = 0; s < entry->shardCount; s++)
 	{

@@ -20,8 +20,8 @@
  * hook stops the daemon first (StopMaintenanceDaemon) and keeps it away for
  * a short time.
  *
- * Other periodic work (for example cleanup after shard moves) belongs in
- * RunMaintenanceTasks.
+ * Other periodic work belongs in RunMaintenanceTasks; so does the cleanup
+ * after interrupted or finished shard moves (MaintainShardMoves).
  *
  *-------------------------------------------------------------------------
  */
@@ -56,6 +56,7 @@
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_xact.h"
+#include "shardext/shard_move.h"
 
 #define MAX_MAINTAINED_DATABASES 128
 
@@ -471,6 +472,8 @@ RunMaintenanceTasks(void)
 				ereport(LOG,
 						(errmsg("shardext recovered %d prepared transactions", resolved)));
 		}
+		if (hasExtension)
+			MaintainShardMoves();
 		firstRound = false;
 		PopActiveSnapshot();
 		CommitTransactionCommand();

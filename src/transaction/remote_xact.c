@@ -285,9 +285,9 @@ RemoteXactCallback(XactEvent event, void *arg)
 				/*
 				 * The commit record must be durable before any node commits,
 				 * also with synchronous_commit = off: recovery decides by it.
-				 * (Flushing up to the insert position instead fails -- and
-				 * PANICs, since the commit is done -- when that position is
-				 * at the start of a page and the transaction wrote nothing.)
+				 * (Not GetXLogInsertRecPtr(): just after a page header it is
+				 * past the end of the WAL written, which XLogFlush refuses --
+				 * an error here, after the commit, is a PANIC.)
 				 */
 				XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);

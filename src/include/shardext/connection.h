@@ -69,6 +69,10 @@ extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);
 extern void CloseAllNodeConnections(void);
 extern bool NodeConnectionIsHealthy(NodeConnection *conn);
+extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,
+												bool replication, bool errorOnFailure);
+extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
+extern void CloseDedicatedConnection(NodeConnection *conn);
 extern PGconn *ConnectToNodeDirect(const char *host, int32 port,
 								   const char *dbname, bool errorOnFailure);
 

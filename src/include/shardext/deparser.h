@@ -12,8 +12,21 @@
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
 
+/* the parts of a shard's DDL (table_ddl.c) */
+#define SHARD_DDL_TABLE			0x01	/* table, CHECK constraints, replica identity */
+#define SHARD_DDL_INDEXES		0x02	/* keys, unique and exclusion constraints, indexes */
+#define SHARD_DDL_FOREIGN_KEYS	0x04
+#define SHARD_DDL_ALL			0x07
+
+/* names the shard of a referenced distributed table (see ShardCreateForeignKeyCommands) */
+typedef int64 (*ReferencedShardFunction) (Oid referencedRelid, void *arg);
+
 /* table_ddl.c */
 extern char *ShardCreateCommand(Oid relid, int64 shardId);
+extern char *ShardCreateTableCommand(Oid relid, int64 shardId);
+extern char *ShardCreateIndexCommands(Oid relid, int64 shardId);
+extern char *ShardCreateForeignKeyCommands(Oid relid, int64 shardId,
+										   ReferencedShardFunction referencedShard, void *arg);
 extern char *ShardDropCommand(const char *schemaName, const char *relname,
 							  int64 shardId);
 extern char *WorkerCreateSchemaCommand(Oid relid);

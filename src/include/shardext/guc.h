@@ -27,6 +27,15 @@ extern int	ShardextTestFault;
 #define TEST_FAULT_NONE 0
 #define TEST_FAULT_CRASH_AFTER_PREPARE 1
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
+extern int	ShardextMoveMaxLag;
+extern int	ShardextMoveLockTimeout;
+extern int	ShardextMoveCutoverTimeout;
+extern int	ShardextMoveDropTimeout;
+extern int	ShardextMinFreeDiskSpace;
+extern bool ShardextMoveVerify;
+extern char *ShardextSplitMap;
+extern char *ShardextMoveTestPausePhase;
+extern int	ShardextMoveTestPauseMs;
 extern int	ShardextNodeId;
 extern int	ShardextSnowflakeMaxClockSkew;
 extern int	ShardextSnowflakeClockOffset;

@@ -1,0 +1,1151 @@
+/*-------------------------------------------------------------------------
+ *
+ * move_steps.c
+ *	  The remote work of an online shard move or split, step by step.
+ *
+ * Online: the source gets a publication of the shard group (and, for a
+ * table without a key, REPLICA IDENTITY FULL for the duration), a logical
+ * replication slot whose exported snapshot the bulk copy reads, so that the
+ * copy and the change stream meet exactly; the target gets the tables
+ * without indexes, the copy (streamed through this backend), then the
+ * indexes, then a subscription that applies the changes made since the
+ * snapshot.  Splits use shardext's own output plugin (split_decoder.c),
+ * which sends each change to the half that holds the row.
+ *
+ * Writes are paused (the cutover lock, held by the loopback session) twice,
+ * each time only until the target has applied a marker row written on the
+ * source after the pause began:
+ *	- to take snapshots on both sides that hold the same rows, whose counts
+ *	  and checksums are then compared while writes go on;
+ *	- to switch the catalog to the target, in the transaction that holds the
+ *	  locks.
+ * Waits poll every millisecond; no step sleeps for seconds.
+ *
+ * block_writes: the copy, index build, verification and switch all happen
+ * under one pause, without logical replication.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "shardext/connection.h"
+#include "shardext/deparser.h"
+#include "shardext/guc.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_command.h"
+#include "shardext/remote_xact.h"
+#include "shardext/shard_move.h"
+
+/* how long the apply worker may be absent before the move gives up */
+#define APPLY_WORKER_START_TIMEOUT_MS 60000
+
+static PGresult *RemoteQuery(NodeConnection *conn, const char *query, int nParams,
+							 const char *const *params);
+static void CheckReplicationHealth(ShardMoveState *state, TimestampTz *workerMissingSince);
+static void InsertMarker(ShardMoveState *state, int seq);
+static void WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq,
+						  bool inSnapshot, long timeoutMs);
+static void AcquireCutoverLock(ShardMoveState *state);
+static void ReleaseCutoverLock(ShardMoveState *state);
+static void WaitForPreparedTransactions(ShardMoveState *state, PGresult *gids);
+static void CommitCutover(ShardMoveState *state, TimestampTz pauseStart);
+static void CopyOneTable(ShardMoveState *state, const char *copyOut, const char *copyIn);
+static char *ChecksumQuery(MoveShard *shard, const char *tableName, int32 lo, int32 hi,
+						   bool filter);
+static char *SubscriptionConninfo(ShardMoveState *state);
+static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
+static char *MoveCreateSlotSnapshot(ShardMoveState *state);
+static void ReportWritePause(ShardMoveState *state, const char *when, TimestampTz pauseStart);
+
+/*
+ * RemoteQuery runs one statement (with text parameters, types inferred by
+ * the node) and returns its last result; remote errors are rethrown.
+ */
+static PGresult *
+RemoteQuery(NodeConnection *conn, const char *query, int nParams,
+			const char *const *params)
+{
+	PGresult   *result;
+	PGresult   *last = NULL;
+	PGresult   *error = NULL;
+
+	if (nParams > 0)
+		SendRemoteCommandParams(conn, query, nParams, NULL, params);
+	else
+		SendRemoteCommand(conn, query);
+	while ((result = GetRemoteResult(conn)) != NULL)
+	{
+		ExecStatusType status = PQresultStatus(result);
+
+		if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+			status != PGRES_EMPTY_QUERY && error == NULL)
+		{
+			error = result;
+			continue;
+		}
+		PQclear(last);
+		last = result;
+	}
+	if (error != NULL)
+	{
+		PQclear(last);
+		ReportRemoteError(conn, error, ERROR, query);
+	}
+	return last;
+}
+
+/*
+ * RemoteScalar runs a statement and returns the first value of its result
+ * (palloc'd), or NULL when it has no rows or the value is NULL.
+ */
+char *
+RemoteScalar(NodeConnection *conn, const char *query, int nParams,
+			 const char *const *params)
+{
+	PGresult   *result = RemoteQuery(conn, query, nParams, params);
+	char	   *value = NULL;
+
+	if (PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) > 0 &&
+		PQnfields(result) > 0 && !PQgetisnull(result, 0, 0))
+		value = pstrdup(PQgetvalue(result, 0, 0));
+	PQclear(result);
+	return value;
+}
+
+/* MoveSleep sleeps interruptibly */
+void
+MoveSleep(long milliseconds)
+{
+	int			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							   milliseconds, PG_WAIT_EXTENSION);
+
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * MoveSetUpSource prepares the source for logical replication: REPLICA
+ * IDENTITY FULL for tables that have no key (UPDATE and DELETE would fail
+ * on a published table without one, and the change stream needs the old
+ * rows), the tables of a split's halves (the real ones for a split in
+ * place, empty stand-ins that name the halves otherwise), and the
+ * publication.
+ */
+void
+MoveSetUpSource(ShardMoveState *state)
+{
+	bool		split = state->operation == MOVE_OPERATION_SPLIT;
+	StringInfoData tables;
+	ListCell   *cell;
+
+	initStringInfo(&tables);
+	foreach(cell, state->shards)
+	{
+		MoveShard  *shard = lfirst(cell);
+
+		if (shard->needsFullIdentity)
+		{
+			char		restore[2] = {shard->sourceIdentity, '\0'};
+
+			AddCleanupRecord(state, state->source.nodeId, "replica_identity",
+							 shard->shardName, 0, restore, "on_failure");
+			ExecuteRemoteCommand(state->sourceConn,
+								 psprintf("ALTER TABLE %s REPLICA IDENTITY FULL",
+										  shard->shardName));
+		}
+		if (!split)
+		{
+			appendStringInfo(&tables, "%s, ", shard->shardName);
+			continue;
+		}
+
+		for (int half = 0; half < 2; half++)
+		{
+			StringInfoData create;
+
+			AddCleanupRecord(state, state->source.nodeId, "table", shard->childNames[half],
+							 shard->childIds[half], NULL,
+							 state->inPlace ? "on_failure" : "always");
+			initStringInfo(&create);
+			appendStringInfo(&create, "%s;\n%s", WorkerCreateSchemaCommand(shard->relid),
+							 ShardCreateTableCommand(shard->relid, shard->childIds[half]));
+
+			/*
+			 * pgoutput describes a half by its identity as of each change,
+			 * and the half gets its key only after the copy: until then
+			 * FULL identifies its rows (the subscriber finds them by its
+			 * own key).  A half in place gets its identity back after.
+			 */
+			if (state->inPlace && shard->coordinatorIdentity != 'f')
+				AddCleanupRecord(state, state->source.nodeId, "replica_identity",
+								 shard->childNames[half], 0, "d", "always");
+			appendStringInfo(&create, "ALTER TABLE %s REPLICA IDENTITY FULL;\n",
+							 shard->childNames[half]);
+			ExecuteRemoteCommand(state->sourceConn, create.data);
+			appendStringInfo(&tables, "%s, ", shard->childNames[half]);
+		}
+	}
+
+	AddCleanupRecord(state, state->source.nodeId, "marker",
+					 psprintf(INT64_FORMAT, state->moveId), 0, NULL, "always");
+	AddCleanupRecord(state, state->target.nodeId, "marker",
+					 psprintf(INT64_FORMAT, state->moveId), 0, NULL, "always");
+	AddCleanupRecord(state, state->source.nodeId, "publication", state->objectName, 0,
+					 NULL, "always");
+	ExecuteRemoteCommand(state->sourceConn,
+						 psprintf("CREATE PUBLICATION %s FOR TABLE %s%s WHERE (move_id = "
+								  INT64_FORMAT ")",
+								  quote_identifier(state->objectName), tables.data,
+								  split ? "shardext.move_marker_applied" :
+								  "shardext.move_marker",
+								  state->moveId));
+}
+
+/*
+ * MoveSetUpTarget creates the target tables without their indexes (a split
+ * in place created them on the source already).
+ */
+void
+MoveSetUpTarget(ShardMoveState *state)
+{
+	StringInfoData command;
+	ListCell   *cell;
+
+	if (state->operation == MOVE_OPERATION_SPLIT && state->inPlace)
+		return;
+
+	initStringInfo(&command);
+	appendStringInfo(&command, "%s;\n",
+					 WorkerCreateSchemaCommand(((MoveShard *) linitial(state->shards))->relid));
+	foreach(cell, state->shards)
+	{
+		MoveShard  *shard = lfirst(cell);
+
+		if (state->operation == MOVE_OPERATION_MOVE)
+		{
+			AddCleanupRecord(state, state->target.nodeId, "table", shard->shardName,
+							 shard->shardId, NULL, "on_failure");
+			appendStringInfoString(&command, ShardCreateTableCommand(shard->relid,
+																	 shard->shardId));
+			continue;
+		}
+		for (int half = 0; half < 2; half++)
+		{
+			AddCleanupRecord(state, state->target.nodeId, "table", shard->childNames[half],
+							 shard->childIds[half], NULL, "on_failure");
+			appendStringInfoString(&command,
+								   ShardCreateTableCommand(shard->relid, shard->childIds[half]));
+		}
+	}
+	ExecuteRemoteCommand(state->targetConn, command.data);
+}
+
+/*
+ * MoveCreateSlotSnapshot creates the replication slot on the source over a
+ * replication connection and returns the name of the snapshot it exported.
+ * That connection stays open: the snapshot, from which the copy reads,
+ * lives until its next command.
+ */
+static char *
+MoveCreateSlotSnapshot(ShardMoveState *state)
+{
+	PGresult   *result;
+	char	   *snapshot;
+
+	AddCleanupRecord(state, state->source.nodeId, "replication_slot", state->objectName,
+					 0, NULL, "always");
+	state->replication = OpenDedicatedConnection(state->source.host, state->source.port,
+												 true, true);
+	if (state->pluginLibraries != NULL)
+	{
+		StringInfoData set;
+		char	   *copy = pstrdup(state->pluginLibraries);
+		char	   *save = NULL;
+
+		initStringInfo(&set);
+		appendStringInfoString(&set, "SET output_plugin_libraries = ");
+		for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save))
+			appendStringInfo(&set, "%s%s", name == copy ? "" : ", ", quote_literal_cstr(name));
+		ExecuteRemoteCommand(state->replication, set.data);
+	}
+	result = RemoteQuery(state->replication,
+						 psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
+								  quote_identifier(state->objectName),
+								  state->operation == MOVE_OPERATION_SPLIT ?
+								  "shardext" : "pgoutput"),
+						 0, NULL);
+	if (PQntuples(result) != 1 || PQnfields(result) < 3 || PQgetisnull(result, 0, 2))
+	{
+		PQclear(result);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("node %s:%d did not export a snapshot for replication slot \"%s\"",
+						state->source.host, state->source.port, state->objectName)));
+	}
+	snapshot = pstrdup(PQgetvalue(result, 0, 2));
+	PQclear(result);
+	return snapshot;
+}
+
+/*
+ * CopyOneTable streams one table (or one half of it) from the source to the
+ * target: COPY TO STDOUT there, COPY FROM STDIN here, row by row.
+ */
+static void
+CopyOneTable(ShardMoveState *state, const char *copyOut, const char *copyIn)
+{
+	NodeConnection *source = state->sourceConn;
+	NodeConnection *target = state->targetConn;
+	PGresult   *result;
+
+	SendRemoteCommand(target, copyIn);
+	result = GetRemoteResult(target);
+	if (result == NULL || PQresultStatus(result) != PGRES_COPY_IN)
+		ReportRemoteError(target, result, ERROR, copyIn);
+	PQclear(result);
+
+	SendRemoteCommand(source, copyOut);
+	result = GetRemoteResult(source);
+	if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
+		ReportRemoteError(source, result, ERROR, copyOut);
+	PQclear(result);
+
+	for (;;)
+	{
+		char	   *buffer = NULL;
+		int			length = PQgetCopyData(source->pgConn, &buffer, 1);
+
+		if (length == 0)
+		{
+			WaitForRemoteSocket(source, false);
+			continue;
+		}
+		if (length == -1)
+			break;
+		if (length == -2)
+			ReportConnectionError(source, ERROR);
+		SendRemoteCopyData(target, buffer, length);
+		PQfreemem(buffer);
+		state->rowsCopied++;
+		state->bytesCopied += length;
+		if ((state->rowsCopied & 1023) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			ReportMoveProgress(state, false, -1);
+		}
+	}
+	while ((result = GetRemoteResult(source)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_COMMAND_OK)
+			ReportRemoteError(source, result, ERROR, copyOut);
+		PQclear(result);
+	}
+
+	EndRemoteCopy(target, NULL);
+	while ((result = GetRemoteResult(target)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_COMMAND_OK)
+			ReportRemoteError(target, result, ERROR, copyIn);
+		PQclear(result);
+	}
+}
+
+/*
+ * MoveCopyData copies the rows of the shard group (a split: of each half)
+ * from the source to the target in one repeatable read transaction on the
+ * source; online, it reads the snapshot the slot exported.
+ */
+void
+MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
+{
+	ListCell   *cell;
+
+	if (useSlotSnapshot)
+	{
+		char	   *snapshot = MoveCreateSlotSnapshot(state);
+
+		ExecuteRemoteCommand(state->sourceConn,
+							 psprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+									  "SET TRANSACTION SNAPSHOT %s",
+									  quote_literal_cstr(snapshot)));
+		/* the copy holds the snapshot now; the slot lives on without us */
+		CloseDedicatedConnection(state->replication);
+		state->replication = NULL;
+	}
+	else
+		ExecuteRemoteCommand(state->sourceConn,
+							 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+
+	SetMovePhase(state, "copying");
+	foreach(cell, state->shards)
+	{
+		MoveShard  *shard = lfirst(cell);
+
+		if (state->operation == MOVE_OPERATION_MOVE)
+		{
+			CopyOneTable(state,
+						 psprintf("COPY %s %s TO STDOUT", shard->shardName, shard->columnList),
+						 psprintf("COPY %s %s FROM STDIN", shard->shardName, shard->columnList));
+			continue;
+		}
+		for (int half = 0; half < 2; half++)
+		{
+			int32		lo = half == 0 ? state->hashMin : state->splitPoint + 1;
+			int32		hi = half == 0 ? state->splitPoint : state->hashMax;
+			char	   *columns = pnstrdup(shard->columnList + 1,
+										   strlen(shard->columnList) - 2);
+
+			CopyOneTable(state,
+						 psprintf("COPY (SELECT %s FROM %s WHERE "
+								  "shardext.worker_hash_value(%s) BETWEEN %d AND %d) TO STDOUT",
+								  columns, shard->shardName, shard->distColumn, lo, hi),
+						 psprintf("COPY %s %s FROM STDIN", shard->childNames[half],
+								  shard->columnList));
+		}
+	}
+	ExecuteRemoteCommand(state->sourceConn, "COMMIT");
+	ReportMoveProgress(state, true, -1);
+}
+
+/* which half of a split a foreign key of the other half references */
+typedef struct SplitHalfLookup
+{
+	ShardMoveState *state;
+	int			half;
+} SplitHalfLookup;
+
+/*
+ * SplitHalfOf names, for a foreign key of a split's half, the same half of
+ * the referenced (co-located) table: the catalog does not know the halves
+ * yet.
+ */
+static int64
+SplitHalfOf(Oid referencedRelid, void *arg)
+{
+	SplitHalfLookup *lookup = arg;
+	ListCell   *cell;
+
+	foreach(cell, lookup->state->shards)
+	{
+		MoveShard  *shard = lfirst(cell);
+
+		if (shard->relid == referencedRelid)
+			return shard->childIds[lookup->half];
+	}
+	elog(ERROR, "table %u is not co-located with the shard being split", referencedRelid);
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * MoveBuildIndexes adds the primary keys, unique constraints and indexes to
+ * the copied tables, then their foreign keys (which need the keys of the
+ * tables they reference, co-located ones included), and analyzes them.
+ */
+void
+MoveBuildIndexes(ShardMoveState *state)
+{
+	StringInfoData command;
+	ListCell   *cell;
+	bool		split = state->operation == MOVE_OPERATION_SPLIT;
+
+	SetMovePhase(state, "building indexes");
+	initStringInfo(&command);
+	for (int pass = 0; pass < 2; pass++)
+	{
+		foreach(cell, state->shards)
+		{
+			MoveShard  *shard = lfirst(cell);
+
+			for (int half = 0; half < (split ? 2 : 1); half++)
+			{
+				int64		shardId = split ? shard->childIds[half] : shard->shardId;
+				SplitHalfLookup lookup = {state, half};
+
+				if (pass == 0)
+					appendStringInfoString(&command,
+										   ShardCreateIndexCommands(shard->relid, shardId));
+				else
+				{
+					appendStringInfoString(&command,
+										   ShardCreateForeignKeyCommands(shard->relid, shardId,
+																		 split ? SplitHalfOf : NULL,
+																		 &lookup));
+					appendStringInfo(&command, "ANALYZE %s;\n",
+									 split ? shard->childNames[half] : shard->shardName);
+				}
+			}
+		}
+	}
+	ExecuteRemoteCommand(state->targetConn, command.data);
+}
+
+/* appends keyword='value' to a libpq connection string, escaped */
+static void
+AppendConninfoValue(StringInfo buf, const char *keyword, const char *value)
+{
+	appendStringInfo(buf, "%s%s='", buf->len > 0 ? " " : "", keyword);
+	for (const char *p = value; *p; p++)
+	{
+		if (*p == '\'' || *p == '\\')
+			appendStringInfoChar(buf, '\\');
+		appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoChar(buf, '\'');
+}
+
+/*
+ * SubscriptionConninfo is how the target connects to the source: the
+ * node's registered address, our database and user, shardext.node_conninfo,
+ * and for splits the map of the halves for the output plugin.
+ */
+static char *
+SubscriptionConninfo(ShardMoveState *state)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	if (ShardextNodeConninfo != NULL && ShardextNodeConninfo[0] != '\0')
+		appendStringInfo(&buf, "%s", ShardextNodeConninfo);
+	AppendConninfoValue(&buf, "host", state->source.host);
+	AppendConninfoValue(&buf, "port", psprintf("%d", state->source.port));
+	AppendConninfoValue(&buf, "dbname", get_database_name(MyDatabaseId));
+	AppendConninfoValue(&buf, "user", GetUserNameFromId(GetUserId(), false));
+	AppendConninfoValue(&buf, "application_name", state->objectName);
+	if (state->operation == MOVE_OPERATION_SPLIT)
+	{
+		StringInfoData map;
+		ListCell   *cell;
+
+		/* source:attnum:lower:lo:hi:upper:lo:hi;... in relation OIDs of the source */
+		initStringInfo(&map);
+		foreach(cell, state->shards)
+		{
+			MoveShard  *shard = lfirst(cell);
+			const char *params[4];
+			char	   *oids;
+
+			params[0] = shard->shardName;
+			params[1] = shard->childNames[0];
+			params[2] = shard->childNames[1];
+			params[3] = shard->distColumnName;
+			oids = RemoteScalar(state->sourceConn,
+								"SELECT pg_catalog.format('%s:%s:%s:%s', $1::regclass::oid, "
+								"(SELECT attnum FROM pg_catalog.pg_attribute "
+								"  WHERE attrelid = $1::regclass AND attname = $4 AND NOT attisdropped), "
+								"$2::regclass::oid, $3::regclass::oid)",
+								4, params);
+			if (oids == NULL)
+				elog(ERROR, "could not map the halves of shard " INT64_FORMAT, shard->shardId);
+			{
+				char	   *parts[4];
+				char	   *copy = pstrdup(oids);
+
+				parts[0] = strtok(copy, ":");
+				parts[1] = strtok(NULL, ":");
+				parts[2] = strtok(NULL, ":");
+				parts[3] = strtok(NULL, ":");
+				if (parts[3] == NULL)
+					elog(ERROR, "could not map the halves of shard " INT64_FORMAT, shard->shardId);
+				appendStringInfo(&map, "%s%s:%s:%s:%d:%d:%s:%d:%d", map.len > 0 ? ";" : "",
+								 parts[0], parts[1], parts[2], state->hashMin, state->splitPoint,
+								 parts[3], state->splitPoint + 1, state->hashMax);
+			}
+		}
+		AppendConninfoValue(&buf, "options",
+							psprintf("-c shardext.split_map=%s%s%s", map.data,
+									 state->pluginLibraries ? " -c output_plugin_libraries=" : "",
+									 state->pluginLibraries ? state->pluginLibraries : ""));
+	}
+	return buf.data;
+}
+
+/*
+ * MoveStartReplication subscribes the target to the publication, starting
+ * at the slot's snapshot (no initial copy: that is done).
+ */
+void
+MoveStartReplication(ShardMoveState *state)
+{
+	AddCleanupRecord(state, state->target.nodeId, "subscription", state->objectName, 0,
+					 NULL, "always");
+	ExecuteRemoteCommand(state->targetConn,
+						 psprintf("CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s "
+								  "WITH (create_slot = false, slot_name = %s, copy_data = false, "
+								  "enabled = true)",
+								  quote_identifier(state->objectName),
+								  quote_literal_cstr(SubscriptionConninfo(state)),
+								  quote_identifier(state->objectName),
+								  quote_literal_cstr(state->objectName)));
+}
+
+/*
+ * CheckReplicationHealth fails the move when the subscription reported an
+ * apply error or has had no apply worker for too long.
+ */
+static void
+CheckReplicationHealth(ShardMoveState *state, TimestampTz *workerMissingSince)
+{
+	const char *params[1] = {state->objectName};
+	PGresult   *result;
+	bool		running;
+	int64		errors;
+
+	result = RemoteQuery(state->targetConn,
+						 "SELECT w.pid IS NOT NULL, coalesce(st.apply_error_count, 0) "
+						 "FROM pg_catalog.pg_subscription s "
+						 "LEFT JOIN pg_catalog.pg_stat_subscription w "
+						 "  ON w.subid = s.oid AND w.relid IS NULL "
+						 "LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid "
+						 "WHERE s.subname = $1",
+						 1, params);
+	if (PQntuples(result) == 0)
+	{
+		PQclear(result);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("subscription \"%s\" on node %s:%d disappeared during the move",
+						state->objectName, state->target.host, state->target.port)));
+	}
+	running = strcmp(PQgetvalue(result, 0, 0), "t") == 0;
+	errors = pg_strtoint64(PQgetvalue(result, 0, 1));
+	PQclear(result);
+
+	if (errors > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("logical replication of %s to node %s:%d failed",
+						state->description, state->target.host, state->target.port),
+				 errdetail("Subscription \"%s\" reported " INT64_FORMAT " apply errors.",
+						   state->objectName, errors),
+				 errhint("The node's server log has the error. The source was left unchanged.")));
+
+	if (running)
+		*workerMissingSince = 0;
+	else if (*workerMissingSince == 0)
+		*workerMissingSince = GetCurrentTimestamp();
+	else if (TimestampDifferenceExceeds(*workerMissingSince, GetCurrentTimestamp(),
+										APPLY_WORKER_START_TIMEOUT_MS))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no logical replication worker runs for subscription \"%s\" on node %s:%d",
+						state->objectName, state->target.host, state->target.port),
+				 errhint("Check max_logical_replication_workers and max_worker_processes "
+						 "on the node, and its server log.")));
+}
+
+/*
+ * MoveWaitForLag waits until the target is within shardext.move_max_lag of
+ * the source, then writes a marker on the source (without pausing writes)
+ * and waits until the target has applied it, so that what remains to apply
+ * at the next pause is a few milliseconds' worth.
+ */
+void
+MoveWaitForLag(ShardMoveState *state)
+{
+	const char *params[1] = {state->objectName};
+	TimestampTz lastHealthCheck = 0;
+	TimestampTz workerMissingSince = 0;
+	int64		maxLag = (int64) ShardextMoveMaxLag * 1024;
+
+	SetMovePhase(state, "catching up");
+	for (;;)
+	{
+		char	   *lagText = RemoteScalar(state->sourceConn,
+										   "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), "
+										   "  coalesce(r.write_lsn, s.confirmed_flush_lsn))::int8 "
+										   "FROM pg_catalog.pg_replication_slots s "
+										   "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid "
+										   "WHERE s.slot_name = $1",
+										   1, params);
+		int64		lag;
+
+		if (lagText == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("replication slot \"%s\" on node %s:%d disappeared during the move",
+							state->objectName, state->source.host, state->source.port)));
+		lag = pg_strtoint64(lagText);
+		ReportMoveProgress(state, false, lag);
+		if (TimestampDifferenceExceeds(lastHealthCheck, GetCurrentTimestamp(), 1000))
+		{
+			CheckReplicationHealth(state, &workerMissingSince);
+			lastHealthCheck = GetCurrentTimestamp();
+		}
+		if (lag <= maxLag && workerMissingSince == 0 && lastHealthCheck != 0)
+			break;
+		MoveSleep(50);
+	}
+
+	InsertMarker(state, ++state->markerSeq);
+	WaitForMarker(state, state->targetConn, state->markerSeq, false, -1);
+	ReportMoveProgress(state, true, 0);
+}
+
+/* InsertMarker writes marker seq on the source, committed and flushed */
+static void
+InsertMarker(ShardMoveState *state, int seq)
+{
+	ExecuteRemoteCommand(state->sourceConn,
+						 psprintf("INSERT INTO shardext.move_marker (move_id, seq) "
+								  "VALUES (" INT64_FORMAT ", %d)", state->moveId, seq));
+}
+
+/*
+ * WaitForMarker polls the target until it has applied marker seq; then the
+ * target holds every change the source committed before the marker.  With
+ * inSnapshot, each poll opens a repeatable read transaction on conn and the
+ * one that sees the marker stays open (its snapshot is the one to verify).
+ * timeoutMs < 0 waits as long as replication is healthy.
+ */
+static void
+WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnapshot,
+			  long timeoutMs)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz lastHealthCheck = start;
+	TimestampTz workerMissingSince = 0;
+	char	   *check = psprintf("%sSELECT EXISTS (SELECT 1 FROM %s WHERE move_id = "
+								 INT64_FORMAT " AND seq = %d)",
+								 inSnapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " : "",
+								 state->operation == MOVE_OPERATION_SPLIT ?
+								 "shardext.move_marker_applied" : "shardext.move_marker",
+								 state->moveId, seq);
+
+	for (;;)
+	{
+		char	   *seen = RemoteScalar(conn, check, 0, NULL);
+
+		if (seen != NULL && strcmp(seen, "t") == 0)
+			return;
+		if (inSnapshot)
+			ExecuteRemoteCommand(conn, "ROLLBACK");
+
+		if (timeoutMs >= 0 &&
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), timeoutMs))
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("node %s:%d did not catch up with %s within %ld ms while writes "
+							"were paused", state->target.host, state->target.port,
+							state->description, timeoutMs),
+					 errhint("Retry when the write load is lower, or raise "
+							 "shardext.move_cutover_timeout.")));
+		if (TimestampDifferenceExceeds(lastHealthCheck, GetCurrentTimestamp(), 1000))
+		{
+			CheckReplicationHealth(state, &workerMissingSince);
+			lastHealthCheck = GetCurrentTimestamp();
+		}
+		MoveSleep(1);
+	}
+}
+
+/*
+ * AcquireCutoverLock opens a transaction on a loopback connection of its
+ * own (the records stay visible meanwhile) and takes the cutover locks of
+ * the shard group there: writes through the coordinator wait from now on,
+ * reads go on.  The lock waits at most shardext.move_lock_timeout for the
+ * writes in flight; a timeout is retried after a pause (writers queued
+ * behind us run meanwhile).
+ */
+static void
+AcquireCutoverLock(ShardMoveState *state)
+{
+	StringInfoData ids;
+	ListCell   *cell;
+
+	if (state->lockConn == NULL)
+		state->lockConn = OpenLoopbackConnection(true);
+
+	initStringInfo(&ids);
+	foreach(cell, state->shards)
+		appendStringInfo(&ids, "%s" INT64_FORMAT, ids.len > 0 ? "," : "",
+						 ((MoveShard *) lfirst(cell))->shardId);
+
+	for (int attempt = 1;; attempt++)
+	{
+		PGresult   *result;
+		PGresult   *error = NULL;
+		char	   *lock = psprintf("BEGIN; SET LOCAL lock_timeout = %d; "
+									"SELECT shardext.move_lock_shards('{%s}')",
+									ShardextMoveLockTimeout, ids.data);
+		bool		timedOut;
+
+		SendRemoteCommand(state->lockConn, lock);
+		while ((result = GetRemoteResult(state->lockConn)) != NULL)
+		{
+			ExecStatusType status = PQresultStatus(result);
+
+			if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && error == NULL)
+				error = result;
+			else
+				PQclear(result);
+		}
+		if (error == NULL)
+			return;
+
+		timedOut = PQresultErrorField(error, PG_DIAG_SQLSTATE) != NULL &&
+			strcmp(PQresultErrorField(error, PG_DIAG_SQLSTATE), "55P03") == 0;
+		ExecuteRemoteCommand(state->lockConn, "ROLLBACK");
+		if (!timedOut)
+			ReportRemoteError(state->lockConn, error, ERROR, lock);
+		PQclear(error);
+
+		if (attempt >= 10)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not pause writes to %s: transactions that write to it "
+							"kept running for more than %d ms, %d times",
+							state->description, ShardextMoveLockTimeout, attempt),
+					 errhint("Look for long transactions that wrote to the table "
+							 "(pg_stat_activity), or raise shardext.move_lock_timeout.")));
+		ereport(DEBUG1, (errmsg("%s: writes still in flight, retrying the pause",
+								state->description)));
+		MoveSleep(100 * attempt);
+	}
+}
+
+/* ReleaseCutoverLock ends the lock transaction, letting writes go on */
+static void
+ReleaseCutoverLock(ShardMoveState *state)
+{
+	ExecuteRemoteCommand(state->lockConn, "ROLLBACK");
+}
+
+/*
+ * WaitForPreparedTransactions: a prepared transaction of this coordinator
+ * on the source, present while writes are paused, is either one that
+ * finishes in a moment (for other shards) or one whose COMMIT PREPARED
+ * failed and awaits recovery; the latter may hold writes to our shards that
+ * would be committed after the switch and lost, so the move gives up.
+ */
+static void
+WaitForPreparedTransactions(ShardMoveState *state, PGresult *gids)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	char	   *list;
+
+	if (PQntuples(gids) == 0 || PQgetisnull(gids, 0, 0))
+		return;
+	list = PQgetvalue(gids, 0, 0);
+	if (strcmp(list, "{}") == 0)
+		return;
+	list = pstrdup(list);
+
+	for (;;)
+	{
+		const char *params[1] = {list};
+		char	   *left = RemoteScalar(state->sourceConn,
+										"SELECT count(*) FROM pg_catalog.pg_prepared_xacts "
+										"WHERE gid = ANY ($1::text[])", 1, params);
+
+		if (left != NULL && strcmp(left, "0") == 0)
+			return;
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), 2000))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("node %s:%d has prepared transactions of this coordinator that "
+							"are not resolved", state->source.host, state->source.port),
+					 errdetail("Prepared transactions: %s.", list),
+					 errhint("Let the recovery of prepared transactions resolve them, then "
+							 "retry the move.")));
+		MoveSleep(2);
+	}
+}
+
+/*
+ * ChecksumQuery: row count and two order-independent sums of row hashes,
+ * computed alike on both sides (the sessions share their settings, so the
+ * rows' text is the same).  With filter, only rows whose distribution value
+ * hashes into [lo, hi].
+ */
+static char *
+ChecksumQuery(MoveShard *shard, const char *tableName, int32 lo, int32 hi, bool filter)
+{
+	char	   *columns = pnstrdup(shard->columnList + 1, strlen(shard->columnList) - 2);
+
+	return psprintf("SELECT count(*), "
+					"coalesce(sum(pg_catalog.hashtext(r::text)::int8), 0), "
+					"coalesce(sum(pg_catalog.hashtextextended(r::text, 7) >> 33), 0) "
+					"FROM (SELECT %s FROM %s%s) r",
+					columns, tableName,
+					filter ? psprintf(" WHERE shardext.worker_hash_value(%s) BETWEEN %d AND %d",
+									  shard->distColumn, lo, hi) : "");
+}
+
+/* runs a checksum query on one connection without waiting for it */
+static void
+SendChecksum(NodeConnection *conn, const char *query)
+{
+	SendRemoteCommand(conn, query);
+}
+
+/* reads the result of SendChecksum as "count/sum/sum" */
+static char *
+ReceiveChecksum(NodeConnection *conn, const char *query)
+{
+	PGresult   *result;
+	PGresult   *error = NULL;
+	char	   *value = NULL;
+
+	while ((result = GetRemoteResult(conn)) != NULL)
+	{
+		if (PQresultStatus(result) != PGRES_TUPLES_OK)
+		{
+			if (error == NULL)
+				error = result;
+			else
+				PQclear(result);
+			continue;
+		}
+		value = psprintf("%s rows, checksums %s/%s", PQgetvalue(result, 0, 0),
+						 PQgetvalue(result, 0, 1), PQgetvalue(result, 0, 2));
+		PQclear(result);
+	}
+	if (error != NULL)
+		ReportRemoteError(conn, error, ERROR, query);
+	return value;
+}
+
+/*
+ * CompareChecksums computes a checksum on the source and the target
+ * snapshots at the same time and fails the move when they differ.
+ */
+static void
+CompareChecksums(ShardMoveState *state, const char *sourceQuery, const char *targetQuery,
+				 const char *targetName)
+{
+	char	   *sourceSum;
+	char	   *targetSum;
+
+	SendChecksum(state->sourceSnapshot, sourceQuery);
+	SendChecksum(state->targetSnapshot, targetQuery);
+	sourceSum = ReceiveChecksum(state->sourceSnapshot, sourceQuery);
+	targetSum = ReceiveChecksum(state->targetSnapshot, targetQuery);
+	if (strcmp(sourceSum, targetSum) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("verification of %s failed: the copy of %s differs from the source",
+						state->description, targetName),
+				 errdetail("Source: %s; target: %s.", sourceSum, targetSum),
+				 errhint("The move was rolled back and the source left as it was.")));
+}
+
+/*
+ * MoveVerify checks that source and target hold the same rows: counts and
+ * checksums over snapshots that hold the same rows.  Online, writes are
+ * paused just long enough to take the snapshots (after a marker that the
+ * target must apply first); the checksums are computed afterwards, with
+ * writes going on.  With writesBlocked the caller holds the pause already.
+ */
+void
+MoveVerify(ShardMoveState *state, bool writesBlocked)
+{
+	ListCell   *cell;
+
+	if (!ShardextMoveVerify)
+		return;
+	SetMovePhase(state, "verifying");
+	if (state->sourceSnapshot == NULL)
+		state->sourceSnapshot = OpenDedicatedConnection(state->source.host, state->source.port,
+														false, true);
+	if (state->targetSnapshot == NULL)
+		state->targetSnapshot = OpenDedicatedConnection(state->target.host, state->target.port,
+														false, true);
+
+	if (writesBlocked)
+	{
+		ExecuteRemoteCommand(state->sourceSnapshot,
+							 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1");
+		ExecuteRemoteCommand(state->targetSnapshot,
+							 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1");
+	}
+	else
+	{
+		int			seq = ++state->markerSeq;
+
+		TimestampTz pauseStart;
+
+		AcquireCutoverLock(state);
+		pauseStart = GetCurrentTimestamp();
+		InsertMarker(state, seq);
+		ExecuteRemoteCommand(state->sourceSnapshot,
+							 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1");
+		WaitForMarker(state, state->targetSnapshot, seq, true, ShardextMoveCutoverTimeout);
+		ReleaseCutoverLock(state);
+		ReportWritePause(state, "to take the verification snapshots", pauseStart);
+	}
+
+	foreach(cell, state->shards)
+	{
+		MoveShard  *shard = lfirst(cell);
+
+		CHECK_FOR_INTERRUPTS();
+		if (state->operation == MOVE_OPERATION_MOVE)
+		{
+			char	   *query = ChecksumQuery(shard, shard->shardName, 0, 0, false);
+
+			CompareChecksums(state, query, query, shard->shardName);
+			continue;
+		}
+		for (int half = 0; half < 2; half++)
+		{
+			int32		lo = half == 0 ? state->hashMin : state->splitPoint + 1;
+			int32		hi = half == 0 ? state->splitPoint : state->hashMax;
+
+			CompareChecksums(state, ChecksumQuery(shard, shard->shardName, lo, hi, true),
+							 ChecksumQuery(shard, shard->childNames[half], 0, 0, false),
+							 shard->childNames[half]);
+		}
+		/* every row of the source must be in one of the halves */
+		{
+			char	   *outside = RemoteScalar(state->sourceSnapshot,
+											   psprintf("SELECT count(*) FROM %s WHERE %s IS NULL "
+														"OR shardext.worker_hash_value(%s) NOT BETWEEN %d AND %d",
+														shard->shardName, shard->distColumn,
+														shard->distColumn, state->hashMin,
+														state->hashMax),
+											   0, NULL);
+
+			if (outside == NULL || strcmp(outside, "0") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("cannot split %s: %s rows of %s are outside its hash range",
+								state->description, outside ? outside : "some",
+								shard->shardName),
+						 errhint("The split was rolled back and the shard left as it was.")));
+		}
+	}
+	ExecuteRemoteCommand(state->sourceSnapshot, "COMMIT");
+	ExecuteRemoteCommand(state->targetSnapshot, "COMMIT");
+}
+
+/*
+ * CommitCutover switches the catalog in the transaction that holds the
+ * cutover locks and commits it, which lets the queued writes go to the
+ * new placement.  The commit's outcome decides the move, so interrupts wait
+ * until it is known.
+ */
+static void
+CommitCutover(ShardMoveState *state, TimestampTz pauseStart)
+{
+	char	   *command = psprintf("SELECT shardext.move_commit_placements(" INT64_FORMAT
+								   "); COMMIT", state->moveId);
+	HOLD_INTERRUPTS();
+	PG_TRY();
+	{
+		ExecuteRemoteCommand(state->lockConn, command);
+	}
+	PG_FINALLY();
+	{
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+	state->flipped = true;
+
+	ReportWritePause(state, "at the switch", pauseStart);
+}
+
+/*
+ * ReportWritePause reports at DEBUG1 how long writes were paused, with the
+ * pause's bounds in Unix epoch microseconds (benchmarks match them with
+ * the clients' latency logs).
+ */
+static void
+ReportWritePause(ShardMoveState *state, const char *when, TimestampTz pauseStart)
+{
+	TimestampTz pauseEnd = GetCurrentTimestamp();
+	int64		unixOffset = ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)) *
+		SECS_PER_DAY * USECS_PER_SEC;
+
+	ereport(DEBUG1,
+			(errmsg("%s: writes were paused for %ld ms %s", state->description,
+					TimestampDifferenceMilliseconds(pauseStart, pauseEnd), when),
+			 errdetail("From " INT64_FORMAT " to " INT64_FORMAT " (Unix time in microseconds).",
+					   pauseStart + unixOffset, pauseEnd + unixOffset)));
+}
+
+/*
+ * MoveCutover pauses writes, waits until the target applied everything
+ * written before the pause, makes the target's applied changes durable,
+ * and switches the catalog to the target.
+ */
+void
+MoveCutover(ShardMoveState *state)
+{
+	TimestampTz pauseStart;
+	PGresult   *gids;
+	int			seq = ++state->markerSeq;
+
+	SetMovePhase(state, "cutting over");
+	AcquireCutoverLock(state);
+	pauseStart = GetCurrentTimestamp();
+	MoveTestPause(state, "writes paused");
+
+	gids = RemoteQuery(state->sourceConn,
+					   psprintf("INSERT INTO shardext.move_marker (move_id, seq) VALUES ("
+								INT64_FORMAT ", %d); "
+								"SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
+								"WHERE pg_catalog.starts_with(gid, %s) "
+								"AND database = pg_catalog.current_database()",
+								state->moveId, seq,
+								quote_literal_cstr(RemotePreparedGidPrefix())),
+					   0, NULL);
+	PG_TRY();
+	{
+		WaitForPreparedTransactions(state, gids);
+	}
+	PG_FINALLY();
+	{
+		PQclear(gids);
+	}
+	PG_END_TRY();
+
+	WaitForMarker(state, state->targetConn, seq, false, ShardextMoveCutoverTimeout);
+	/* the apply worker commits asynchronously: flush its commits */
+	ExecuteRemoteCommand(state->targetConn, "SELECT pg_catalog.txid_current()");
+	CommitCutover(state, pauseStart);
+}
+
+/*
+ * MoveBlockingCopyAndCutover is the block_writes mode: pause writes, copy,
+ * build the indexes, verify, switch the catalog, in one pause.
+ */
+void
+MoveBlockingCopyAndCutover(ShardMoveState *state)
+{
+	TimestampTz pauseStart;
+	PGresult   *gids;
+
+	SetMovePhase(state, "pausing writes");
+	AcquireCutoverLock(state);
+	pauseStart = GetCurrentTimestamp();
+	gids = RemoteQuery(state->sourceConn,
+					   psprintf("SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
+								"WHERE pg_catalog.starts_with(gid, %s) "
+								"AND database = pg_catalog.current_database()",
+								quote_literal_cstr(RemotePreparedGidPrefix())),
+					   0, NULL);
+	PG_TRY();
+	{
+		WaitForPreparedTransactions(state, gids);
+	}
+	PG_FINALLY();
+	{
+		PQclear(gids);
+	}
+	PG_END_TRY();
+
+	MoveCopyData(state, false);
+	MoveBuildIndexes(state);
+	MoveVerify(state, true);
+	SetMovePhase(state, "cutting over");
+	CommitCutover(state, pauseStart);
+}

@@ -1,0 +1,618 @@
+/*-------------------------------------------------------------------------
+ *
+ * rebalancer.c
+ *	  shardext_rebalance_plan(), shardext_rebalance() and
+ *	  shardext_drain_node(): which shard groups to move where so that the
+ *	  active nodes hold shares in proportion to their weights, and moving
+ *	  them one after the other.
+ *
+ * The unit is a shard group (the co-located shards of one hash range).
+ * by_shard_count balances the groups of each colocation group on its own,
+ * so every table stays spread evenly; by_disk_size balances the bytes of all
+ * groups together.  Both move a group from the node furthest above its
+ * share to the node furthest below, only while that strictly reduces the
+ * imbalance (sum of squared differences from the shares).  Nodes above
+ * their share only give and nodes below only receive, so after a node is
+ * added the plan moves groups onto it and none between the old nodes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "shardext/connection.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_command.h"
+#include "shardext/shard_move.h"
+
+/* safety net against a plan that does not converge */
+#define MAX_PLANNED_MOVES 100000
+
+PG_FUNCTION_INFO_V1(shardext_rebalance_plan);
+PG_FUNCTION_INFO_V1(shardext_rebalance);
+PG_FUNCTION_INFO_V1(shardext_drain_node);
+
+typedef enum RebalanceStrategy
+{
+	REBALANCE_BY_SHARD_COUNT,
+	REBALANCE_BY_DISK_SIZE
+} RebalanceStrategy;
+
+/* one shard group, named by the shard of its first table */
+typedef struct ShardGroupInfo
+{
+	int64		shardId;
+	Oid			relid;
+	int32		colocationId;
+	int			colocatedCount;
+	int32		nodeId;			/* where it is (or would be, while planning) */
+	int64		bytes;
+	List	   *shardNames;		/* quoted, qualified names on the node */
+} ShardGroupInfo;
+
+typedef struct PlannedMove
+{
+	ShardGroupInfo *group;
+	int32		sourceNodeId;
+	int32		targetNodeId;
+} PlannedMove;
+
+/* a node while planning */
+typedef struct NodeShare
+{
+	WorkerNode *node;
+	bool		receives;		/* an active node that is not being drained */
+	double		load;			/* groups or bytes */
+	double		share;			/* what its weight entitles it to */
+} NodeShare;
+
+static RebalanceStrategy ParseStrategy(const char *strategy);
+static List *CollectShardGroups(void);
+static void MeasureShardGroups(List *groups);
+static List *PlanRebalance(RebalanceStrategy strategy, int32 drainNodeId, List **groupsOut);
+static void PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount,
+								bool byBytes, int32 drainNodeId, List **moves);
+static int	ExecutePlan(NodeConnection *local, List *plan, MoveMode mode);
+
+static RebalanceStrategy
+ParseStrategy(const char *strategy)
+{
+	if (strcmp(strategy, "by_shard_count") == 0)
+		return REBALANCE_BY_SHARD_COUNT;
+	if (strcmp(strategy, "by_disk_size") == 0)
+		return REBALANCE_BY_DISK_SIZE;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid rebalance strategy \"%s\"", strategy),
+			 errhint("Use 'by_shard_count' or 'by_disk_size'.")));
+	return REBALANCE_BY_SHARD_COUNT;	/* keep compiler quiet */
+}
+
+/*
+ * CollectShardGroups returns the shard groups of every hash-distributed
+ * colocation group, in colocation group and hash order.
+ */
+static List *
+CollectShardGroups(void)
+{
+	List	   *groups = NIL;
+	List	   *seenColocations = NIL;
+	ListCell   *cell;
+
+	foreach(cell, DistributedTableList())
+	{
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(lfirst_oid(cell));
+		List	   *tables;
+		ListCell   *tableCell;
+
+		if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH ||
+			list_member_int(seenColocations, entry->colocationId))
+			continue;
+		seenColocations = lappend_int(seenColocations, entry->colocationId);
+		tables = ColocatedTableList(entry->colocationId);
+		entry = GetDistTableCacheEntry(linitial_oid(tables));
+
+		for (int i = 0; i < entry->shardCount; i++)
+		{
+			ShardInterval *shard = &entry->shards[i];
+			ShardGroupInfo *group;
+
+			if (shard->placementCount != 1)
+				continue;
+			group = palloc0(sizeof(ShardGroupInfo));
+			group->shardId = shard->shardId;
+			group->relid = entry->relid;
+			group->colocationId = entry->colocationId;
+			group->nodeId = shard->placementNodeIds[0];
+			foreach(tableCell, tables)
+			{
+				Oid			relid = lfirst_oid(tableCell);
+				DistTableCacheEntry *other = GetDistTableCacheEntry(relid);
+
+				for (int j = 0; other != NULL && j < other->shardCount; j++)
+				{
+					if (other->shards[j].hashMin == shard->hashMin &&
+						other->shards[j].hashMax == shard->hashMax)
+					{
+						group->shardNames = lappend(group->shardNames,
+													QualifiedShardName(relid,
+																	   other->shards[j].shardId));
+						group->colocatedCount++;
+					}
+				}
+			}
+			groups = lappend(groups, group);
+		}
+	}
+	return groups;
+}
+
+/* MeasureShardGroups asks each node for the size of its shard groups */
+static void
+MeasureShardGroups(List *groups)
+{
+	ListCell   *nodeCell;
+
+	foreach(nodeCell, WorkerNodeList(false))
+	{
+		WorkerNode *node = lfirst(nodeCell);
+		StringInfoData names;
+		List	   *nodeGroups = NIL;
+		ListCell   *cell;
+		NodeConnection *conn;
+		PGresult   *result;
+		const char *params[1];
+
+		initStringInfo(&names);
+		foreach(cell, groups)
+		{
+			ShardGroupInfo *group = lfirst(cell);
+			ListCell   *nameCell;
+
+			if (group->nodeId != node->nodeId)
+				continue;
+			nodeGroups = lappend(nodeGroups, group);
+			foreach(nameCell, group->shardNames)
+				appendStringInfo(&names, "%s%s\t%d", names.len > 0 ? "\n" : "",
+								 (char *) lfirst(nameCell), list_length(nodeGroups) - 1);
+		}
+		if (nodeGroups == NIL)
+			continue;
+
+		conn = OpenDedicatedConnection(node->host, node->port, false, true);
+		params[0] = names.data;
+		PG_TRY();
+		{
+			SendRemoteCommandParams(conn,
+									"SELECT pg_catalog.split_part(l, E'\\t', 2)::int, "
+									"sum(coalesce(pg_catalog.pg_total_relation_size("
+									"  pg_catalog.to_regclass(pg_catalog.split_part(l, E'\\t', 1))), 0))::int8 "
+									"FROM pg_catalog.regexp_split_to_table($1, E'\\n') l GROUP BY 1",
+									1, NULL, params);
+			result = GetRemoteResult(conn);
+			while (GetRemoteResult(conn) != NULL)
+				;
+			if (PQresultStatus(result) != PGRES_TUPLES_OK)
+				ReportRemoteError(conn, result, ERROR, "measuring shard sizes");
+			for (int i = 0; i < PQntuples(result); i++)
+			{
+				int			index = pg_strtoint32(PQgetvalue(result, i, 0));
+
+				((ShardGroupInfo *) list_nth(nodeGroups, index))->bytes =
+					pg_strtoint64(PQgetvalue(result, i, 1));
+			}
+			PQclear(result);
+		}
+		PG_FINALLY();
+		{
+			CloseDedicatedConnection(conn);
+		}
+		PG_END_TRY();
+	}
+}
+
+/* the node whose load is furthest above its share among those holding a group */
+static int
+MostLoaded(NodeShare *nodes, int nodeCount, int *groupCounts, int32 drainNodeId)
+{
+	int			best = -1;
+
+	for (int i = 0; i < nodeCount; i++)
+	{
+		if (groupCounts[i] == 0 || (!nodes[i].receives && nodes[i].node->nodeId != drainNodeId))
+			continue;
+		if (nodes[i].node->nodeId == drainNodeId)
+			return i;			/* a drained node gives first, whatever its load */
+		if (best < 0 || nodes[i].load - nodes[i].share > nodes[best].load - nodes[best].share)
+			best = i;
+	}
+	return best;
+}
+
+/* the receiving node furthest below its share */
+static int
+LeastLoaded(NodeShare *nodes, int nodeCount)
+{
+	int			best = -1;
+
+	for (int i = 0; i < nodeCount; i++)
+	{
+		if (!nodes[i].receives)
+			continue;
+		if (best < 0 || nodes[i].load - nodes[i].share < nodes[best].load - nodes[best].share)
+			best = i;
+	}
+	return best;
+}
+
+/*
+ * PlanColocationGroup plans the moves among groups (all of one colocation
+ * group, or all groups for by_disk_size), appending PlannedMoves to
+ * *moves.  A drained node gives away every group; otherwise a group moves
+ * from the most to the least loaded node while that strictly reduces the
+ * sum of squared differences from the shares: by count, when their
+ * differences are more than one group apart; by bytes, for the group whose
+ * size is closest to half the gap (and smaller than the gap).
+ */
+static void
+PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount, bool byBytes,
+					int32 drainNodeId, List **moves)
+{
+	int		   *groupCounts = palloc0(sizeof(int) * nodeCount);
+	double		total = 0;
+	double		totalWeight = 0;
+	ListCell   *cell;
+
+	for (int i = 0; i < nodeCount; i++)
+	{
+		nodes[i].load = 0;
+		if (nodes[i].receives)
+			totalWeight += nodes[i].node->weight;
+	}
+	foreach(cell, groups)
+	{
+		ShardGroupInfo *group = lfirst(cell);
+
+		for (int i = 0; i < nodeCount; i++)
+		{
+			if (nodes[i].node->nodeId != group->nodeId)
+				continue;
+			if (!nodes[i].receives && group->nodeId != drainNodeId)
+				break;			/* on an inactive node: it stays where it is */
+			nodes[i].load += byBytes ? (double) group->bytes : 1.0;
+			groupCounts[i]++;
+			total += byBytes ? (double) group->bytes : 1.0;
+		}
+	}
+	if (totalWeight <= 0)
+		return;
+	for (int i = 0; i < nodeCount; i++)
+		nodes[i].share = nodes[i].receives ? total * nodes[i].node->weight / totalWeight : 0;
+
+	for (int iteration = 0; iteration < MAX_PLANNED_MOVES; iteration++)
+	{
+		int			from = MostLoaded(nodes, nodeCount, groupCounts, drainNodeId);
+		int			to = LeastLoaded(nodes, nodeCount);
+		bool		draining;
+		double		gap;
+		ShardGroupInfo *chosen = NULL;
+		PlannedMove *move;
+
+		if (from < 0 || to < 0 || from == to)
+			break;
+		draining = nodes[from].node->nodeId == drainNodeId;
+		if (drainNodeId != 0 && !draining)
+			break;				/* a drain moves nothing else */
+		gap = (nodes[from].load - nodes[from].share) - (nodes[to].load - nodes[to].share);
+
+		foreach(cell, groups)
+		{
+			ShardGroupInfo *group = lfirst(cell);
+
+			if (group->nodeId != nodes[from].node->nodeId)
+				continue;
+			if (byBytes && !draining)
+			{
+				if (group->bytes <= 0 || (double) group->bytes >= gap)
+					continue;
+				if (chosen == NULL ||
+					fabs((double) group->bytes - gap / 2) < fabs((double) chosen->bytes - gap / 2))
+					chosen = group;
+			}
+			else if (chosen == NULL || group->bytes < chosen->bytes)
+				chosen = group;
+		}
+		if (chosen == NULL || (!draining && !byBytes && gap <= 1.0 + 1e-9))
+			break;
+
+		move = palloc0(sizeof(PlannedMove));
+		move->group = chosen;
+		move->sourceNodeId = chosen->nodeId;
+		move->targetNodeId = nodes[to].node->nodeId;
+		*moves = lappend(*moves, move);
+
+		chosen->nodeId = nodes[to].node->nodeId;
+		nodes[from].load -= byBytes ? (double) chosen->bytes : 1.0;
+		nodes[to].load += byBytes ? (double) chosen->bytes : 1.0;
+		groupCounts[from]--;
+		groupCounts[to]++;
+	}
+}
+
+/*
+ * PlanRebalance returns the PlannedMoves that balance the cluster (or that
+ * empty drainNodeId); *groupsOut gets the shard groups, measured.
+ */
+static List *
+PlanRebalance(RebalanceStrategy strategy, int32 drainNodeId, List **groupsOut)
+{
+	List	   *nodeList = WorkerNodeList(false);
+	int			nodeCount = list_length(nodeList);
+	NodeShare  *nodes = palloc0(sizeof(NodeShare) * Max(nodeCount, 1));
+	List	   *groups = CollectShardGroups();
+	List	   *moves = NIL;
+	List	   *sourcePositions = NIL;
+	ListCell   *cell;
+	int			receivers = 0;
+
+	foreach(cell, nodeList)
+	{
+		int			i = foreach_current_index(cell);
+
+		nodes[i].node = lfirst(cell);
+		nodes[i].receives = nodes[i].node->active && nodes[i].node->nodeId != drainNodeId;
+		receivers += nodes[i].receives ? 1 : 0;
+	}
+	if (receivers == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no active node can receive shards"),
+				 errhint("Add a node with shardext_add_node() first.")));
+
+	MeasureShardGroups(groups);
+	*groupsOut = groups;
+
+	/* remember where each group is: planning moves them on paper */
+	foreach(cell, groups)
+		sourcePositions = lappend_int(sourcePositions, ((ShardGroupInfo *) lfirst(cell))->nodeId);
+
+	if (strategy == REBALANCE_BY_DISK_SIZE && drainNodeId == 0)
+		PlanColocationGroup(groups, nodes, nodeCount, true, drainNodeId, &moves);
+	else
+	{
+		List	   *colocations = NIL;
+
+		foreach(cell, groups)
+		{
+			ShardGroupInfo *group = lfirst(cell);
+
+			if (!list_member_int(colocations, group->colocationId))
+				colocations = lappend_int(colocations, group->colocationId);
+		}
+		foreach(cell, colocations)
+		{
+			int32		colocationId = lfirst_int(cell);
+			List	   *members = NIL;
+			ListCell   *groupCell;
+
+			foreach(groupCell, groups)
+			{
+				ShardGroupInfo *group = lfirst(groupCell);
+
+				if (group->colocationId == colocationId)
+					members = lappend(members, group);
+			}
+			PlanColocationGroup(members, nodes, nodeCount, false, drainNodeId, &moves);
+		}
+	}
+
+	/* back to where the groups are */
+	foreach(cell, groups)
+		((ShardGroupInfo *) lfirst(cell))->nodeId =
+			list_nth_int(sourcePositions, foreach_current_index(cell));
+	return moves;
+}
+
+/*
+ * shardext_rebalance_plan(strategy text) returns the moves that
+ * shardext_rebalance() would make, in order.
+ */
+Datum
+shardext_rebalance_plan(PG_FUNCTION_ARGS)
+{
+	RebalanceStrategy strategy = ParseStrategy(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	List	   *groups;
+	List	   *plan;
+	ListCell   *cell;
+
+	if (!ShardextExtensionLoaded())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"shardext\" is not installed in this database")));
+	plan = PlanRebalance(strategy, 0, &groups);
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(cell, plan)
+	{
+		PlannedMove *move = lfirst(cell);
+		Datum		values[8];
+		bool		nulls[8] = {false};
+
+		values[0] = Int64GetDatum(move->group->shardId);
+		values[1] = Int32GetDatum(move->sourceNodeId);
+		values[2] = Int32GetDatum(GetWorkerNode(move->sourceNodeId)->port);
+		values[3] = Int32GetDatum(move->targetNodeId);
+		values[4] = Int32GetDatum(GetWorkerNode(move->targetNodeId)->port);
+		values[5] = ObjectIdGetDatum(move->group->relid);
+		values[6] = Int32GetDatum(move->group->colocatedCount);
+		values[7] = Int64GetDatum(move->group->bytes);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * ExecutePlan records the planned moves as pending (so that the progress
+ * view shows the whole plan) and runs them one after the other.  A failure
+ * or cancel stops the rebalance: the move in progress is rolled back, the
+ * finished ones stay, the pending ones are recorded as cancelled.
+ */
+static int
+ExecutePlan(NodeConnection *local, List *plan, MoveMode mode)
+{
+	List	   *moveIds = NIL;
+	int64		jobId = 0;
+	int			done = 0;
+	ListCell   *cell;
+
+	foreach(cell, plan)
+	{
+		PlannedMove *planned = lfirst(cell);
+		ShardMoveState pending;
+		MoveShard  *shard = palloc0(sizeof(MoveShard));
+		int64		moveId;
+
+		memset(&pending, 0, sizeof(pending));
+		shard->relid = planned->group->relid;
+		shard->shardId = planned->group->shardId;
+		pending.operation = MOVE_OPERATION_MOVE;
+		pending.mode = mode;
+		pending.jobId = jobId;
+		pending.shards = list_make1(shard);
+		pending.source.nodeId = planned->sourceNodeId;
+		pending.target.nodeId = planned->targetNodeId;
+		pending.totalBytes = planned->group->bytes;
+		moveId = InsertMoveRecord(local, &pending, "pending");
+		if (jobId == 0)
+			jobId = moveId;
+		moveIds = lappend(moveIds, palloc(sizeof(int64)));
+		*(int64 *) llast(moveIds) = moveId;
+	}
+	PG_TRY();
+	{
+		foreach(cell, plan)
+		{
+			PlannedMove *planned = lfirst(cell);
+			int64		moveId = *(int64 *) list_nth(moveIds, foreach_current_index(cell));
+			MemoryContext moveContext = AllocSetContextCreate(CurrentMemoryContext,
+															  "shardext rebalance move",
+															  ALLOCSET_DEFAULT_SIZES);
+			MemoryContext oldContext = MemoryContextSwitchTo(moveContext);
+			ShardMoveState *state;
+			ListCell   *shardCell;
+
+			ereport(NOTICE,
+					(errmsg("rebalance: move %d of %d", foreach_current_index(cell) + 1,
+							list_length(plan))));
+			RunCleanup(local, 0, true, true, jobId, true);
+			state = PrepareShardMove(planned->group->shardId, planned->targetNodeId,
+									 mode, MOVE_OPERATION_MOVE, jobId, moveId);
+			state->local = local;
+			ExecuteShardMove(state);
+			done++;
+
+			/* the next move may be of other tables: let go of these */
+			foreach(shardCell, state->shards)
+				UnlockRelationOid(((MoveShard *) lfirst(shardCell))->relid,
+								  ShareUpdateExclusiveLock);
+			MemoryContextSwitchTo(oldContext);
+			MemoryContextDelete(moveContext);
+		}
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		CancelPendingMoves(local, jobId);
+		RESUME_INTERRUPTS();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return done;
+}
+
+/*
+ * shardext_rebalance(strategy text, mode text) executes the plan and
+ * returns the number of moves made.
+ */
+Datum
+shardext_rebalance(PG_FUNCTION_ARGS)
+{
+	RebalanceStrategy strategy = ParseStrategy(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	NodeConnection *local;
+	List	   *groups;
+	List	   *plan;
+	int			done = 0;
+
+	EnsureMoveAllowed("shardext_rebalance");
+	EnsureOutsideTransactionBlock("shardext_rebalance");
+	local = OpenLoopbackConnection(true);
+	PG_TRY();
+	{
+		RunCleanup(local, 0, true, true, 0, true);
+		plan = PlanRebalance(strategy, 0, &groups);
+		if (plan == NIL)
+			ereport(NOTICE, (errmsg("the shards are balanced; nothing to move")));
+		else
+			done = ExecutePlan(local, plan, mode);
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(local);
+	}
+	PG_END_TRY();
+	PG_RETURN_INT32(done);
+}
+
+/*
+ * shardext_drain_node(host text, port int, mode text) moves every shard
+ * group off a node, each to the receiving node furthest below its share,
+ * and returns the number of moves made.
+ */
+Datum
+shardext_drain_node(PG_FUNCTION_ARGS)
+{
+	char	   *host = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		port = PG_GETARG_INT32(1);
+	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	WorkerNode *node;
+	int32		nodeId;
+	NodeConnection *local;
+	List	   *groups;
+	List	   *plan;
+	int			done = 0;
+
+	EnsureMoveAllowed("shardext_drain_node");
+	node = FindWorkerNode(host, port);
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node %s:%d is not registered", host, port)));
+	nodeId = node->nodeId;
+	EnsureOutsideTransactionBlock("shardext_drain_node");
+
+	local = OpenLoopbackConnection(true);
+	PG_TRY();
+	{
+		RunCleanup(local, 0, true, true, 0, true);
+		plan = PlanRebalance(REBALANCE_BY_SHARD_COUNT, nodeId, &groups);
+		if (plan == NIL)
+			ereport(NOTICE, (errmsg("node %s:%d holds no shards to move", host, port)));
+		else
+			done = ExecutePlan(local, plan, mode);
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(local);
+	}
+	PG_END_TRY();
+	PG_RETURN_INT32(done);
+}

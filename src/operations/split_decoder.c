@@ -1,0 +1,430 @@
+/*-------------------------------------------------------------------------
+ *
+ * split_decoder.c
+ *	  The logical decoding output plugin "shardext" that online splits
+ *	  replicate with: pgoutput, with each change of a shard being split
+ *	  sent as a change of the half that holds the row.
+ *
+ * A subscription applies changes to the table of the same name, and a
+ * split's halves have new names (on the source node itself, for a split in
+ * place).  So the plugin wraps pgoutput and, before pgoutput sees a change,
+ * swaps the relation: the source shard becomes the half whose hash range
+ * holds the row's distribution value (an update that moves a row between
+ * halves becomes a delete and an insert), and the split's marker table
+ * shardext.move_marker becomes shardext.move_marker_applied.  Changes of
+ * any other table are dropped: among them, the halves' own changes, which
+ * the subscription of a split in place makes on this very node.  The halves
+ * exist on the source (as empty stand-ins when the split goes to another
+ * node) and are in the publication, so pgoutput describes and filters them
+ * as usual.
+ *
+ * The map comes from the setting shardext.split_map, which the split puts
+ * in its subscription's connection options, in relation OIDs of the source:
+ *	 source:distattnum:lower:lo:hi:upper:lo:hi[;...]
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "access/tupconvert.h"
+#include "catalog/namespace.h"
+#include "fmgr.h"
+#include "replication/logical.h"
+#include "replication/output_plugin.h"
+#include "replication/reorderbuffer.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/typcache.h"
+
+#include "shardext/shardext.h"
+#include "shardext/guc.h"
+
+typedef struct SplitHalf
+{
+	Oid			relid;
+	int32		hashMin;
+	int32		hashMax;
+	bool		mapBuilt;
+	TupleConversionMap *map;	/* source row -> half row; NULL when alike */
+} SplitHalf;
+
+typedef struct SplitSource
+{
+	Oid			relid;			/* hash key */
+	AttrNumber	distAttnum;
+	bool		hashReady;
+	FmgrInfo	hashFunc;
+	Oid			collation;
+	SplitHalf	halves[2];
+} SplitSource;
+
+extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
+
+static OutputPluginCallbacks pgoutputCallbacks;
+static HTAB *splitSources = NULL;
+static MemoryContext splitContext = NULL;
+static MemoryContext changeContext = NULL;
+static Oid	markerRelid = InvalidOid;
+static SplitHalf markerTarget;
+
+static void SplitDecoderStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options,
+								bool is_init);
+static void SplitDecoderChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+							   Relation relation, ReorderBufferChange *change);
+static void SplitDecoderStreamChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+									 Relation relation, ReorderBufferChange *change);
+static void SplitDecoderTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+								 int nrelations, Relation relations[],
+								 ReorderBufferChange *change);
+static void SplitDecoderStreamTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+									   int nrelations, Relation relations[],
+									   ReorderBufferChange *change);
+static void RouteChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						Relation relation, ReorderBufferChange *change,
+						LogicalDecodeChangeCB callback);
+static void RouteTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						  int nrelations, Relation relations[], ReorderBufferChange *change,
+						  LogicalDecodeTruncateCB callback);
+static void ParseSplitMap(void);
+
+/*
+ * _PG_output_plugin_init: pgoutput's callbacks, with the change and
+ * truncate callbacks (streamed or not) and startup replaced by ours.
+ */
+void
+_PG_output_plugin_init(OutputPluginCallbacks *cb)
+{
+	LogicalOutputPluginInit pgoutputInit;
+
+	pgoutputInit = (LogicalOutputPluginInit)
+		load_external_function("pgoutput", "_PG_output_plugin_init", false, NULL);
+	pgoutputInit(&pgoutputCallbacks);
+
+	*cb = pgoutputCallbacks;
+	cb->startup_cb = SplitDecoderStartup;
+	cb->change_cb = SplitDecoderChange;
+	cb->truncate_cb = SplitDecoderTruncate;
+	cb->stream_change_cb = SplitDecoderStreamChange;
+	cb->stream_truncate_cb = SplitDecoderStreamTruncate;
+}
+
+/*
+ * SplitDecoderStartup starts pgoutput and reads the split map; decoding
+ * without one (except when the slot is created) is an error, so that a
+ * misconfigured split fails instead of replicating nothing.
+ */
+static void
+SplitDecoderStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options, bool is_init)
+{
+	pgoutputCallbacks.startup_cb(ctx, options, is_init);
+	if (is_init)
+		return;
+
+	if (splitContext == NULL)
+		splitContext = AllocSetContextCreate(TopMemoryContext, "shardext split decoder",
+											 ALLOCSET_DEFAULT_SIZES);
+	if (changeContext == NULL)
+		changeContext = AllocSetContextCreate(splitContext, "shardext split change",
+											  ALLOCSET_DEFAULT_SIZES);
+	ParseSplitMap();
+}
+
+/* ParseSplitMap fills splitSources from shardext.split_map */
+static void
+ParseSplitMap(void)
+{
+	HASHCTL		info;
+	char	   *copy;
+	char	   *entry;
+	char	   *save = NULL;
+	int			count = 0;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(Oid);
+	info.entrysize = sizeof(SplitSource);
+	info.hcxt = splitContext;
+	splitSources = hash_create("shardext split sources", 16, &info,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	copy = MemoryContextStrdup(splitContext, ShardextSplitMap ? ShardextSplitMap : "");
+	for (entry = strtok_r(copy, ";", &save); entry != NULL; entry = strtok_r(NULL, ";", &save))
+	{
+		unsigned int source, lower, upper;
+		int			attnum;
+		int			lowerMin, lowerMax, upperMin, upperMax;
+		SplitSource *split;
+		bool		found;
+
+		if (sscanf(entry, "%u:%d:%u:%d:%d:%u:%d:%d", &source, &attnum, &lower, &lowerMin,
+				   &lowerMax, &upper, &upperMin, &upperMax) != 8 || attnum <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid entry \"%s\" in shardext.split_map", entry)));
+		split = hash_search(splitSources, &source, HASH_ENTER, &found);
+		memset(((char *) split) + sizeof(Oid), 0, sizeof(SplitSource) - sizeof(Oid));
+		split->distAttnum = (AttrNumber) attnum;
+		split->halves[0].relid = lower;
+		split->halves[0].hashMin = lowerMin;
+		split->halves[0].hashMax = lowerMax;
+		split->halves[1].relid = upper;
+		split->halves[1].hashMin = upperMin;
+		split->halves[1].hashMax = upperMax;
+		count++;
+	}
+	if (count == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the output plugin \"%s\" needs shardext.split_map",
+						SHARDEXT_EXTENSION_NAME),
+				 errdetail("Only shard splits decode changes with this plugin.")));
+}
+
+static void
+SplitDecoderChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+				   Relation relation, ReorderBufferChange *change)
+{
+	RouteChange(ctx, txn, relation, change, pgoutputCallbacks.change_cb);
+}
+
+static void
+SplitDecoderStreamChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						 Relation relation, ReorderBufferChange *change)
+{
+	RouteChange(ctx, txn, relation, change, pgoutputCallbacks.stream_change_cb);
+}
+
+static void
+SplitDecoderTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations,
+					 Relation relations[], ReorderBufferChange *change)
+{
+	RouteTruncate(ctx, txn, nrelations, relations, change, pgoutputCallbacks.truncate_cb);
+}
+
+static void
+SplitDecoderStreamTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations,
+						   Relation relations[], ReorderBufferChange *change)
+{
+	RouteTruncate(ctx, txn, nrelations, relations, change,
+				  pgoutputCallbacks.stream_truncate_cb);
+}
+
+/* the OID of shardext.move_marker, looked up once */
+static Oid
+MarkerRelid(void)
+{
+	if (!OidIsValid(markerRelid))
+	{
+		Oid			namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, false);
+
+		markerTarget.relid = get_relname_relid("move_marker_applied", namespaceId);
+		markerRelid = get_relname_relid("move_marker", namespaceId);
+		if (!OidIsValid(markerRelid) || !OidIsValid(markerTarget.relid))
+			elog(ERROR, "shardext's marker tables are missing");
+	}
+	return markerRelid;
+}
+
+/*
+ * HalfForTuple returns the half whose hash range holds the distribution
+ * value of a row of the source shard.
+ */
+static SplitHalf *
+HalfForTuple(SplitSource *split, Relation relation, ReorderBufferTupleBuf *tuple)
+{
+	TupleDesc	desc = RelationGetDescr(relation);
+	Datum		value;
+	bool		isnull;
+	int32		hash;
+
+	if (!split->hashReady)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, split->distAttnum - 1);
+		TypeCacheEntry *typeEntry = lookup_type_cache(attr->atttypid,
+													  TYPECACHE_HASH_PROC_FINFO);
+
+		if (!OidIsValid(typeEntry->hash_proc_finfo.fn_oid))
+			elog(ERROR, "type %u has no hash function", attr->atttypid);
+		fmgr_info_copy(&split->hashFunc, &typeEntry->hash_proc_finfo, splitContext);
+		split->collation = attr->attcollation;
+		split->hashReady = true;
+	}
+
+	value = heap_getattr(&tuple->tuple, split->distAttnum, desc, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("cannot split \"%s\": a row has a NULL distribution value",
+						RelationGetRelationName(relation))));
+	if (TupleDescAttr(desc, split->distAttnum - 1)->attlen == -1 &&
+		VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot split \"%s\": a distribution value is stored out of line",
+						RelationGetRelationName(relation)),
+				 errhint("Distribution values this long cannot be routed by a split.")));
+
+	hash = DatumGetInt32(FunctionCall1Coll(&split->hashFunc, split->collation, value));
+	for (int i = 0; i < 2; i++)
+	{
+		if (hash >= split->halves[i].hashMin && hash <= split->halves[i].hashMax)
+			return &split->halves[i];
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("row of \"%s\" with hash %d is outside the shard's hash range",
+					RelationGetRelationName(relation), hash)));
+	return NULL;				/* keep compiler quiet */
+}
+
+/* ConvertTuple returns the row in the half's layout (column order, dropped columns) */
+static ReorderBufferTupleBuf *
+ConvertTuple(ReorderBufferTupleBuf *tuple, TupleConversionMap *map)
+{
+	ReorderBufferTupleBuf *converted;
+	HeapTuple	result;
+
+	if (tuple == NULL || map == NULL)
+		return tuple;
+	result = execute_attr_map_tuple(&tuple->tuple, map);
+	converted = palloc0(sizeof(ReorderBufferTupleBuf));
+	converted->tuple = *result;
+	return converted;
+}
+
+/*
+ * Forward hands one change to pgoutput as a change of the half's table,
+ * with the given action and rows converted to its layout.
+ */
+static void
+Forward(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation source, SplitHalf *half,
+		ReorderBufferChange *change, ReorderBufferChangeType action,
+		ReorderBufferTupleBuf *oldTuple, ReorderBufferTupleBuf *newTuple,
+		LogicalDecodeChangeCB callback)
+{
+	Relation	target = RelationIdGetRelation(half->relid);
+	MemoryContext oldContext;
+	ReorderBufferChange copy;
+
+	if (!RelationIsValid(target))
+		elog(ERROR, "could not open relation %u, a half of \"%s\"", half->relid,
+			 RelationGetRelationName(source));
+
+	if (!half->mapBuilt)
+	{
+		oldContext = MemoryContextSwitchTo(splitContext);
+		half->map = convert_tuples_by_name(RelationGetDescr(source), RelationGetDescr(target));
+		half->mapBuilt = true;
+		MemoryContextSwitchTo(oldContext);
+	}
+
+	oldContext = MemoryContextSwitchTo(changeContext);
+	copy = *change;
+	copy.action = action;
+	copy.data.tp.oldtuple = ConvertTuple(oldTuple, half->map);
+	copy.data.tp.newtuple = ConvertTuple(newTuple, half->map);
+	MemoryContextSwitchTo(oldContext);
+
+	callback(ctx, txn, target, &copy);
+
+	RelationClose(target);
+	MemoryContextReset(changeContext);
+}
+
+/* RouteChange: see the file header */
+static void
+RouteChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation relation,
+			ReorderBufferChange *change, LogicalDecodeChangeCB callback)
+{
+	Oid			relid = RelationGetRelid(relation);
+	ReorderBufferTupleBuf *oldTuple = change->data.tp.oldtuple;
+	ReorderBufferTupleBuf *newTuple = change->data.tp.newtuple;
+	SplitSource *split;
+	SplitHalf  *oldHalf;
+	SplitHalf  *newHalf;
+
+	if (relid == MarkerRelid())
+	{
+		Forward(ctx, txn, relation, &markerTarget, change, change->action, oldTuple,
+				newTuple, callback);
+		return;
+	}
+
+	split = hash_search(splitSources, &relid, HASH_FIND, NULL);
+	if (split == NULL)
+		return;
+
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+			Forward(ctx, txn, relation, HalfForTuple(split, relation, newTuple), change,
+					change->action, NULL, newTuple, callback);
+			break;
+
+		case REORDER_BUFFER_CHANGE_UPDATE:
+			newHalf = HalfForTuple(split, relation, newTuple);
+			oldHalf = oldTuple ? HalfForTuple(split, relation, oldTuple) : newHalf;
+			if (oldHalf == newHalf)
+				Forward(ctx, txn, relation, newHalf, change, change->action, oldTuple,
+						newTuple, callback);
+			else
+			{
+				Forward(ctx, txn, relation, oldHalf, change, REORDER_BUFFER_CHANGE_DELETE,
+						oldTuple, NULL, callback);
+				Forward(ctx, txn, relation, newHalf, change, REORDER_BUFFER_CHANGE_INSERT,
+						NULL, newTuple, callback);
+			}
+			break;
+
+		case REORDER_BUFFER_CHANGE_DELETE:
+			if (oldTuple == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("cannot split \"%s\": a deleted row was logged without its key",
+								RelationGetRelationName(relation))));
+			Forward(ctx, txn, relation, HalfForTuple(split, relation, oldTuple), change,
+					change->action, oldTuple, NULL, callback);
+			break;
+
+		default:
+			elog(ERROR, "unexpected change type %d in a shard split", change->action);
+	}
+}
+
+/*
+ * RouteTruncate: a truncated source shard truncates both halves; other
+ * tables are dropped as for changes.
+ */
+static void
+RouteTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations,
+			  Relation relations[], ReorderBufferChange *change,
+			  LogicalDecodeTruncateCB callback)
+{
+	Relation   *halves = palloc(sizeof(Relation) * nrelations * 2);
+	int			count = 0;
+
+	for (int i = 0; i < nrelations; i++)
+	{
+		Oid			relid = RelationGetRelid(relations[i]);
+		SplitSource *split = hash_search(splitSources, &relid, HASH_FIND, NULL);
+
+		if (split == NULL)
+			continue;
+		for (int half = 0; half < 2; half++)
+		{
+			Relation	target = RelationIdGetRelation(split->halves[half].relid);
+
+			if (!RelationIsValid(target))
+				elog(ERROR, "could not open relation %u", split->halves[half].relid);
+			halves[count++] = target;
+		}
+	}
+	if (count > 0)
+		callback(ctx, txn, count, halves, change);
+	for (int i = 0; i < count; i++)
+		RelationClose(halves[i]);
+	pfree(halves);
+}
