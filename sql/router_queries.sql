@@ -145,6 +145,18 @@ DELETE FROM events_archive a
 DELETE FROM events_archive WHERE tenant IN (SELECT tenant FROM events WHERE payload = 'g');
 SELECT count(*) FROM events_archive;
 
+-- a local table written with the rows of distributed ones
+CREATE TABLE tenant_totals (tenant int PRIMARY KEY, n bigint DEFAULT 0);
+INSERT INTO tenant_totals SELECT g, 0 FROM generate_series(0, 5) g;
+UPDATE tenant_totals t SET n = c.n
+	FROM (SELECT tenant, count(*) n FROM events GROUP BY tenant) c WHERE c.tenant = t.tenant;
+UPDATE tenant_totals t SET n = n + 1000 FROM events e WHERE e.tenant = t.tenant AND e.id = 1;
+DELETE FROM tenant_totals t USING events e WHERE e.tenant = t.tenant AND e.payload = 'c';
+SELECT * FROM tenant_totals ORDER BY tenant;
+BEGIN;
+SELECT t.tenant FROM tenant_totals t JOIN events e ON e.tenant = t.tenant AND e.id = 2 FOR UPDATE OF t;
+COMMIT;
+
 -- PL/pgSQL
 CREATE FUNCTION tenant_count(t int) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
