@@ -57,6 +57,15 @@
 #include "shardext/remote_xact.h"
 #include "shardext/resource_lock.h"
 
+/*
+ * From libpq/libpq.h, which cannot be included here: it pulls in the GSSAPI
+ * headers of the server's build.
+ */
+extern bool pq_buffer_has_data(void);
+extern void pq_startmsgread(void);
+extern int	pq_peekbyte(void);
+extern void pq_endmsgread(void);
+
 /* per-connection executor state (NodeConnection.executorState) */
 typedef struct ConnectionExecState
 {
@@ -358,23 +367,38 @@ StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *sl
 
 /*
  * IsWholeTopLevelStatement tells whether the executing plan is the entire
- * statement a client sent outside a transaction block: then a single-shard
- * write may commit on its own on the worker, without BEGIN.  Statements run
- * by functions, DO blocks, or EXECUTE do not qualify.
+ * transaction a client asked for outside a transaction block: then a
+ * single-shard write may commit on its own on the worker, without BEGIN.
+ * Statements run by functions, DO blocks or SQL EXECUTE do not qualify;
+ * neither does a statement of an extended-protocol pipeline (several
+ * Execute messages before one Sync make one transaction, as JDBC batches
+ * do): only an Execute followed by Sync is a transaction of its own.
  */
 static bool
 IsWholeTopLevelStatement(EState *estate)
 {
+	int			next;
+
 	if (IsTransactionBlock() || ActivePortal == NULL ||
-		GetCurrentTransactionNestLevel() != 1)
+		GetCurrentTransactionNestLevel() != 1 || debug_query_string == NULL)
 		return false;
-	/* the extended protocol reports a copy of the portal's text */
-	if (debug_query_string == NULL ||
-		(ActivePortal->sourceText != debug_query_string &&
-		 strcmp(ActivePortal->sourceText, debug_query_string) != 0))
+	if (!(list_length(ActivePortal->stmts) == 1 &&
+		  linitial(ActivePortal->stmts) == estate->es_plannedstmt))
 		return false;
-	return list_length(ActivePortal->stmts) == 1 &&
-		linitial(ActivePortal->stmts) == estate->es_plannedstmt;
+
+	/* simple protocol: one statement (several make a transaction block) */
+	if (ActivePortal->sourceText == debug_query_string)
+		return true;
+
+	/* extended protocol: the portal's text is reported as a copy */
+	if (strcmp(ActivePortal->sourceText, debug_query_string) != 0 ||
+		(MyXactFlags & XACT_FLAGS_PIPELINING) || whereToSendOutput != DestRemote ||
+		!pq_buffer_has_data())
+		return false;
+	pq_startmsgread();
+	next = pq_peekbyte();
+	pq_endmsgread();
+	return next == 'S';
 }
 
 /* has this transaction started a remote transaction anywhere? */

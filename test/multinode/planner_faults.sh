@@ -46,6 +46,24 @@ total=$(coord -c "SELECT sum(v) FROM kv")
 [ "$total" = 600 ] || fail "600 prepared updates should add 600, the sum is $total"
 echo "pgbench -M prepared: 600 router updates, none lost"
 
+# --- a pipeline (several Execute messages, one Sync) is one transaction:
+# when its second single-shard update fails, the first is undone too
+before=$(coord -c "SELECT v FROM kv WHERE k = 1")
+cat >/tmp/planner_pipe_$$.sql <<'PGB'
+\startpipeline
+UPDATE kv SET v = v + 1000 WHERE k = 1;
+UPDATE kv SET v = v / 0 WHERE k = 2;
+\endpipeline
+PGB
+"$PGBENCH" -n -M prepared -c 1 -t 1 -f /tmp/planner_pipe_$$.sql \
+	-h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres $DB >/tmp/planner_pipe_$$.log 2>&1
+grep -q "division by zero" /tmp/planner_pipe_$$.log ||
+	{ cat /tmp/planner_pipe_$$.log; fail "the pipeline's second update did not fail"; }
+rm -f /tmp/planner_pipe_$$.*
+[ "$(coord -c "SELECT v FROM kv WHERE k = 1")" = "$before" ] ||
+	fail "the first update of a failed pipeline was not rolled back"
+echo "pipelined single-shard updates: one transaction"
+
 # --- router and multi-shard updates of the same rows at the same time:
 # none lost, no deadlock across nodes (coordinator shard locks order them)
 cat >/tmp/planner_router_$$.sql <<'PGB'
