@@ -96,6 +96,7 @@ static MemoryContext ExecutorStateContext = NULL;
 static void BeginDistributedScan(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *ExecDistributedScan(CustomScanState *node);
 static void EndDistributedScan(CustomScanState *node);
+static void ForgetSourceRows(DistributedScanState *state);
 static void ReScanDistributedScan(CustomScanState *node);
 static TupleTableSlot *DistributedScanNext(ScanState *node);
 static bool DistributedScanRecheck(ScanState *node, TupleTableSlot *slot);
@@ -435,13 +436,14 @@ StartExecution(DistributedScanState *state)
 	/*
 	 * Remote transactions are needed for writes (except a single-shard
 	 * statement that is the whole top-level statement: it commits on its
-	 * own), to read this transaction's earlier writes, and for the
+	 * own; an INSERT ... SELECT may send more batches later, so never), to read this transaction's earlier writes, and for the
 	 * snapshot of a REPEATABLE READ or SERIALIZABLE transaction block.  A
 	 * READ COMMITTED read takes a new snapshot per statement anyway.
 	 */
 	state->inTransaction = AnyRemoteTransactionOpen() ||
 		(IsTransactionBlock() && IsolationUsesXactSnapshot()) ||
-		(modifies && !(list_length(state->tasks) == 1 && IsWholeTopLevelStatement(estate)));
+		(modifies && !(list_length(state->tasks) == 1 && !job->insertFromSubplan &&
+					   IsWholeTopLevelStatement(estate)));
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
 	oldContext = MemoryContextSwitchTo(state->execContext);
@@ -1041,8 +1043,21 @@ EndDistributedScan(CustomScanState *node)
 
 	if (state->started)
 		AbandonExecution(state);
+	ForgetSourceRows(state);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
+}
+
+/* releases the rows an INSERT ... SELECT read before writing */
+static void
+ForgetSourceRows(DistributedScanState *state)
+{
+	if (state->sourceSlot != NULL)
+		ExecDropSingleTupleTableSlot(state->sourceSlot);
+	if (state->sourceRows != NULL)
+		tuplestore_end(state->sourceRows);
+	state->sourceSlot = NULL;
+	state->sourceRows = NULL;
 }
 
 static void
@@ -1060,6 +1075,7 @@ ReScanDistributedScan(CustomScanState *node)
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;
 	state->subplanDone = false;
+	ForgetSourceRows(state);
 	MemoryContextReset(state->execContext);
 	state->batchContext = AllocSetContextCreate(state->execContext,
 												"shardext insert batch",

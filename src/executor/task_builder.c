@@ -396,9 +396,40 @@ EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
 }
 
 /*
- * ReadSubplanRows reads the next batch of rows of an INSERT ... SELECT from
- * the plan below (copied into the batch's memory) and returns how many;
- * after the last batch state->subplanDone is set.
+ * MaterializeSubplan reads every row of an INSERT ... SELECT's source before
+ * the first row is written.  The source may read the target table (or
+ * anything the inserts change), and the remote statements that read it see
+ * the transaction's earlier batches, so streaming would feed inserted rows
+ * back into the source (the Halloween problem).  PostgreSQL's own INSERT ...
+ * SELECT reads a snapshot taken before the statement; this is its
+ * equivalent.  The rows spill to disk beyond work_mem.
+ */
+static void
+MaterializeSubplan(DistributedScanState *state)
+{
+	PlanState  *child = linitial(state->css.custom_ps);
+	EState	   *estate = child->state;
+	MemoryContext oldContext = MemoryContextSwitchTo(estate->es_query_cxt);
+
+	state->sourceRows = tuplestore_begin_heap(false, false, work_mem);
+	for (;;)
+	{
+		TupleTableSlot *slot = ExecProcNode(child);
+
+		if (TupIsNull(slot))
+			break;
+		tuplestore_puttupleslot(state->sourceRows, slot);
+		CHECK_FOR_INTERRUPTS();
+	}
+	state->sourceSlot = MakeSingleTupleTableSlot(ExecGetResultType(child),
+												 &TTSOpsMinimalTuple);
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * ReadSubplanRows reads the next batch of rows of an INSERT ... SELECT
+ * (copied into the batch's memory) and returns how many; after the last
+ * batch state->subplanDone is set.
  */
 static int
 ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut, Oid *types)
@@ -410,13 +441,26 @@ ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
 	bool	   *nulls = palloc(sizeof(bool) * INSERT_SELECT_BATCH_ROWS * columns);
 	int			count = 0;
 
+	if (state->sourceRows == NULL)
+		MaterializeSubplan(state);
+
 	for (int c = 0; c < columns; c++)
 		types[c] = TupleDescAttr(desc, c)->atttypid;
 	while (count < INSERT_SELECT_BATCH_ROWS)
 	{
-		TupleTableSlot *slot = ExecProcNode(child);
+		TupleTableSlot *slot = state->sourceSlot;
+		MemoryContext batchContext;
+		bool		found;
 
-		if (TupIsNull(slot))
+		/*
+		 * Rows read back from disk are allocated in the current context and
+		 * owned by the slot until the next row: not the batch memory, which
+		 * is reset between batches.
+		 */
+		batchContext = MemoryContextSwitchTo(state->css.ss.ps.state->es_query_cxt);
+		found = tuplestore_gettupleslot(state->sourceRows, true, false, slot);
+		MemoryContextSwitchTo(batchContext);
+		if (!found)
 		{
 			state->subplanDone = true;
 			break;
