@@ -61,6 +61,8 @@ SELECT * FROM explain_tasks('SELECT count(*) FROM events WHERE tenant IN (2, 3)'
 SELECT * FROM explain_tasks('SELECT count(*) FROM events');
 SELECT * FROM explain_tasks('SELECT e.payload, k.score FROM events e JOIN kinds k USING (kind) WHERE e.tenant = 7');
 SELECT * FROM explain_tasks('SELECT tenant, count(*) FROM events GROUP BY tenant ORDER BY 2 DESC LIMIT 3');
+SELECT * FROM explain_tasks('SELECT id FROM events WHERE tenant = 1 UNION SELECT id FROM events WHERE tenant = 2');
+SELECT * FROM explain_tasks('WITH t AS (SELECT tenant, count(*) c FROM events GROUP BY tenant) SELECT max(c) FROM t');
 
 -- statistics: the pinned query went to exactly one shard, three times
 SELECT shardext_stat_shards_reset();
@@ -134,6 +136,27 @@ SELECT sum(result::int) AS rows_in_their_shards FROM shardext.shards s,
 WHERE s.logicalrelid = 'events_archive'::regclass AND r.node_id = s.node_id AND r.success
 	AND s.shard_id = shardext_shard_for_value('events_archive', t.tenant::text);
 
+-- UPDATE/DELETE joined with co-located tables on the distribution column
+UPDATE events_archive a SET kind = e.kind FROM events e
+	WHERE e.tenant = a.tenant AND e.id = a.id AND e.kind = 'view';
+SELECT count(*) FROM events_archive WHERE kind = 'view';
+DELETE FROM events_archive a
+	WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant = a.tenant AND e.id = a.id AND e.kind = 'view');
+DELETE FROM events_archive WHERE tenant IN (SELECT tenant FROM events WHERE payload = 'g');
+SELECT count(*) FROM events_archive;
+
+-- a local table written with the rows of distributed ones
+CREATE TABLE tenant_totals (tenant int PRIMARY KEY, n bigint DEFAULT 0);
+INSERT INTO tenant_totals SELECT g, 0 FROM generate_series(0, 5) g;
+UPDATE tenant_totals t SET n = c.n
+	FROM (SELECT tenant, count(*) n FROM events GROUP BY tenant) c WHERE c.tenant = t.tenant;
+UPDATE tenant_totals t SET n = n + 1000 FROM events e WHERE e.tenant = t.tenant AND e.id = 1;
+DELETE FROM tenant_totals t USING events e WHERE e.tenant = t.tenant AND e.payload = 'c';
+SELECT * FROM tenant_totals ORDER BY tenant;
+BEGIN;
+SELECT t.tenant FROM tenant_totals t JOIN events e ON e.tenant = t.tenant AND e.id = 2 FOR UPDATE OF t;
+COMMIT;
+
 -- PL/pgSQL
 CREATE FUNCTION tenant_count(t int) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -168,6 +191,34 @@ SELECT count(*) FROM events WHERE payload = 'tx2';
 ROLLBACK;
 SELECT count(*) FROM events WHERE payload IN ('tx', 'tx2');
 
+-- cursors: a write in between reads the cursor's remaining rows ahead
+BEGIN;
+DECLARE c CURSOR FOR SELECT id FROM events WHERE tenant = 2 ORDER BY id;
+FETCH 2 FROM c;
+UPDATE events SET payload = 'during cursor' WHERE tenant = 2 AND id > 100;
+FETCH 3 FROM c;
+SELECT count(*) FROM events WHERE payload = 'during cursor';
+COMMIT;
+BEGIN;
+DECLARE s SCROLL CURSOR FOR SELECT tenant, count(*) FROM events GROUP BY tenant ORDER BY tenant;
+FETCH 2 FROM s;
+FETCH PRIOR FROM s;
+COMMIT;
+-- a PL/pgSQL loop over a distributed query that writes the same table
+DO $$
+DECLARE
+	r record;
+	n int := 0;
+BEGIN
+	FOR r IN SELECT id, tenant FROM events WHERE tenant < 5 LOOP
+		UPDATE events SET kind = 'loop' WHERE tenant = r.tenant AND id = r.id;
+		n := n + 1;
+	END LOOP;
+	RAISE NOTICE 'updated % rows', n;
+END
+$$;
+SELECT count(*) FROM events WHERE kind = 'loop';
+
 -- ON CONFLICT
 INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'dup') ON CONFLICT DO NOTHING;
 INSERT INTO events (id, tenant, payload) VALUES (1, 1, 'dup')
@@ -201,7 +252,8 @@ INSERT INTO events (tenant, payload) VALUES (NULL, 'no tenant');
 SELECT * FROM events WHERE tenant = 1 FOR UPDATE;
 WITH d AS (DELETE FROM events WHERE tenant = 1 RETURNING *) SELECT count(*) FROM d;
 MERGE INTO events e USING kinds k ON e.kind = k.kind WHEN MATCHED THEN DELETE;
-UPDATE events e SET payload = 'x' FROM "Odd ""Name""" o WHERE o."My Col" = e.tenant;
+UPDATE events e SET payload = 'x' FROM events_archive a WHERE a.id = e.id;
+UPDATE kinds k SET score = 0 WHERE k.kind IN (SELECT kind FROM events);
 SELECT count(*) FROM events WHERE tenant = 1;
 
 -- queries the workers cannot run are still answered correctly

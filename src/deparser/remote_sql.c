@@ -66,8 +66,8 @@ static void DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList
 static bool IsBuiltin(Oid oid);
 static bool NeedsCoordinator(Node *node);
 static bool NeedsCoordinatorWalker(Node *node, void *context);
-static bool ContainsColumnOrAggregate(Node *node);
-static bool ContainsColumnOrAggregateWalker(Node *node, int *levels);
+static bool ContainsColumnOrAggregate(Node *node, bool allowExecParams);
+static bool ContainsColumnOrAggregateWalker(Node *node, bool *allowExecParams);
 static bool IsGucSensitiveType(Oid typid);
 
 void
@@ -247,15 +247,13 @@ IsGucSensitiveType(Oid typid)
  * that only exists where the rows are.
  */
 static bool
-ContainsColumnOrAggregate(Node *node)
+ContainsColumnOrAggregate(Node *node, bool allowExecParams)
 {
-	int			levels = 0;
-
-	return ContainsColumnOrAggregateWalker(node, &levels);
+	return ContainsColumnOrAggregateWalker(node, &allowExecParams);
 }
 
 static bool
-ContainsColumnOrAggregateWalker(Node *node, int *levels)
+ContainsColumnOrAggregateWalker(Node *node, bool *allowExecParams)
 {
 	if (node == NULL)
 		return false;
@@ -265,11 +263,13 @@ ContainsColumnOrAggregateWalker(Node *node, int *levels)
 		IsA(node, PlaceHolderVar) || IsA(node, SetToDefault) ||
 		IsA(node, NextValueExpr))
 		return true;
+	if (IsA(node, Param) && ((Param *) node)->paramkind == PARAM_EXEC && *allowExecParams)
+		return false;			/* a value the executor provides: allowed here */
 	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
 		return true;
 	if (IsA(node, Query))
 		return true;
-	return expression_tree_walker(node, ContainsColumnOrAggregateWalker, levels);
+	return expression_tree_walker(node, ContainsColumnOrAggregateWalker, allowExecParams);
 }
 
 /*
@@ -308,12 +308,13 @@ NeedsCoordinatorWalker(Node *node, void *context)
  * deparsed for the workers (possibly with coordinator-evaluated parts).
  */
 bool
-ExprIsShippable(Node *node, Query *query)
+ExprIsShippable(Node *node, Query *query, bool allowExecParams)
 {
 	RemoteSql	sql;
 	bool		ok;
 
 	InitRemoteSql(&sql);
+	sql.allowExecParams = allowExecParams;
 	RemoteSqlPushQuery(&sql, query);
 	DeparseRemoteExpr(&sql, node);
 	ok = !sql.failed;
@@ -334,7 +335,7 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 
 	/* column-free parts the workers cannot evaluate: the coordinator does */
 	if (!IsA(node, Const) && !IsA(node, List) && !IsA(node, Var) &&
-		NeedsCoordinator(node) && !ContainsColumnOrAggregate(node))
+		NeedsCoordinator(node) && !ContainsColumnOrAggregate(node, sql->allowExecParams))
 	{
 		if (contain_volatile_functions(node))
 		{
@@ -675,7 +676,8 @@ DeparseParamExpr(RemoteSql *sql, Node *expr)
 	int			number = 1;
 	ListCell   *cell;
 
-	if (IsA(expr, Param) && ((Param *) expr)->paramkind != PARAM_EXTERN)
+	if (IsA(expr, Param) && ((Param *) expr)->paramkind != PARAM_EXTERN &&
+		!(((Param *) expr)->paramkind == PARAM_EXEC && sql->allowExecParams))
 	{
 		RemoteSqlFail(sql, "a parameter of a subplan");
 		return;

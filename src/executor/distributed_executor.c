@@ -4,11 +4,10 @@
  *	  Runs the tasks of a distributed CustomScan on the workers and returns
  *	  their rows.
  *
- * At the first fetch the scan chooses its shards (pruning values evaluated
- * now, so prepared statements route by their parameters), locks the shards
- * it writes (in shard id order, before it looks at placements, so shard
- * moves can block writes at cutover), evaluates the parameters once, and
- * builds one task per shard (per placement when it writes).  Tasks are
+ * At the first fetch the scan builds its tasks (task_builder.c: one per
+ * shard, per placement when it writes; shards locked in id order before
+ * placements are looked at, so shard moves can block writes at cutover).
+ * Tasks are
  * queued on connections -- inside a transaction (or when writing) one per
  * node, so the transaction reads its own writes; otherwise up to
  * shardext.max_connections_per_node per node -- and one event loop drives
@@ -59,13 +58,28 @@
 #include "shardext/remote_xact.h"
 #include "shardext/resource_lock.h"
 
+/*
+ * From libpq/libpq.h, which cannot be included here: it pulls in the GSSAPI
+ * headers of the server's build.
+ */
+extern bool pq_buffer_has_data(void);
+extern void pq_startmsgread(void);
+extern int	pq_peekbyte(void);
+extern void pq_endmsgread(void);
+
 /* per-connection executor state (NodeConnection.executorState) */
 typedef struct ConnectionExecState
 {
+	NodeConnection *conn;		/* whose executorState this is */
 	HTAB	   *statements;		/* SQL hash -> prepared statement */
 	int			statementCount;
 	DistributedScanState *owner;	/* scan whose task is in flight */
+	WaitEventSet *waitSet;		/* latch + this connection's socket */
+	PGconn	   *waitSetConn;	/* the libpq connection waitSet was made for */
 } ConnectionExecState;
+
+/* every ConnectionExecState made, to free those of closed connections */
+static List *ConnectionExecStates = NIL;
 
 typedef struct PreparedStatementEntry
 {
@@ -76,8 +90,6 @@ typedef struct PreparedStatementEntry
 
 #define MAX_PREPARED_STATEMENTS 2000
 #define DRAIN_TIMEOUT_MS 30000
-#define MAX_PARAMS_PER_STATEMENT 65535
-#define INSERT_SELECT_BATCH_ROWS 10000
 
 static CustomExecMethods DistributedExecMethods;
 static MemoryContext ExecutorStateContext = NULL;
@@ -85,23 +97,14 @@ static MemoryContext ExecutorStateContext = NULL;
 static void BeginDistributedScan(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *ExecDistributedScan(CustomScanState *node);
 static void EndDistributedScan(CustomScanState *node);
+static void ForgetSourceRows(DistributedScanState *state);
 static void ReScanDistributedScan(CustomScanState *node);
 static TupleTableSlot *DistributedScanNext(ScanState *node);
 static bool DistributedScanRecheck(ScanState *node, TupleTableSlot *slot);
 static void StartExecution(DistributedScanState *state);
 static void SendFirstTasks(DistributedScanState *state);
 static bool StartNextInsertBatch(DistributedScanState *state);
-static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
-static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
-									int first, int count);
-static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
-static void BuildInsertTasks(DistributedScanState *state);
-static int	ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
-							Oid *types);
 static void AssignTasksToConnections(DistributedScanState *state);
-static void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
-static int64 *SnapshotShardIds(DistTableCacheEntry *entry, int *count);
-static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
 static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
 										 int index);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
@@ -109,8 +112,10 @@ static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **task
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
+static void WaitForSingleConnection(NodeConnection *conn);
+static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
-						   TupleTableSlot *slot);
+						   TupleTableSlot *slot, MemoryContext context);
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
 static void ReleaseConnection(NodeConnection *conn);
 static void AbandonExecution(DistributedScanState *state);
@@ -118,8 +123,30 @@ static ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 static bool IsWholeTopLevelStatement(EState *estate);
 static bool AnyRemoteTransactionOpen(void);
 static void ExecutorXactCallback(XactEvent event, void *arg);
+static void NoteFailedNode(int32 nodeId);
+static void ConnectionFailed(NodeConnection *conn);
 static void ExecutorSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 									SubTransactionId parentSubid, void *arg);
+
+/* nodes whose connections broke in this transaction (see FailedNodes) */
+static List *failedNodeIds = NIL;
+
+static void
+NoteFailedNode(int32 nodeId)
+{
+	MemoryContext oldContext = MemoryContextSwitchTo(TopMemoryContext);
+
+	failedNodeIds = list_append_unique_int(failedNodeIds, nodeId);
+	MemoryContextSwitchTo(oldContext);
+}
+
+/* ConnectionFailed raises the failure of a connection, noting its node */
+static void
+ConnectionFailed(NodeConnection *conn)
+{
+	NoteFailedNode(conn->nodeId);
+	ReportConnectionError(conn, ERROR);
+}
 
 /* registers the abort callbacks; called from _PG_init */
 void
@@ -271,7 +298,7 @@ DistributedScanNext(ScanState *node)
 	}
 	PG_TRY();
 	{
-		StoreRemoteRow(state, result, slot);
+		StoreRemoteRow(state, result, slot, state->rowContext);
 	}
 	PG_FINALLY();
 	{
@@ -308,7 +335,8 @@ StartNextInsertBatch(DistributedScanState *state)
  * scan slot; unfetched attributes are NULL.
  */
 static void
-StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *slot)
+StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *slot,
+			   MemoryContext context)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
 	MemoryContext oldContext;
@@ -319,7 +347,7 @@ StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *sl
 				 errmsg("a worker returned %d columns where %d were expected",
 						PQnfields(result), state->remoteColumns)));
 
-	oldContext = MemoryContextSwitchTo(state->rowContext);
+	oldContext = MemoryContextSwitchTo(context);
 	for (int i = 0; i < desc->natts; i++)
 	{
 		slot->tts_values[i] = (Datum) 0;
@@ -341,20 +369,38 @@ StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *sl
 
 /*
  * IsWholeTopLevelStatement tells whether the executing plan is the entire
- * statement a client sent outside a transaction block: then a single-shard
- * write may commit on its own on the worker, without BEGIN.  Statements run
- * by functions, DO blocks, or EXECUTE do not qualify.
+ * transaction a client asked for outside a transaction block: then a
+ * single-shard write may commit on its own on the worker, without BEGIN.
+ * Statements run by functions, DO blocks or SQL EXECUTE do not qualify;
+ * neither does a statement of an extended-protocol pipeline (several
+ * Execute messages before one Sync make one transaction, as JDBC batches
+ * do): only an Execute followed by Sync is a transaction of its own.
  */
 static bool
 IsWholeTopLevelStatement(EState *estate)
 {
+	int			next;
+
 	if (IsTransactionBlock() || ActivePortal == NULL ||
-		GetCurrentTransactionNestLevel() != 1)
+		GetCurrentTransactionNestLevel() != 1 || debug_query_string == NULL)
 		return false;
-	if (ActivePortal->sourceText != debug_query_string)
+	if (!(list_length(ActivePortal->stmts) == 1 &&
+		  linitial(ActivePortal->stmts) == estate->es_plannedstmt))
 		return false;
-	return list_length(ActivePortal->stmts) == 1 &&
-		linitial(ActivePortal->stmts) == estate->es_plannedstmt;
+
+	/* simple protocol: one statement (several make a transaction block) */
+	if (ActivePortal->sourceText == debug_query_string)
+		return true;
+
+	/* extended protocol: the portal's text is reported as a copy */
+	if (strcmp(ActivePortal->sourceText, debug_query_string) != 0 ||
+		(MyXactFlags & XACT_FLAGS_PIPELINING) || whereToSendOutput != DestRemote ||
+		!pq_buffer_has_data())
+		return false;
+	pq_startmsgread();
+	next = pq_peekbyte();
+	pq_endmsgread();
+	return next == 'S';
 }
 
 /* has this transaction started a remote transaction anywhere? */
@@ -391,13 +437,14 @@ StartExecution(DistributedScanState *state)
 	/*
 	 * Remote transactions are needed for writes (except a single-shard
 	 * statement that is the whole top-level statement: it commits on its
-	 * own), to read this transaction's earlier writes, and for the
+	 * own; an INSERT ... SELECT may send more batches later, so never), to read this transaction's earlier writes, and for the
 	 * snapshot of a REPEATABLE READ or SERIALIZABLE transaction block.  A
 	 * READ COMMITTED read takes a new snapshot per statement anyway.
 	 */
 	state->inTransaction = AnyRemoteTransactionOpen() ||
 		(IsTransactionBlock() && IsolationUsesXactSnapshot()) ||
-		(modifies && !(list_length(state->tasks) == 1 && IsWholeTopLevelStatement(estate)));
+		(modifies && !(list_length(state->tasks) == 1 && !job->insertFromSubplan &&
+					   IsWholeTopLevelStatement(estate)));
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
 	oldContext = MemoryContextSwitchTo(state->execContext);
@@ -423,570 +470,6 @@ SendFirstTasks(DistributedScanState *state)
 
 			tc->queue = list_delete_first(tc->queue);
 			SendTask(state, tc, task);
-		}
-	}
-}
-
-/*
- * SnapshotShardIds returns the ids of a table's shards in hash order (the
- * cache entry is rebuilt in place after an invalidation, so a copy is what
- * tells later whether the shards changed).
- */
-static int64 *
-SnapshotShardIds(DistTableCacheEntry *entry, int *count)
-{
-	int64	   *ids = palloc(sizeof(int64) * Max(entry->shardCount, 1));
-
-	for (int i = 0; i < entry->shardCount; i++)
-		ids[i] = entry->shards[i].shardId;
-	*count = entry->shardCount;
-	return ids;
-}
-
-/*
- * ShardIdsChanged tells whether a table's shards differ from a snapshot:
- * a split replaced some (shard ids never change their hash range).
- */
-static bool
-ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count)
-{
-	if (entry == NULL || entry->shardCount != count)
-		return true;
-	for (int i = 0; i < count; i++)
-	{
-		if (entry->shards[i].shardId != ids[i])
-			return true;
-	}
-	return false;
-}
-
-/*
- * LockShardsInOrder takes a write lock on each shard, in shard id order.
- *
- * A statement that writes one placement of one shard takes
- * ShardWriteLockMode, which does not conflict with itself: such writers
- * only meet in the worker's row locks, where the worker's deadlock
- * detector sees them.  A statement that writes several shards or several
- * placements (a multi-shard UPDATE/DELETE, any write to a reference table)
- * could deadlock with another one across nodes, where no detector sees
- * it; it takes the self-conflicting ShardMultiWriteLockMode, so such
- * statements (and single-shard writers of the same shards) queue up on the
- * coordinator, in shard id order, instead.
- */
-static void
-LockShardsInOrder(int64 *ids, int count, LOCKMODE mode)
-{
-	for (int i = 1; i < count; i++)
-	{
-		int64		key = ids[i];
-		int			j = i - 1;
-
-		while (j >= 0 && ids[j] > key)
-		{
-			ids[j + 1] = ids[j];
-			j--;
-		}
-		ids[j + 1] = key;
-	}
-	for (int i = 0; i < count; i++)
-		LockShardResource(ids[i], mode);
-}
-
-/*
- * BuildDistributedTasks makes the task list (once per execution); EXPLAIN
- * calls it too, without running the tasks.
- */
-void
-BuildDistributedTasks(DistributedScanState *state)
-{
-	DistributedJob *job = state->job;
-	DistTableCacheEntry *anchor = NULL;
-	List	   *shardIndexes;
-	RemoteParams *params;
-	MemoryContext oldContext;
-	ListCell   *cell;
-	int			relationCount = list_length(job->relations);
-
-	if (state->tasksBuilt)
-		return;
-
-	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
-									   state->batchContext : state->execContext);
-	if (job->kind == JOB_INSERT)
-	{
-		BuildInsertTasks(state);
-		state->tasksBuilt = true;
-		MemoryContextSwitchTo(oldContext);
-		return;
-	}
-
-	if (job->anchor >= 0)
-		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
-	shardIndexes = SelectShardIndexes(state, anchor);
-
-	/*
-	 * Writers lock their shards in id order before looking at placements.  A
-	 * wait may have let a move commit (new placements: looked up below) or a
-	 * split (new shards: the positions chosen before name other ranges now),
-	 * so the shards are chosen again until the layout held still.
-	 */
-	if (job->kind == JOB_MODIFY)
-	{
-		Oid			target = list_nth_oid(job->relations, Max(job->anchor, 0));
-
-		for (;;)
-		{
-			DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
-			int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
-			int			layoutCount;
-			int64	   *layout = SnapshotShardIds(entry, &layoutCount);
-			int			n = 0;
-			bool		several = false;
-
-			foreach(cell, shardIndexes)
-			{
-				ShardInterval *shard = &entry->shards[lfirst_int(cell)];
-
-				ids[n++] = shard->shardId;
-				if (shard->placementCount > 1)
-					several = true;
-			}
-			if (n > 1)
-				several = true;
-			LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
-
-			if (job->anchor >= 0)
-				anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
-			if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
-				break;
-			shardIndexes = SelectShardIndexes(state, anchor);
-		}
-	}
-
-	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
-
-	foreach(cell, shardIndexes)
-	{
-		int			shardIndex = lfirst_int(cell);
-		List	   *shardNames = NIL;
-		ShardInterval *taskShard = NULL;
-		char	   *sql;
-
-		for (int i = 0; i < relationCount; i++)
-		{
-			Oid			relid = list_nth_oid(job->relations, i);
-			DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
-			ShardInterval *shard;
-
-			if (entry == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-			if (entry->method == DISTRIBUTE_BY_HASH)
-			{
-				if (shardIndex >= entry->shardCount)
-					ereport(ERROR,
-							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-							 errmsg("shards of table \"%s\" changed during planning",
-									get_rel_name(relid)),
-							 errhint("Run the statement again.")));
-				shard = &entry->shards[shardIndex];
-			}
-			else
-				shard = &entry->shards[0];
-			if (i == Max(job->anchor, 0))
-				taskShard = shard;
-			shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
-		}
-		sql = BuildTaskSql(job->sqlParts, shardNames);
-
-		if (taskShard->placementCount == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("shard " INT64_FORMAT " has no placement", taskShard->shardId)));
-
-		if (job->kind == JOB_MODIFY)
-		{
-			/* every placement gets the write; the first one's rows are returned */
-			for (int p = 0; p < taskShard->placementCount; p++)
-			{
-				RemoteTask *task = palloc0(sizeof(RemoteTask));
-
-				task->sql = sql;
-				task->nodeId = taskShard->placementNodeIds[p];
-				task->shardId = taskShard->shardId;
-				task->params = params;
-				task->returnsRows = (p == 0);
-				state->tasks = lappend(state->tasks, task);
-			}
-		}
-		else
-		{
-			RemoteTask *task = palloc0(sizeof(RemoteTask));
-			int			choice = 0;
-
-			/* a reference table read: prefer a node this transaction already uses */
-			if (taskShard->placementCount > 1)
-			{
-				choice = MyProcPid % taskShard->placementCount;
-				for (int p = 0; p < taskShard->placementCount; p++)
-				{
-					List	   *conns = NodeConnectionList(taskShard->placementNodeIds[p]);
-					ListCell   *c;
-
-					foreach(c, conns)
-					{
-						if (((NodeConnection *) lfirst(c))->xactState != REMOTE_XACT_NONE)
-							choice = p;
-					}
-				}
-			}
-			task->sql = sql;
-			task->nodeId = taskShard->placementNodeIds[choice];
-			task->shardId = taskShard->shardId;
-			task->params = params;
-			task->returnsRows = true;
-			state->tasks = lappend(state->tasks, task);
-		}
-	}
-	state->tasksBuilt = true;
-	MemoryContextSwitchTo(oldContext);
-}
-
-/*
- * SelectShardIndexes evaluates the pruning values and returns the indexes
- * of the anchor table's shards that can hold matching rows (one index, 0,
- * when only reference tables are involved).
- */
-static List *
-SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor)
-{
-	DistributedJob *job = state->job;
-	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
-	bool	   *selected;
-	List	   *result = NIL;
-	ListCell   *exprCell;
-	ListCell   *kindCell;
-
-	if (anchor == NULL)
-		return list_make1_int(0);
-
-	selected = palloc(sizeof(bool) * anchor->shardCount);
-	for (int i = 0; i < anchor->shardCount; i++)
-		selected[i] = true;
-
-	forboth(exprCell, state->pruneExprStates, kindCell, job->pruneKinds)
-	{
-		bool		isnull;
-		Datum		value = ExecEvalExpr(lfirst(exprCell), econtext, &isnull);
-		bool	   *matches = palloc0(sizeof(bool) * anchor->shardCount);
-
-		if (!isnull && lfirst_int(kindCell) == PRUNE_EQUAL)
-			matches[FindShardForValue(anchor, value)->shardIndex] = true;
-		else if (!isnull)
-		{
-			ArrayType  *array = DatumGetArrayTypeP(value);
-			int16		typlen;
-			bool		typbyval;
-			char		typalign;
-			Datum	   *elements;
-			bool	   *nulls;
-			int			count;
-
-			get_typlenbyvalalign(ARR_ELEMTYPE(array), &typlen, &typbyval, &typalign);
-			deconstruct_array(array, ARR_ELEMTYPE(array), typlen, typbyval, typalign,
-							  &elements, &nulls, &count);
-			for (int i = 0; i < count; i++)
-			{
-				if (!nulls[i])
-					matches[FindShardForValue(anchor, elements[i])->shardIndex] = true;
-			}
-		}
-		for (int i = 0; i < anchor->shardCount; i++)
-			selected[i] = selected[i] && matches[i];
-	}
-
-	for (int i = 0; i < anchor->shardCount; i++)
-	{
-		if (selected[i])
-			result = lappend_int(result, i);
-	}
-	return result;
-}
-
-/*
- * EvaluateParams computes count expressions starting at first on the
- * coordinator and encodes them for libpq: binary for built-in types (exact
- * and independent of DateStyle), text otherwise.
- */
-static RemoteParams *
-EvaluateParams(DistributedScanState *state, List *exprStates, int first, int count)
-{
-	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
-	RemoteParams *params = palloc0(sizeof(RemoteParams));
-
-	params->count = count;
-	if (count == 0)
-		return params;
-	params->types = palloc0(sizeof(Oid) * count);
-	params->values = palloc0(sizeof(char *) * count);
-	params->lengths = palloc0(sizeof(int) * count);
-	params->formats = palloc0(sizeof(int) * count);
-
-	for (int i = 0; i < count; i++)
-	{
-		ExprState  *exprState = list_nth(exprStates, first + i);
-		bool		isnull;
-		Datum		value = ExecEvalExpr(exprState, econtext, &isnull);
-
-		EncodeParam(params, i, value, isnull, exprType((Node *) exprState->expr));
-	}
-	return params;
-}
-
-static void
-EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
-{
-	Oid			function;
-	bool		isVarlena;
-
-	if (type < FirstGenbkiObjectId && type != UNKNOWNOID)
-	{
-		params->types[i] = type;
-		params->formats[i] = 1;
-		if (isnull)
-			return;
-		getTypeBinaryOutputInfo(type, &function, &isVarlena);
-		{
-			bytea	   *bytes = OidSendFunctionCall(function, value);
-
-			params->values[i] = VARDATA(bytes);
-			params->lengths[i] = VARSIZE(bytes) - VARHDRSZ;
-		}
-		return;
-	}
-
-	params->types[i] = InvalidOid;	/* the SQL casts $n to its type */
-	params->formats[i] = 0;
-	if (isnull)
-		return;
-	getTypeOutputInfo(type, &function, &isVarlena);
-	{
-		int			nestLevel = BeginSafeDeparse();
-
-		params->values[i] = OidOutputFunctionCall(function, value);
-		EndSafeDeparse(nestLevel);
-	}
-}
-
-/*
- * ReadSubplanRows reads the next batch of rows of an INSERT ... SELECT from
- * the plan below (copied into the batch's memory) and returns how many;
- * after the last batch state->subplanDone is set.
- */
-static int
-ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut, Oid *types)
-{
-	PlanState  *child = linitial(state->css.custom_ps);
-	TupleDesc	desc = ExecGetResultType(child);
-	int			columns = state->job->insertColumnCount;
-	Datum	   *values = palloc(sizeof(Datum) * INSERT_SELECT_BATCH_ROWS * columns);
-	bool	   *nulls = palloc(sizeof(bool) * INSERT_SELECT_BATCH_ROWS * columns);
-	int			count = 0;
-
-	for (int c = 0; c < columns; c++)
-		types[c] = TupleDescAttr(desc, c)->atttypid;
-	while (count < INSERT_SELECT_BATCH_ROWS)
-	{
-		TupleTableSlot *slot = ExecProcNode(child);
-
-		if (TupIsNull(slot))
-		{
-			state->subplanDone = true;
-			break;
-		}
-		slot_getallattrs(slot);
-		for (int c = 0; c < columns; c++)
-		{
-			Form_pg_attribute attr = TupleDescAttr(desc, c);
-
-			nulls[count * columns + c] = slot->tts_isnull[c];
-			values[count * columns + c] = slot->tts_isnull[c] ? (Datum) 0 :
-				datumCopy(slot->tts_values[c], attr->attbyval, attr->attlen);
-		}
-		count++;
-	}
-	*valuesOut = values;
-	*nullsOut = nulls;
-	return count;
-}
-
-/*
- * BuildInsertTasks evaluates the rows of an INSERT on the coordinator
- * (defaults such as nextval() and volatile functions run once here), routes
- * each row to its shard, and makes one multi-row INSERT per shard and
- * placement.
- */
-static void
-BuildInsertTasks(DistributedScanState *state)
-{
-	DistributedJob *job = state->job;
-	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
-	Oid			relid = linitial_oid(job->relations);
-	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
-	int			columns = job->insertColumnCount;
-	List	  **rowsByShard;
-	Datum	   *values;
-	bool	   *nulls;
-	Oid		   *types = palloc(sizeof(Oid) * columns);
-	int			rowCount = job->insertRowCount;
-	int64	   *lockIds;
-	int			lockCount = 0;
-	int			rowsPerTask;
-	RemoteParams *shared;
-	int64	   *layout;
-	int			layoutCount;
-
-	if (entry == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-	shared = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
-	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
-
-	if (job->insertFromSubplan)
-		rowCount = ReadSubplanRows(state, &values, &nulls, types);
-	else
-	{
-		values = palloc(sizeof(Datum) * Max(rowCount * columns, 1));
-		nulls = palloc(sizeof(bool) * Max(rowCount * columns, 1));
-		for (int c = 0; c < columns; c++)
-			types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
-		for (int r = 0; r < rowCount; r++)
-		{
-			for (int c = 0; c < columns; c++)
-			{
-				ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
-
-				values[r * columns + c] = ExecEvalExpr(exprState, econtext,
-													   &nulls[r * columns + c]);
-			}
-		}
-	}
-
-	/*
-	 * Route the rows, lock their shards, and route them again if the wait
-	 * let a split change the shards (see BuildDistributedTasks).
-	 */
-route:
-	layout = SnapshotShardIds(entry, &layoutCount);
-	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
-	for (int r = 0; r < rowCount; r++)
-	{
-		int			shardIndex = 0;
-
-		if (job->insertDistColumn >= 0)
-		{
-			int			d = r * columns + job->insertDistColumn;
-
-			if (nulls[d])
-				ereport(ERROR,
-						(errcode(ERRCODE_NOT_NULL_VIOLATION),
-						 errmsg("cannot insert a NULL distribution column value into \"%s\"",
-								get_rel_name(relid)),
-						 errhint("Every row of a distributed table needs a distribution "
-								 "column value to choose its shard.")));
-			shardIndex = FindShardForValue(entry, values[d])->shardIndex;
-		}
-		rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
-	}
-
-	/* lock the shards written, in id order (shard order is id order here) */
-	lockCount = 0;
-	lockIds = palloc(sizeof(int64) * entry->shardCount);
-	for (int s = 0; s < entry->shardCount; s++)
-	{
-		if (rowsByShard[s] != NIL)
-			lockIds[lockCount++] = entry->shards[s].shardId;
-	}
-	LockShardsInOrder(lockIds, lockCount,
-					  entry->method == DISTRIBUTE_BY_REFERENCE ?
-					  ShardMultiWriteLockMode : ShardWriteLockMode);
-	entry = GetDistTableCacheEntry(relid);
-	if (entry == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-	if (ShardIdsChanged(entry, layout, layoutCount))
-		goto route;
-
-	for (int s = 0; s < entry->shardCount; s++)
-	{
-		ShardInterval *shard = &entry->shards[s];
-		List	   *shardNames;
-		char	   *prefix;
-		char	   *suffix;
-		List	   *rows = rowsByShard[s];
-		int			done = 0;
-
-		if (rows == NIL)
-			continue;
-		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
-		prefix = BuildTaskSql(job->sqlParts, shardNames);
-		suffix = BuildTaskSql(job->sqlSuffix, shardNames);
-
-		while (done < list_length(rows))
-		{
-			int			count = Min(rowsPerTask, list_length(rows) - done);
-			RemoteParams *params = palloc0(sizeof(RemoteParams));
-			StringInfoData sql;
-			int			n = shared->count;
-
-			params->count = shared->count + count * columns;
-			params->types = palloc0(sizeof(Oid) * params->count);
-			params->values = palloc0(sizeof(char *) * params->count);
-			params->lengths = palloc0(sizeof(int) * params->count);
-			params->formats = palloc0(sizeof(int) * params->count);
-			for (int i = 0; i < shared->count; i++)
-			{
-				params->types[i] = shared->types[i];
-				params->values[i] = shared->values[i];
-				params->lengths[i] = shared->lengths[i];
-				params->formats[i] = shared->formats[i];
-			}
-
-			initStringInfo(&sql);
-			appendStringInfoString(&sql, prefix);
-			appendStringInfoString(&sql, " VALUES ");
-			for (int i = 0; i < count; i++)
-			{
-				int			r = list_nth_int(rows, done + i);
-
-				appendStringInfoString(&sql, i > 0 ? ", (" : "(");
-				for (int c = 0; c < columns; c++)
-				{
-					appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
-									 RemoteTypeName(types[c], -1));
-					EncodeParam(params, n, values[r * columns + c], nulls[r * columns + c],
-								types[c]);
-					n++;
-				}
-				appendStringInfoChar(&sql, ')');
-			}
-			appendStringInfoString(&sql, suffix);
-			done += count;
-
-			for (int p = 0; p < shard->placementCount; p++)
-			{
-				RemoteTask *task = palloc0(sizeof(RemoteTask));
-
-				task->sql = sql.data;
-				task->nodeId = shard->placementNodeIds[p];
-				task->shardId = shard->shardId;
-				task->params = params;
-				task->returnsRows = (p == 0);
-				state->tasks = lappend(state->tasks, task);
-			}
 		}
 	}
 }
@@ -1031,6 +514,18 @@ AssignTasksToConnections(DistributedScanState *state)
 		list_nth_cell(nodeTaskCounts, position)->int_value = count + 1;
 
 		perNode = state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1);
+		if (state->inTransaction && count == 0 &&
+			NodeHasOtherConnectionInTransaction(task->nodeId, 0))
+		{
+			WorkerNode *node = GetWorkerNode(task->nodeId);
+
+			/* a parallel COPY left its work on other connections */
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("cannot run a distributed query on node %s:%d after a parallel "
+							"operation in the same transaction", node->host, node->port),
+					 errhint("Run the query in its own transaction.")));
+		}
 		index = count % perNode;
 		task->taskConn = GetTaskConnection(state, task->nodeId, index);
 		task->taskConn->queue = lappend(task->taskConn->queue, task);
@@ -1056,6 +551,31 @@ GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
 	return tc;
 }
 
+/*
+ * FreeStaleConnectionExecStates frees the state of connections that were
+ * closed or reconnected since (connection.c forgets executorState then):
+ * their prepared statements are gone with the session, and the wait set
+ * holds a file descriptor.
+ */
+static void
+FreeStaleConnectionExecStates(void)
+{
+	ListCell   *cell;
+
+	foreach(cell, ConnectionExecStates)
+	{
+		ConnectionExecState *es = lfirst(cell);
+
+		if (es->conn->executorState == es)
+			continue;
+		if (es->waitSet != NULL)
+			FreeWaitEventSet(es->waitSet);
+		hash_destroy(es->statements);
+		ConnectionExecStates = foreach_delete_current(ConnectionExecStates, cell);
+		pfree(es);
+	}
+}
+
 static ConnectionExecState *
 GetConnectionExecState(NodeConnection *conn)
 {
@@ -1064,12 +584,18 @@ GetConnectionExecState(NodeConnection *conn)
 	if (es == NULL)
 	{
 		HASHCTL		info;
+		MemoryContext oldContext;
 
 		if (ExecutorStateContext == NULL)
 			ExecutorStateContext = AllocSetContextCreate(TopMemoryContext,
 														 "shardext executor connections",
 														 ALLOCSET_DEFAULT_SIZES);
+		FreeStaleConnectionExecStates();
 		es = MemoryContextAllocZero(ExecutorStateContext, sizeof(ConnectionExecState));
+		es->conn = conn;
+		oldContext = MemoryContextSwitchTo(ExecutorStateContext);
+		ConnectionExecStates = lappend(ConnectionExecStates, es);
+		MemoryContextSwitchTo(oldContext);
 		memset(&info, 0, sizeof(info));
 		info.keysize = sizeof(uint64);
 		info.entrysize = sizeof(PreparedStatementEntry);
@@ -1120,7 +646,7 @@ FlushConnection(NodeConnection *conn)
 	while ((rc = PQflush(conn->pgConn)) == 1)
 		WaitForRemoteSocket(conn, true);
 	if (rc == -1)
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 }
 
 /*
@@ -1153,7 +679,7 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
 	SyncRemoteTimeZone(conn);
 	if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	FlushConnection(conn);
 	while ((result = GetRemoteResult(conn)) != NULL)
@@ -1224,7 +750,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
 							   params->values, params->lengths, params->formats, 0);
 	if (!ok)
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	if (!PQsetSingleRowMode(conn->pgConn))
 		elog(WARNING, "could not use single-row mode on node %s:%d", conn->host, conn->port);
@@ -1333,6 +859,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					break;
 				}
 			default:
+				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
+					NoteFailedNode(conn->nodeId);
 				ReportRemoteError(conn, result, ERROR, task->sql);
 		}
 	}
@@ -1346,6 +874,43 @@ ReleaseConnection(NodeConnection *conn)
 
 	if (es != NULL)
 		es->owner = NULL;
+}
+
+/*
+ * WaitForSingleConnection waits for input on one connection (or an
+ * interrupt) with a wait set kept per connection: making a wait set costs
+ * three system calls, which showed up in profiles of router queries.
+ */
+static void
+WaitForSingleConnection(NodeConnection *conn)
+{
+	ConnectionExecState *es = GetConnectionExecState(conn);
+	WaitEvent	event;
+	int			count;
+
+	if (es->waitSet == NULL || es->waitSetConn != conn->pgConn)
+	{
+		if (es->waitSet != NULL)
+			FreeWaitEventSet(es->waitSet);
+		es->waitSet = NULL;
+		es->waitSet = CreateWaitEventSet(ExecutorStateContext, 3);
+		AddWaitEventToSet(es->waitSet, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(es->waitSet, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(es->waitSet, WL_SOCKET_READABLE, PQsocket(conn->pgConn), NULL, NULL);
+		es->waitSetConn = conn->pgConn;
+	}
+	count = WaitEventSetWait(es->waitSet, -1L, &event, 1, PG_WAIT_EXTENSION);
+	if (count > 0 && (event.events & WL_LATCH_SET))
+	{
+		ResetLatch(MyLatch);
+		CheckForDistributedDeadlockCancel();
+		CHECK_FOR_INTERRUPTS();
+	}
+	else if (count > 0 && (event.events & WL_SOCKET_READABLE))
+	{
+		if (!PQconsumeInput(conn->pgConn))
+			ConnectionFailed(conn);
+	}
 }
 
 /*
@@ -1376,7 +941,7 @@ WaitForConnections(DistributedScanState *state)
 		return;
 	if (busy == 1)
 	{
-		WaitForRemoteSocket(only->conn, false);
+		WaitForSingleConnection(only->conn);
 		return;
 	}
 
@@ -1406,7 +971,7 @@ WaitForConnections(DistributedScanState *state)
 			TaskConnection *tc = events[i].user_data;
 
 			if (!PQconsumeInput(tc->conn->pgConn))
-				ReportConnectionError(tc->conn, ERROR);
+				ConnectionFailed(tc->conn);
 		}
 	}
 }
@@ -1419,41 +984,45 @@ static void
 BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 {
 	RemoteTask *task = tc->current;
-	TupleTableSlot *slot = owner->css.ss.ss_ScanTupleSlot;
+	TupleDesc	desc = owner->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor;
 	MemoryContext oldContext = MemoryContextSwitchTo(owner->execContext);
+	MemoryContext convertContext;
+	TupleTableSlot *tmp;
 	PGresult   *result;
 
+	/* everything that outlives this call belongs to the owner's execution */
 	if (task->buffer == NULL)
 		task->buffer = tuplestore_begin_heap(false, false, work_mem);
-	MemoryContextSwitchTo(oldContext);
+	tmp = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	convertContext = AllocSetContextCreate(owner->execContext, "shardext buffering",
+										   ALLOCSET_DEFAULT_SIZES);
 
 	while (tc->current == task)
 	{
 		result = NULL;
 		if (PollConnection(owner, tc, &result))
 		{
-			TupleTableSlot *tmp = MakeSingleTupleTableSlot(slot->tts_tupleDescriptor,
-														   &TTSOpsVirtual);
-
 			PG_TRY();
 			{
-				StoreRemoteRow(owner, result, tmp);
-				oldContext = MemoryContextSwitchTo(owner->execContext);
+				StoreRemoteRow(owner, result, tmp, convertContext);
 				tuplestore_puttupleslot(task->buffer, tmp);
-				MemoryContextSwitchTo(oldContext);
 			}
 			PG_FINALLY();
 			{
 				PQclear(result);
-				ExecDropSingleTupleTableSlot(tmp);
 			}
 			PG_END_TRY();
+			ExecClearTuple(tmp);
+			MemoryContextReset(convertContext);
 			continue;
 		}
 		if (tc->current == task)
-			WaitForRemoteSocket(tc->conn, false);
+			WaitForSingleConnection(tc->conn);
 	}
 	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
+	ExecDropSingleTupleTableSlot(tmp);
+	MemoryContextDelete(convertContext);
+	MemoryContextSwitchTo(oldContext);
 }
 
 /*
@@ -1493,8 +1062,21 @@ EndDistributedScan(CustomScanState *node)
 
 	if (state->started)
 		AbandonExecution(state);
+	ForgetSourceRows(state);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
+}
+
+/* releases the rows an INSERT ... SELECT read before writing */
+static void
+ForgetSourceRows(DistributedScanState *state)
+{
+	if (state->sourceSlot != NULL)
+		ExecDropSingleTupleTableSlot(state->sourceSlot);
+	if (state->sourceRows != NULL)
+		tuplestore_end(state->sourceRows);
+	state->sourceSlot = NULL;
+	state->sourceRows = NULL;
 }
 
 static void
@@ -1512,6 +1094,7 @@ ReScanDistributedScan(CustomScanState *node)
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;
 	state->subplanDone = false;
+	ForgetSourceRows(state);
 	MemoryContextReset(state->execContext);
 	state->batchContext = AllocSetContextCreate(state->execContext,
 												"shardext insert batch",
@@ -1550,18 +1133,20 @@ ForgetOwners(int level)
 }
 
 /*
- * CloseConnectionsToFailedNodes: when a connection to a node broke, the
+ * FailedNodes / CloseConnectionsToNodes: when a connection to a node broke, the
  * other cached connections to it (idle, so not known to be broken yet) most
  * likely are too; closing them lets the next statement reconnect instead of
  * failing on a dead socket.  Called at the end of a failed transaction.
  */
-static void
-CloseConnectionsToFailedNodes(void)
+static List *
+FailedNodes(void)
 {
 	List	   *all = AllNodeConnections();
-	List	   *failedNodes = NIL;
+	List	   *failedNodes = list_copy(failedNodeIds);
 	ListCell   *cell;
 
+	list_free(failedNodeIds);
+	failedNodeIds = NIL;
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
@@ -1569,15 +1154,24 @@ CloseConnectionsToFailedNodes(void)
 		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_BAD)
 			failedNodes = list_append_unique_int(failedNodes, conn->nodeId);
 	}
+	list_free(all);
+	return failedNodes;
+}
+
+static void
+CloseConnectionsToNodes(List *nodeIds)
+{
+	List	   *all = AllNodeConnections();
+	ListCell   *cell;
+
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (list_member_int(failedNodes, conn->nodeId) && conn->pgConn != NULL)
+		if (list_member_int(nodeIds, conn->nodeId) && conn->pgConn != NULL)
 			CloseNodeConnection(conn);
 	}
 	list_free(all);
-	list_free(failedNodes);
 }
 
 static void
@@ -1585,12 +1179,12 @@ ExecutorXactCallback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
-		/* first: ForgetOwners closes the broken connection it finds */
-		CloseConnectionsToFailedNodes();
+		/* look before cleanup closes the broken connections themselves */
+		List	   *failedNodes = FailedNodes();
+
 		ForgetOwners(0);
+		CloseConnectionsToNodes(failedNodes);
 	}
-	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE)
-		ForgetOwners(0);
 }
 
 static void
@@ -1637,7 +1231,7 @@ ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState
 	if (!PQsendQueryParams(conn->pgConn, command.data, task->params->count,
 						   task->params->types, task->params->values,
 						   task->params->lengths, task->params->formats, 0))
-		ReportConnectionError(conn, ERROR);
+		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	FlushConnection(conn);
 

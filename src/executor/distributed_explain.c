@@ -32,6 +32,14 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	ListCell   *cell;
 	int			shown = 0;
 
+	if (job->kind == JOB_INSERT && !job->insertFromSubplan && !es->analyze)
+	{
+		/* building the tasks would evaluate the rows (nextval() ...) */
+		ExplainPropertyText("Insert Method", "rows routed by the coordinator", es);
+		ExplainPropertyInteger("Rows", NULL, job->insertRowCount, es);
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
 	if (job->insertFromSubplan)
 	{
 		ExplainPropertyText("Insert Method", "rows routed by the coordinator", es);

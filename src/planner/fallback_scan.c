@@ -134,7 +134,7 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 		if (rinfo->pseudoconstant)
 			continue;
 		if (!contain_volatile_functions((Node *) rinfo->clause) &&
-			ExprIsShippable((Node *) rinfo->clause, root->parse))
+			ExprIsShippable((Node *) rinfo->clause, root->parse, true))
 			remoteQuals = lappend(remoteQuals, rinfo->clause);
 		else
 			localQuals = lappend(localQuals, rinfo->clause);
@@ -175,6 +175,7 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	table_close(relation, NoLock);
 
 	InitRemoteSql(&sql);
+	sql.allowExecParams = true;
 	RemoteSqlPushQuery(&sql, root->parse);
 	appendStringInfoString(&sql.buf, "SELECT ");
 	foreach(cell, attnums)

@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
@@ -18,6 +19,7 @@
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 
 #include "shardext/ddl.h"
 #include "shardext/guc.h"
@@ -33,6 +35,7 @@ static PlannedStmt *LocalPlanner(Query *parse, const char *queryString,
 static void RejectRowLocks(Query *parse);
 static void RejectModifyingCTEs(Query *parse);
 static bool IsDistributedResultRelation(Query *parse);
+static void WrapDistributedTablesForRowMarks(Query *query);
 
 static PlannedStmt *
 LocalPlanner(Query *parse, const char *queryString, int cursorOptions,
@@ -71,6 +74,9 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 				plan = PlanRouterQuery(parse);
 				if (plan == NULL)
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
+				if (plan == NULL)
+					plan = PlanRecursively(parse, queryString, cursorOptions, boundParams,
+										   LocalPlanner);
 			}
 			break;
 		case CMD_INSERT:
@@ -109,7 +115,92 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 	 * Everything else is planned locally; distributed tables in it are
 	 * scanned by pulling rows (DistributedRelPathlist).
 	 */
+	if (parse->rowMarks != NIL ||
+		((parse->commandType == CMD_UPDATE || parse->commandType == CMD_DELETE) &&
+		 !IsDistributedResultRelation(parse)))
+	{
+		parse = copyObject(parse);
+		WrapDistributedTablesForRowMarks(parse);
+	}
 	return LocalPlanner(parse, queryString, cursorOptions, boundParams);
+}
+
+/*
+ * WrapDistributedTablesForRowMarks: when a local table is updated, deleted
+ * from or locked, the planner marks the other tables of the statement so
+ * that a row updated concurrently can be rechecked, and for a table that
+ * means fetching its row again by ctid -- which a distributed table cannot
+ * do.  Each distributed table of the top level becomes
+ * (SELECT <its columns> FROM it OFFSET 0), whose rows are marked by copying
+ * them instead.  (OFFSET 0 keeps the planner from pulling the subquery up.)
+ */
+static void
+WrapDistributedTablesForRowMarks(Query *query)
+{
+	ListCell   *cell;
+	Index		rtindex = 0;
+
+	foreach(cell, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst(cell);
+		RangeTblEntry *inner;
+		Query	   *subquery;
+		Relation	relation;
+		TupleDesc	desc;
+		RangeTblRef *ref = makeNode(RangeTblRef);
+
+		rtindex++;
+		if (rte->rtekind != RTE_RELATION || (int) rtindex == query->resultRelation ||
+			!IsDistributedTable(rte->relid))
+			continue;
+
+		inner = copyObject(rte);
+		inner->inh = false;
+		subquery = makeNode(Query);
+		subquery->commandType = CMD_SELECT;
+		subquery->querySource = QSRC_ORIGINAL;
+		subquery->canSetTag = true;
+		subquery->rtable = list_make1(inner);
+		ref->rtindex = 1;
+		subquery->jointree = makeFromExpr(list_make1(ref), NULL);
+		subquery->limitOffset = (Node *) makeConst(INT8OID, -1, InvalidOid, sizeof(int64),
+												   Int64GetDatum(0), false, FLOAT8PASSBYVAL);
+		subquery->limitOption = LIMIT_OPTION_COUNT;
+
+		/* output column k is attribute k, so the query's Vars keep meaning */
+		relation = table_open(rte->relid, NoLock);
+		desc = RelationGetDescr(relation);
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(desc, i);
+			Expr	   *expr;
+
+			if (attr->attisdropped)
+				expr = (Expr *) makeNullConst(INT4OID, -1, InvalidOid);
+			else
+				expr = (Expr *) makeVar(1, attr->attnum, attr->atttypid, attr->atttypmod,
+										attr->attcollation, 0);
+			subquery->targetList = lappend(subquery->targetList,
+										   makeTargetEntry(expr, i + 1,
+														   pstrdup(NameStr(attr->attname)),
+														   false));
+		}
+		table_close(relation, NoLock);
+
+		rte->rtekind = RTE_SUBQUERY;
+		rte->subquery = subquery;
+		rte->relid = InvalidOid;
+		rte->relkind = 0;
+		rte->rellockmode = NoLock;
+		rte->tablesample = NULL;
+		rte->inh = false;
+		rte->requiredPerms = 0;
+		rte->checkAsUser = InvalidOid;
+		rte->selectedCols = NULL;
+		rte->insertedCols = NULL;
+		rte->updatedCols = NULL;
+		rte->extraUpdatedCols = NULL;
+	}
 }
 
 /* is the target of this INSERT/UPDATE/DELETE/MERGE a distributed table? */

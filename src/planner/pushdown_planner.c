@@ -9,7 +9,9 @@
  * distribution columns (so rows that join live in shards of the same
  * index), reference tables are only joined where they cannot produce
  * unmatched rows once per shard, and subqueries in expressions read only
- * reference tables.
+ * reference tables or are co-located: EXISTS correlated on the
+ * distribution column, distribution column IN (SELECT distribution
+ * column ...).
  *
  * Above it, either the whole query runs on each shard ("full pushdown":
  * no aggregates, or GROUP BY the distribution column, window functions
@@ -47,6 +49,9 @@
 #include "shardext/remote_sql.h"
 
 /* builds the shard query's columns and the combine step's expressions */
+/* AppendPartial's cast that squares the argument as numeric */
+#define SQUARE_AS_NUMERIC "square"
+
 typedef struct CombineContext
 {
 	Query	   *query;
@@ -56,6 +61,7 @@ typedef struct CombineContext
 	List	   *columnTypmods;
 	List	   *columnCollations;
 	int			columnCount;
+	int			distinctColumn; /* shard column of the DISTINCT aggregates' argument */
 	bool		failed;
 	const char *failReason;
 } CombineContext;
@@ -63,11 +69,12 @@ typedef struct CombineContext
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
 static bool CheckOuterJoins(Node *jtnode, Query *query);
 static void CollectAllQuals(Node *jtnode, List **conjuncts);
-static bool SublinksReadOnlyReferenceTables(Query *query);
+static bool SublinksAreColocated(Query *query, PushdownInfo *info);
 static bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
 static int	AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation);
 static Var *WorkerColumnVar(CombineContext *context, int column);
 static Node *CombineMutator(Node *node, CombineContext *context);
+static Node *DistinctAggregateArgument(Query *query);
 static Node *SplitAggregate(Aggref *aggref, CombineContext *context);
 static Aggref *MakeAggref(Oid aggfnoid, Oid resultType, Oid inputCollation, List *args);
 static Oid	LookupAggregate(const char *schema, const char *name, int nargs, Oid *argtypes);
@@ -95,6 +102,7 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	bool		needsCombine;
 	ListCell   *cell;
 	List	   *conjuncts;
+	Node	   *distinctExpr = NULL;
 
 	if (query->setOperations != NULL || query->cteList != NIL || query->hasTargetSRFs ||
 		query->groupingSets != NIL || query->rowMarks != NIL || query->hasRecursive ||
@@ -187,6 +195,19 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, expr));
 			AddWorkerColumn(&context, exprType(expr), exprTypmod(expr), exprCollation(expr));
 		}
+		distinctExpr = DistinctAggregateArgument(query);
+		if (distinctExpr == (Node *) query)
+			return NULL;
+		if (distinctExpr != NULL)
+		{
+			/* count(DISTINCT x): the shards also group by x */
+			if (context.columnCount > 0)
+				appendStringInfoString(&sql.buf, ", ");
+			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, distinctExpr));
+			context.distinctColumn = AddWorkerColumn(&context, exprType(distinctExpr),
+													 exprTypmod(distinctExpr),
+													 exprCollation(distinctExpr));
+		}
 		foreach(cell, query->targetList)
 		{
 			TargetEntry *tle = lfirst(cell);
@@ -218,7 +239,7 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 		appendStringInfoString(&sql.buf, " WHERE ");
 		DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, query->jointree->quals));
 	}
-	if (query->groupClause != NIL)
+	if (query->groupClause != NIL || distinctExpr != NULL)
 	{
 		appendStringInfoString(&sql.buf, " GROUP BY ");
 		foreach(cell, query->groupClause)
@@ -227,6 +248,12 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 				appendStringInfoString(&sql.buf, ", ");
 			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query,
 															get_sortgroupclause_expr(lfirst(cell), query->targetList)));
+		}
+		if (distinctExpr != NULL)
+		{
+			if (query->groupClause != NIL)
+				appendStringInfoString(&sql.buf, ", ");
+			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, distinctExpr));
 		}
 	}
 	if (fullPushdown && query->havingQual != NULL)
@@ -424,7 +451,7 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 
 	if (!CheckOuterJoins((Node *) query->jointree, query))
 		return false;
-	return SublinksReadOnlyReferenceTables(query);
+	return SublinksAreColocated(query, info);
 }
 
 /* conjuncts of WHERE and of every join condition */
@@ -527,13 +554,128 @@ SublinkRelationsWalker(Node *node, void *context)
 	return expression_tree_walker(node, SublinkRelationsWalker, context);
 }
 
-/* subqueries in expressions may read reference tables only */
+/* does a query (with its subqueries) read only reference tables? */
 static bool
-SublinksReadOnlyReferenceTables(Query *query)
+ReadsOnlyReferenceTables(Query *query)
 {
+	return !query_tree_walker(query, SublinkRelationsWalker, NULL, QTW_EXAMINE_RTES_BEFORE);
+}
+
+/*
+ * SubqueryCorrelatedOnDistColumn: does a conjunct of the subquery equate
+ * the distribution column of one of its hash tables with the distribution
+ * column of one of the outer query's?
+ */
+static bool
+SubqueryCorrelatedOnDistColumn(Query *subquery, Query *outer)
+{
+	List	   *conjuncts = TopLevelConjuncts(subquery);
+	ListCell   *cell;
+
+	foreach(cell, conjuncts)
+	{
+		OpExpr	   *op = lfirst(cell);
+		Index		inner;
+		Index		outerIndex;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
+			continue;
+		for (int side = 0; side < 2; side++)
+		{
+			if (IsDistColumnVar(list_nth(op->args, side), subquery, 0, &inner) &&
+				IsDistColumnVar(list_nth(op->args, 1 - side), outer, 1, &outerIndex) &&
+				IsHashEquality(op->opno,
+							   GetDistTableCacheEntry(rt_fetch(inner, subquery->rtable)->relid)))
+				return true;
+		}
+	}
+	return false;
+}
+
+typedef struct SublinkCheckContext
+{
+	Query	   *query;
+	PushdownInfo *info;
+	bool		ok;
+} SublinkCheckContext;
+
+/*
+ * SublinkIsColocated: can a subquery in an expression run shard by shard?
+ * Yes when it reads only reference tables; or, for co-located tables,
+ * when EXISTS (...) is correlated on the distribution column (the rows it
+ * can see are in the outer row's shard), or when dist_col IN (SELECT
+ * dist_col ...) has a plain subquery (no aggregation, DISTINCT or LIMIT,
+ * which would be computed per shard).
+ */
+static bool
+SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
+{
+	Query	   *subquery = (Query *) sublink->subselect;
+	PushdownInfo subinfo;
+
+	if (ReadsOnlyReferenceTables(subquery))
+		return true;
+	if (subquery->setOperations != NULL || subquery->cteList != NIL ||
+		subquery->hasTargetSRFs || subquery->rowMarks != NIL)
+		return false;
+	memset(&subinfo, 0, sizeof(subinfo));
+	if (!AnalyzePushdownFrom(subquery, &subinfo) ||
+		subinfo.colocationId != context->info->colocationId)
+		return false;
+
+	if (sublink->subLinkType == EXISTS_SUBLINK)
+		return SubqueryCorrelatedOnDistColumn(subquery, context->query);
+
+	if (sublink->subLinkType == ANY_SUBLINK)
+	{
+		OpExpr	   *test = (OpExpr *) sublink->testexpr;
+		TargetEntry *first;
+
+		if (subquery->hasAggs || subquery->groupClause != NIL ||
+			subquery->havingQual != NULL || subquery->distinctClause != NIL ||
+			subquery->limitCount != NULL || subquery->limitOffset != NULL ||
+			subquery->hasWindowFuncs)
+			return false;
+		if (test == NULL || !IsA(test, OpExpr) || list_length(test->args) != 2 ||
+			!IsA(lsecond(test->args), Param) ||
+			!IsDistColumnOf(linitial(test->args), context->query, context->info) ||
+			!IsHashEquality(test->opno, GetDistTableCacheEntry(context->info->anchorRelid)))
+			return false;
+		first = linitial(subquery->targetList);
+		return !first->resjunk && IsDistColumnOf((Node *) first->expr, subquery, &subinfo);
+	}
+	return false;
+}
+
+static bool
+SublinkCheckWalker(Node *node, SublinkCheckContext *context)
+{
+	if (node == NULL || !context->ok)
+		return false;
+	if (IsA(node, SubLink))
+	{
+		if (!SublinkIsColocated((SubLink *) node, context))
+		{
+			context->ok = false;
+			return true;
+		}
+		return SublinkCheckWalker(((SubLink *) node)->testexpr, context);
+	}
+	if (IsA(node, Query))
+		return false;
+	return expression_tree_walker(node, SublinkCheckWalker, context);
+}
+
+/* can every subquery in the query's expressions run shard by shard? */
+static bool
+SublinksAreColocated(Query *query, PushdownInfo *info)
+{
+	SublinkCheckContext context = {query, info, true};
+
 	if (!query->hasSubLinks)
 		return true;
-	return !query_tree_walker(query, SublinkRelationsWalker, NULL, QTW_IGNORE_RANGE_TABLE);
+	query_tree_walker(query, SublinkCheckWalker, &context, QTW_IGNORE_RANGE_TABLE);
+	return context.ok;
 }
 
 /* is node a distribution column Var of one of the top-level hash tables? */
@@ -691,9 +833,18 @@ AppendPartial(CombineContext *context, const char *function, Node *arg, const ch
 		appendStringInfoChar(buf, '*');
 	else
 	{
+		Node	   *expr = flatten_join_alias_vars(context->query, arg);
+
 		appendStringInfoChar(buf, '(');
-		DeparseRemoteExpr(context->sql, flatten_join_alias_vars(context->query, arg));
-		appendStringInfo(buf, ")%s", cast ? cast : "");
+		DeparseRemoteExpr(context->sql, expr);
+		if (cast != NULL && strcmp(cast, SQUARE_AS_NUMERIC) == 0)
+		{
+			appendStringInfoString(buf, ")::pg_catalog.numeric OPERATOR(pg_catalog.*) (");
+			DeparseRemoteExpr(context->sql, expr);
+			appendStringInfoString(buf, ")::pg_catalog.numeric");
+		}
+		else
+			appendStringInfo(buf, ")%s", cast ? cast : "");
 	}
 	if (extraArg != NULL)
 	{
@@ -728,6 +879,23 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 	Oid			collation = aggref->inputcollid;
 	int			column;
 
+	if (aggref->aggdistinct != NIL && context->distinctColumn > 0 &&
+		aggref->aggorder == NIL && aggref->aggfilter == NULL &&
+		list_length(aggref->args) == 1 && aggref->agglevelsup == 0)
+	{
+		/* the shards grouped by the argument: aggregate its distinct values */
+		Aggref	   *combine = copyObject(aggref);
+		TargetEntry *tle = linitial(combine->args);
+		SortGroupClause *sgc = linitial(combine->aggdistinct);
+
+		tle->expr = (Expr *) WorkerColumnVar(context, context->distinctColumn);
+		tle->ressortgroupref = 1;
+		sgc->tleSortGroupRef = 1;
+		combine->aggtranstype = InvalidOid;
+		combine->aggno = -1;
+		combine->aggtransno = -1;
+		return (Node *) combine;
+	}
 	if (namespace != PG_CATALOG_NAMESPACE || aggref->aggorder != NIL ||
 		aggref->aggdistinct != NIL || aggref->aggkind != AGGKIND_NORMAL ||
 		aggref->agglevelsup != 0 || list_length(aggref->args) > 2)
@@ -853,7 +1021,51 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 		return (Node *) MakeAggref(aggref->aggfnoid, resultType, collation,
 								   list_make2(WorkerColumnVar(context, column), delimiter));
 	}
-	if ((strcmp(name, "array_agg") == 0 || strcmp(name, "jsonb_agg") == 0) &&
+	if ((strcmp(name, "variance") == 0 || strcmp(name, "var_samp") == 0 ||
+		 strcmp(name, "var_pop") == 0 || strcmp(name, "stddev") == 0 ||
+		 strcmp(name, "stddev_samp") == 0 || strcmp(name, "stddev_pop") == 0) &&
+		list_length(aggref->args) == 1 &&
+		(argType == INT2OID || argType == INT4OID || argType == INT8OID || argType == NUMERICOID))
+	{
+		/*
+		 * Exact numeric sums per shard; shardext.combine_variance applies
+		 * the arithmetic of PostgreSQL's numeric_stddev_internal to them.
+		 */
+		Oid			int8Type = INT8OID;
+		Oid			numericType = NUMERICOID;
+		int			countColumn;
+		int			sumColumn;
+		int			squaresColumn;
+		Oid			combineFn;
+		Oid			argtypes[5] = {INT8OID, NUMERICOID, NUMERICOID, BOOLOID, BOOLOID};
+		bool		sample = strcmp(name, "var_pop") != 0 && strcmp(name, "stddev_pop") != 0;
+		bool		root = strncmp(name, "stddev", 6) == 0;
+
+		countColumn = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
+									INT8OID, -1, InvalidOid);
+		sumColumn = AppendPartial(context, "pg_catalog.sum", arg, "::pg_catalog.numeric",
+								  NULL, aggref, NUMERICOID, -1, InvalidOid);
+		squaresColumn = AppendPartial(context, "pg_catalog.sum", arg, SQUARE_AS_NUMERIC,
+									  NULL, aggref, NUMERICOID, -1, InvalidOid);
+		combineFn = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
+											  makeString("combine_variance")),
+								   5, argtypes, false);
+		return (Node *) makeFuncExpr(combineFn, NUMERICOID,
+									 list_make5(MakeAggref(LookupAggregate(SHARDEXT_SCHEMA_NAME, "sum_counts", 1, &int8Type),
+														   INT8OID, InvalidOid,
+														   list_make1(WorkerColumnVar(context, countColumn))),
+												MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
+														   NUMERICOID, InvalidOid,
+														   list_make1(WorkerColumnVar(context, sumColumn))),
+												MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
+														   NUMERICOID, InvalidOid,
+														   list_make1(WorkerColumnVar(context, squaresColumn))),
+												makeBoolConst(sample, false),
+												makeBoolConst(root, false)),
+									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	}
+	if ((strcmp(name, "array_agg") == 0 || strcmp(name, "jsonb_agg") == 0 ||
+		 strcmp(name, "json_agg") == 0) &&
 		list_length(aggref->args) == 1)
 	{
 		Oid			combineFn;
@@ -861,7 +1073,8 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 		column = AppendPartial(context, quote_qualified_identifier("pg_catalog", name), arg,
 							   NULL, NULL, aggref, resultType, -1, aggref->aggcollid);
 		combineFn = LookupAggregate(SHARDEXT_SCHEMA_NAME,
-									strcmp(name, "array_agg") == 0 ? "array_cat_agg" : "jsonb_cat_agg",
+									strcmp(name, "array_agg") == 0 ? "array_cat_agg" :
+									strcmp(name, "jsonb_agg") == 0 ? "jsonb_cat_agg" : "json_cat_agg",
 									1, &resultType);
 		if (OidIsValid(combineFn))
 			return (Node *) MakeAggref(combineFn, resultType, collation,
@@ -871,6 +1084,61 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 	context->failed = true;
 	context->failReason = "an aggregate that cannot be split";
 	return (Node *) aggref;
+}
+
+typedef struct DistinctContext
+{
+	Node	   *argument;
+	bool		conflict;
+} DistinctContext;
+
+static bool
+DistinctAggregateWalker(Node *node, DistinctContext *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Aggref))
+	{
+		Aggref	   *aggref = (Aggref *) node;
+
+		if (aggref->aggdistinct != NIL && aggref->agglevelsup == 0)
+		{
+			Node	   *argument;
+
+			if (list_length(aggref->args) != 1 || aggref->aggfilter != NULL ||
+				aggref->aggorder != NIL)
+			{
+				context->conflict = true;
+				return true;
+			}
+			argument = (Node *) ((TargetEntry *) linitial(aggref->args))->expr;
+			if (context->argument != NULL && !equal(context->argument, argument))
+			{
+				context->conflict = true;
+				return true;
+			}
+			context->argument = argument;
+		}
+		return false;
+	}
+	return expression_tree_walker(node, DistinctAggregateWalker, context);
+}
+
+/*
+ * DistinctAggregateArgument returns the argument of the query's DISTINCT
+ * aggregates (all must share one), NULL when there are none, or the query
+ * itself when they cannot be split (several arguments, FILTER, ORDER BY).
+ */
+static Node *
+DistinctAggregateArgument(Query *query)
+{
+	DistinctContext context = {NULL, false};
+
+	DistinctAggregateWalker((Node *) query->targetList, &context);
+	DistinctAggregateWalker(query->havingQual, &context);
+	if (context.conflict)
+		return (Node *) query;
+	return context.argument;
 }
 
 /*

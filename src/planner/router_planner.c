@@ -83,7 +83,8 @@ ContainsAnyVarWalker(Node *node, void *context)
 		IsA(node, WindowFunc) || IsA(node, SubLink) || IsA(node, SubPlan) ||
 		IsA(node, GroupingFunc) || IsA(node, Query))
 		return true;
-	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
+	/* executor values (init plans, nestloop parameters of scans) are fine */
+	if (IsA(node, Param) && ((Param *) node)->paramkind == PARAM_SUBLINK)
 		return true;
 	return expression_tree_walker(node, ContainsAnyVarWalker, context);
 }
@@ -103,11 +104,12 @@ ContainsAnyVar(Node *node)
 bool
 IsHashEquality(Oid opno, DistTableCacheEntry *entry)
 {
-	TypeCacheEntry *typeEntry = lookup_type_cache(entry->distType, TYPECACHE_HASH_OPFAMILY);
+	/* the type cache keeps the opfamily: no catalog scan per query */
+	TypeCacheEntry *typentry = lookup_type_cache(entry->distType, TYPECACHE_HASH_OPFAMILY);
 
-	if (!OidIsValid(typeEntry->hash_opf))
+	if (!OidIsValid(typentry->hash_opf))
 		return false;
-	return op_in_opfamily(opno, typeEntry->hash_opf);
+	return op_in_opfamily(opno, typentry->hash_opf);
 }
 
 /*
@@ -527,8 +529,8 @@ PlanRouterQuery(Query *query)
 	}
 	job.paramCount = list_length(sql.paramExprs);
 	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
-	/* text with inlined constants rarely repeats: preparing would cost a round trip */
-	job.usePrepared = job.paramCount > 0;
+	/* a text with parameters is reused: prepare it once per connection */
+	job.usePrepared = (sql.paramExprs != NIL);
 	job.insertDistColumn = -1;
 
 	foreach(cell, query->targetList)
@@ -651,16 +653,38 @@ PlanDistributedModify(Query *query)
 		RemoteSqlFail(&sql, "a volatile function");
 	RejectUnshippable(&sql, query, command);
 
-	/* the other tables must be on every node: reference tables */
-	foreach(cell, sql.relations)
+	/*
+	 * Other tables must be on every node (reference tables), or co-located
+	 * with the target and joined to it on the distribution column, so that
+	 * each shard's rows meet all the rows they can match there.
+	 */
+	if (entry->method == DISTRIBUTE_BY_HASH)
 	{
-		if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
+		PushdownInfo info;
+
+		memset(&info, 0, sizeof(info));
+		if (!AnalyzePushdownFrom(query, &info) || info.colocationId != entry->colocationId)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("%s on distributed table \"%s\" that reads distributed table \"%s\" is not supported",
-							command, get_rel_name(target->relid),
-							get_rel_name(lfirst_oid(cell))),
-					 errhint("Read the other table's values first, or join only reference tables.")));
+					 errmsg("%s on distributed table \"%s\" that reads other distributed tables "
+							"this way is not supported", command, get_rel_name(target->relid)),
+					 errdetail("The other tables must be co-located with it and joined on the "
+							   "distribution column, or be reference tables."),
+					 errhint("Read the other tables' values first, then run the %s with them.",
+							 command)));
+	}
+	else
+	{
+		foreach(cell, sql.relations)
+		{
+			if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("%s on reference table \"%s\" that reads distributed table \"%s\" is not supported",
+								command, get_rel_name(target->relid),
+								get_rel_name(lfirst_oid(cell))),
+						 errhint("Read the other table's values first, or join only reference tables.")));
+		}
 	}
 
 	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
@@ -675,7 +699,7 @@ PlanDistributedModify(Query *query)
 	job.pruneKinds = kinds;
 	job.paramCount = list_length(sql.paramExprs);
 	job.hasReturning = query->returningList != NIL;
-	job.usePrepared = (values != NIL && job.paramCount > 0);
+	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
 	job.insertDistColumn = -1;
 	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
 

@@ -64,6 +64,9 @@ typedef struct DistributedScanState
 	bool		started;
 	bool		finished;
 	bool		subplanDone;	/* INSERT ... SELECT read every row */
+	/* INSERT ... SELECT reads all its rows before it writes any (see task_builder.c) */
+	Tuplestorestate *sourceRows;
+	TupleTableSlot *sourceSlot;
 	MemoryContext batchContext; /* rows and tasks of one INSERT batch */
 	bool		inTransaction;	/* tasks run inside remote transactions */
 	int			subxactLevel;	/* nesting level the execution started at */

@@ -7,10 +7,14 @@
  *	- router (router_planner.c): every distributed table pinned to one shard
  *	  (by the distribution column = a constant or parameter): the whole
  *	  statement goes to one node, without the standard planner;
- *	- DML (router_planner.c): INSERT ... VALUES routed row by row,
- *	  UPDATE/DELETE on the shards their WHERE clause leaves;
+ *	- DML (router_planner.c, insert_planner.c, insert_select.c): INSERT
+ *	  routed row by row (or INSERT ... SELECT pushed down between co-located
+ *	  tables), UPDATE/DELETE on the shards their WHERE clause leaves;
  *	- multi-shard pushdown (pushdown_planner.c): a per-shard query plus a
  *	  coordinator "combine" step planned by the standard planner;
+ *	- recursive planning (recursive_planner.c): subqueries, CTEs and set
+ *	  operation branches that can be distributed on their own are, and the
+ *	  rest of the query is planned locally;
  *	- pull fallback (fallback_scan.c): the standard planner plans the query
  *	  locally and every distributed table is scanned by fetching the needed
  *	  columns of the matching rows.
@@ -79,6 +83,11 @@ extern bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
 extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
 extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);
+
+/* recursive_planner.c */
+typedef PlannedStmt *(*LocalPlannerFunction) (Query *, const char *, int, ParamListInfo);
+extern PlannedStmt *PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
+									ParamListInfo boundParams, LocalPlannerFunction localPlanner);
 
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,

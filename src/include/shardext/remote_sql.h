@@ -34,6 +34,7 @@ typedef struct RemoteSql
 	int			nextLevelId;
 	int			gucNestLevel;	/* > 0 while safe output settings are in force */
 	Index		exclRelIndex;	/* INSERT ... ON CONFLICT: the EXCLUDED entry */
+	bool		allowExecParams;	/* scan quals: init plan and nestloop values */
 } RemoteSql;
 
 extern void InitRemoteSql(RemoteSql *sql);
@@ -50,7 +51,7 @@ extern void DeparseRemoteFromItem(RemoteSql *sql, Node *item);
 extern void DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause,
 								 List *targetList);
 extern char *RemoteTypeName(Oid typid, int32 typmod);
-extern bool ExprIsShippable(Node *node, Query *query);
+extern bool ExprIsShippable(Node *node, Query *query, bool allowExecParams);
 
 extern char *BuildTaskSql(List *parts, List *shardNames);
 

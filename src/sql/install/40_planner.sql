@@ -65,3 +65,57 @@ CREATE FUNCTION pg_catalog.shardext_stat_shards_reset()
 COMMENT ON FUNCTION pg_catalog.shardext_stat_shards_reset()
 	IS 'sets the per-shard statement counters of shardext.stat_shards to zero';
 REVOKE ALL ON FUNCTION pg_catalog.shardext_stat_shards_reset() FROM PUBLIC;
+
+-- placeholder for the rows of a separately planned part (subquery, CTE,
+-- set operation branch) of a query; the planner replaces it
+CREATE FUNCTION shardext.distributed_subplan(part int)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_distributed_result';
+COMMENT ON FUNCTION shardext.distributed_subplan(int)
+	IS 'placeholder for the rows of a separately planned part of a distributed query (never called)';
+
+-- json_agg results of the shards, concatenated into one JSON array with
+-- json_agg's own formatting ("[a, b]")
+CREATE FUNCTION shardext.json_cat_step(state text, part json)
+	RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT CASE WHEN part IS NULL THEN state
+					  WHEN state IS NULL THEN part::text
+					  ELSE left(state, -1) || ', ' || substr(part::text, 2) END $$;
+COMMENT ON FUNCTION shardext.json_cat_step(text, json)
+	IS 'adds one shard''s json_agg result to the concatenation';
+CREATE FUNCTION shardext.json_cat_final(state text)
+	RETURNS json
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT state::json $$;
+COMMENT ON FUNCTION shardext.json_cat_final(text)
+	IS 'the concatenated json_agg result';
+CREATE AGGREGATE shardext.json_cat_agg(json) (
+	SFUNC = shardext.json_cat_step, STYPE = text, FINALFUNC = shardext.json_cat_final
+);
+COMMENT ON AGGREGATE shardext.json_cat_agg(json)
+	IS 'concatenates per-shard json_agg results';
+
+-- variance and standard deviation from per-shard count, sum and sum of
+-- squares (exact numerics), with the arithmetic of PostgreSQL's own
+-- numeric_stddev_internal: (N * sum(x^2) - sum(x)^2) / (N * (N - 1)), or
+-- N * N for the population forms, 0 when the numerator is not positive
+CREATE FUNCTION shardext.combine_variance(n int8, s numeric, q numeric,
+										  sample bool, root bool)
+	RETURNS numeric
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT CASE WHEN v IS NULL OR NOT root OR v = 0 THEN v
+				ELSE round(sqrt(v + ('0.' || repeat('0', scale(v) + 20) || '1')::numeric
+								- ('0.' || repeat('0', scale(v) + 20) || '1')::numeric),
+						   scale(v)) END
+	FROM (SELECT CASE
+			WHEN n IS NULL OR n = 0 OR (sample AND n = 1) THEN NULL
+			WHEN n::numeric * q - s * s <= 0 THEN 0::numeric
+			ELSE (n::numeric * q - s * s) /
+				 (n::numeric * (CASE WHEN sample THEN n - 1 ELSE n END))
+			END AS v) x
+	$$;
+COMMENT ON FUNCTION shardext.combine_variance(int8, numeric, numeric, bool, bool)
+	IS 'variance or standard deviation from per-shard count, sum and sum of squares';

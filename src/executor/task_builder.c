@@ -1,0 +1,687 @@
+/*-------------------------------------------------------------------------
+ *
+ * task_builder.c
+ *	  Building the tasks of a distributed scan at execution: choosing the
+ *	  shards (pruning values evaluated now, so prepared statements route by
+ *	  their parameters), locking the shards a write touches, choosing
+ *	  placements, evaluating the parameters once, and for INSERT evaluating
+ *	  and routing the rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "postmaster/postmaster.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "shardext/connection.h"
+#include "shardext/deparser.h"
+#include "shardext/distributed_executor.h"
+#include "shardext/metadata.h"
+#include "shardext/remote_sql.h"
+#include "shardext/remote_xact.h"
+#include "shardext/resource_lock.h"
+
+/* bind parameters one statement may have (the protocol's limit) */
+#define MAX_PARAMS_PER_STATEMENT 65535
+/* rows of an INSERT ... SELECT routed per batch */
+#define INSERT_SELECT_BATCH_ROWS 10000
+
+static void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
+static int64 *SnapshotShardIds(DistTableCacheEntry *entry, int *count);
+static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
+static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
+static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
+									int first, int count);
+static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
+static void BuildInsertTasks(DistributedScanState *state);
+static int	ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
+							Oid *types);
+static int	ChooseReadPlacement(ShardInterval *shard);
+
+/*
+ * SnapshotShardIds returns the ids of a table's shards in hash order (the
+ * cache entry is rebuilt in place after an invalidation, so a copy is what
+ * tells later whether the shards changed).
+ */
+static int64 *
+SnapshotShardIds(DistTableCacheEntry *entry, int *count)
+{
+	int64	   *ids = palloc(sizeof(int64) * Max(entry->shardCount, 1));
+
+	for (int i = 0; i < entry->shardCount; i++)
+		ids[i] = entry->shards[i].shardId;
+	*count = entry->shardCount;
+	return ids;
+}
+
+/*
+ * ShardIdsChanged tells whether a table's shards differ from a snapshot:
+ * a split replaced some (shard ids never change their hash range).
+ */
+static bool
+ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count)
+{
+	if (entry == NULL || entry->shardCount != count)
+		return true;
+	for (int i = 0; i < count; i++)
+	{
+		if (entry->shards[i].shardId != ids[i])
+			return true;
+	}
+	return false;
+}
+
+/*
+ * LockShardsInOrder takes a write lock on each shard, in shard id order.
+ *
+ * A statement that writes one placement of one shard takes
+ * ShardWriteLockMode, which does not conflict with itself: such writers
+ * only meet in the worker's row locks, where the worker's deadlock
+ * detector sees them.  A statement that writes several shards or several
+ * placements (a multi-shard UPDATE/DELETE, any write to a reference table)
+ * could deadlock with another one across nodes, where no detector sees
+ * it; it takes the self-conflicting ShardMultiWriteLockMode, so such
+ * statements (and single-shard writers of the same shards) queue up on the
+ * coordinator, in shard id order, instead.
+ */
+static void
+LockShardsInOrder(int64 *ids, int count, LOCKMODE mode)
+{
+	for (int i = 1; i < count; i++)
+	{
+		int64		key = ids[i];
+		int			j = i - 1;
+
+		while (j >= 0 && ids[j] > key)
+		{
+			ids[j + 1] = ids[j];
+			j--;
+		}
+		ids[j + 1] = key;
+	}
+	for (int i = 0; i < count; i++)
+		LockShardResource(ids[i], mode);
+}
+
+/*
+ * BuildDistributedTasks makes the task list (once per execution); EXPLAIN
+ * calls it too, without running the tasks.
+ */
+void
+BuildDistributedTasks(DistributedScanState *state)
+{
+	DistributedJob *job = state->job;
+	DistTableCacheEntry *anchor = NULL;
+	List	   *shardIndexes;
+	RemoteParams *params;
+	MemoryContext oldContext;
+	ListCell   *cell;
+	int			relationCount = list_length(job->relations);
+
+	if (state->tasksBuilt)
+		return;
+
+	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
+									   state->batchContext : state->execContext);
+	if (job->kind == JOB_INSERT)
+	{
+		BuildInsertTasks(state);
+		state->tasksBuilt = true;
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
+
+	if (job->anchor >= 0)
+		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+	shardIndexes = SelectShardIndexes(state, anchor);
+
+	/*
+	 * Writers lock their shards in id order before looking at placements.  A
+	 * wait may have let a move commit (new placements: looked up below) or a
+	 * split (new shards: the positions chosen before name other ranges now),
+	 * so the shards are chosen again until the layout held still.
+	 */
+	if (job->kind == JOB_MODIFY)
+	{
+		Oid			target = list_nth_oid(job->relations, Max(job->anchor, 0));
+
+		for (;;)
+		{
+			DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
+			int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
+			int			layoutCount;
+			int64	   *layout = SnapshotShardIds(entry, &layoutCount);
+			int			n = 0;
+			bool		several = false;
+
+			foreach(cell, shardIndexes)
+			{
+				ShardInterval *shard = &entry->shards[lfirst_int(cell)];
+
+				ids[n++] = shard->shardId;
+				if (shard->placementCount > 1)
+					several = true;
+			}
+			if (n > 1)
+				several = true;
+			LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
+
+			if (job->anchor >= 0)
+				anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+			if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
+				break;
+			shardIndexes = SelectShardIndexes(state, anchor);
+		}
+	}
+
+	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+
+	foreach(cell, shardIndexes)
+	{
+		int			shardIndex = lfirst_int(cell);
+		List	   *shardNames = NIL;
+		ShardInterval *taskShard = NULL;
+		char	   *sql;
+
+		for (int i = 0; i < relationCount; i++)
+		{
+			Oid			relid = list_nth_oid(job->relations, i);
+			DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+			ShardInterval *shard;
+
+			if (entry == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+			if (entry->method == DISTRIBUTE_BY_HASH)
+			{
+				if (shardIndex >= entry->shardCount)
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("shards of table \"%s\" changed during planning",
+									get_rel_name(relid)),
+							 errhint("Run the statement again.")));
+				shard = &entry->shards[shardIndex];
+				/* co-located shards of one index must cover the same hashes */
+				if (anchor != NULL &&
+					(shard->hashMin != anchor->shards[shardIndex].hashMin ||
+					 shard->hashMax != anchor->shards[shardIndex].hashMax))
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("shards of tables \"%s\" and \"%s\" do not line up",
+									get_rel_name(anchor->relid), get_rel_name(relid)),
+							 errdetail("Joins of co-located tables run shard by shard."),
+							 errhint("Run the statement again once the shard operation has finished.")));
+			}
+			else
+				shard = &entry->shards[0];
+			if (i == Max(job->anchor, 0))
+				taskShard = shard;
+			shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
+		}
+		sql = BuildTaskSql(job->sqlParts, shardNames);
+
+		if (taskShard->placementCount == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("shard " INT64_FORMAT " has no placement", taskShard->shardId)));
+
+		if (job->kind == JOB_MODIFY)
+		{
+			/* every placement gets the write; the first one's rows are returned */
+			for (int p = 0; p < taskShard->placementCount; p++)
+			{
+				RemoteTask *task = palloc0(sizeof(RemoteTask));
+
+				task->sql = sql;
+				task->nodeId = taskShard->placementNodeIds[p];
+				task->shardId = taskShard->shardId;
+				task->params = params;
+				task->returnsRows = (p == 0);
+				state->tasks = lappend(state->tasks, task);
+			}
+		}
+		else
+		{
+			RemoteTask *task = palloc0(sizeof(RemoteTask));
+			int			choice;
+
+			choice = ChooseReadPlacement(taskShard);
+			task->sql = sql;
+			task->nodeId = taskShard->placementNodeIds[choice];
+			task->shardId = taskShard->shardId;
+			task->params = params;
+			task->returnsRows = true;
+			state->tasks = lappend(state->tasks, task);
+		}
+	}
+	state->tasksBuilt = true;
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * SelectShardIndexes evaluates the pruning values and returns the indexes
+ * of the anchor table's shards that can hold matching rows (one index, 0,
+ * when only reference tables are involved).
+ */
+static List *
+SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor)
+{
+	DistributedJob *job = state->job;
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	bool	   *selected;
+	List	   *result = NIL;
+	ListCell   *exprCell;
+	ListCell   *kindCell;
+
+	if (anchor == NULL)
+		return list_make1_int(0);
+
+	selected = palloc(sizeof(bool) * anchor->shardCount);
+	for (int i = 0; i < anchor->shardCount; i++)
+		selected[i] = true;
+
+	forboth(exprCell, state->pruneExprStates, kindCell, job->pruneKinds)
+	{
+		bool		isnull;
+		Datum		value = ExecEvalExpr(lfirst(exprCell), econtext, &isnull);
+		bool	   *matches = palloc0(sizeof(bool) * anchor->shardCount);
+
+		if (!isnull && lfirst_int(kindCell) == PRUNE_EQUAL)
+			matches[FindShardForValue(anchor, value)->shardIndex] = true;
+		else if (!isnull)
+		{
+			ArrayType  *array = DatumGetArrayTypeP(value);
+			int16		typlen;
+			bool		typbyval;
+			char		typalign;
+			Datum	   *elements;
+			bool	   *nulls;
+			int			count;
+
+			get_typlenbyvalalign(ARR_ELEMTYPE(array), &typlen, &typbyval, &typalign);
+			deconstruct_array(array, ARR_ELEMTYPE(array), typlen, typbyval, typalign,
+							  &elements, &nulls, &count);
+			for (int i = 0; i < count; i++)
+			{
+				if (!nulls[i])
+					matches[FindShardForValue(anchor, elements[i])->shardIndex] = true;
+			}
+		}
+		for (int i = 0; i < anchor->shardCount; i++)
+			selected[i] = selected[i] && matches[i];
+	}
+
+	for (int i = 0; i < anchor->shardCount; i++)
+	{
+		if (selected[i])
+			result = lappend_int(result, i);
+	}
+	return result;
+}
+
+/*
+ * EvaluateParams computes count expressions starting at first on the
+ * coordinator and encodes them for libpq: binary for built-in types (exact
+ * and independent of DateStyle), text otherwise.
+ */
+static RemoteParams *
+EvaluateParams(DistributedScanState *state, List *exprStates, int first, int count)
+{
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	RemoteParams *params = palloc0(sizeof(RemoteParams));
+
+	params->count = count;
+	if (count == 0)
+		return params;
+	params->types = palloc0(sizeof(Oid) * count);
+	params->values = palloc0(sizeof(char *) * count);
+	params->lengths = palloc0(sizeof(int) * count);
+	params->formats = palloc0(sizeof(int) * count);
+
+	for (int i = 0; i < count; i++)
+	{
+		ExprState  *exprState = list_nth(exprStates, first + i);
+		bool		isnull;
+		Datum		value = ExecEvalExpr(exprState, econtext, &isnull);
+
+		EncodeParam(params, i, value, isnull, exprType((Node *) exprState->expr));
+	}
+	return params;
+}
+
+static void
+EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
+{
+	Oid			function;
+	bool		isVarlena;
+
+	if (type < FirstGenbkiObjectId && type != UNKNOWNOID)
+	{
+		params->types[i] = type;
+		params->formats[i] = 1;
+		if (isnull)
+			return;
+		getTypeBinaryOutputInfo(type, &function, &isVarlena);
+		{
+			bytea	   *bytes = OidSendFunctionCall(function, value);
+
+			params->values[i] = VARDATA(bytes);
+			params->lengths[i] = VARSIZE(bytes) - VARHDRSZ;
+		}
+		return;
+	}
+
+	params->types[i] = InvalidOid;	/* the SQL casts $n to its type */
+	params->formats[i] = 0;
+	if (isnull)
+		return;
+	getTypeOutputInfo(type, &function, &isVarlena);
+	{
+		int			nestLevel = BeginSafeDeparse();
+
+		params->values[i] = OidOutputFunctionCall(function, value);
+		EndSafeDeparse(nestLevel);
+	}
+}
+
+/*
+ * MaterializeSubplan reads every row of an INSERT ... SELECT's source before
+ * the first row is written.  The source may read the target table (or
+ * anything the inserts change), and the remote statements that read it see
+ * the transaction's earlier batches, so streaming would feed inserted rows
+ * back into the source (the Halloween problem).  PostgreSQL's own INSERT ...
+ * SELECT reads a snapshot taken before the statement; this is its
+ * equivalent.  The rows spill to disk beyond work_mem.
+ */
+static void
+MaterializeSubplan(DistributedScanState *state)
+{
+	PlanState  *child = linitial(state->css.custom_ps);
+	EState	   *estate = child->state;
+	MemoryContext oldContext = MemoryContextSwitchTo(estate->es_query_cxt);
+
+	state->sourceRows = tuplestore_begin_heap(false, false, work_mem);
+	for (;;)
+	{
+		TupleTableSlot *slot = ExecProcNode(child);
+
+		if (TupIsNull(slot))
+			break;
+		tuplestore_puttupleslot(state->sourceRows, slot);
+		CHECK_FOR_INTERRUPTS();
+	}
+	state->sourceSlot = MakeSingleTupleTableSlot(ExecGetResultType(child),
+												 &TTSOpsMinimalTuple);
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * ReadSubplanRows reads the next batch of rows of an INSERT ... SELECT
+ * (copied into the batch's memory) and returns how many; after the last
+ * batch state->subplanDone is set.
+ */
+static int
+ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut, Oid *types)
+{
+	PlanState  *child = linitial(state->css.custom_ps);
+	TupleDesc	desc = ExecGetResultType(child);
+	int			columns = state->job->insertColumnCount;
+	Datum	   *values = palloc(sizeof(Datum) * INSERT_SELECT_BATCH_ROWS * columns);
+	bool	   *nulls = palloc(sizeof(bool) * INSERT_SELECT_BATCH_ROWS * columns);
+	int			count = 0;
+
+	if (state->sourceRows == NULL)
+		MaterializeSubplan(state);
+
+	for (int c = 0; c < columns; c++)
+		types[c] = TupleDescAttr(desc, c)->atttypid;
+	while (count < INSERT_SELECT_BATCH_ROWS)
+	{
+		TupleTableSlot *slot = state->sourceSlot;
+		MemoryContext batchContext;
+		bool		found;
+
+		/*
+		 * Rows read back from disk are allocated in the current context and
+		 * owned by the slot until the next row: not the batch memory, which
+		 * is reset between batches.
+		 */
+		batchContext = MemoryContextSwitchTo(state->css.ss.ps.state->es_query_cxt);
+		found = tuplestore_gettupleslot(state->sourceRows, true, false, slot);
+		MemoryContextSwitchTo(batchContext);
+		if (!found)
+		{
+			state->subplanDone = true;
+			break;
+		}
+		slot_getallattrs(slot);
+		for (int c = 0; c < columns; c++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(desc, c);
+
+			nulls[count * columns + c] = slot->tts_isnull[c];
+			values[count * columns + c] = slot->tts_isnull[c] ? (Datum) 0 :
+				datumCopy(slot->tts_values[c], attr->attbyval, attr->attlen);
+		}
+		count++;
+	}
+	*valuesOut = values;
+	*nullsOut = nulls;
+	return count;
+}
+
+/*
+ * BuildInsertTasks evaluates the rows of an INSERT on the coordinator
+ * (defaults such as nextval() and volatile functions run once here), routes
+ * each row to its shard, and makes one multi-row INSERT per shard and
+ * placement.
+ */
+static void
+BuildInsertTasks(DistributedScanState *state)
+{
+	DistributedJob *job = state->job;
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	Oid			relid = linitial_oid(job->relations);
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+	int			columns = job->insertColumnCount;
+	List	  **rowsByShard;
+	Datum	   *values;
+	bool	   *nulls;
+	Oid		   *types = palloc(sizeof(Oid) * columns);
+	int			rowCount = job->insertRowCount;
+	int64	   *lockIds;
+	int			lockCount = 0;
+	int			rowsPerTask;
+	RemoteParams *shared;
+	int64	   *layout;
+	int			layoutCount;
+
+	if (entry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+	shared = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
+
+	if (job->insertFromSubplan)
+		rowCount = ReadSubplanRows(state, &values, &nulls, types);
+	else
+	{
+		values = palloc(sizeof(Datum) * Max(rowCount * columns, 1));
+		nulls = palloc(sizeof(bool) * Max(rowCount * columns, 1));
+		for (int c = 0; c < columns; c++)
+			types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
+		for (int r = 0; r < rowCount; r++)
+		{
+			for (int c = 0; c < columns; c++)
+			{
+				ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
+
+				values[r * columns + c] = ExecEvalExpr(exprState, econtext,
+													   &nulls[r * columns + c]);
+			}
+		}
+	}
+
+	/*
+	 * Route the rows, lock their shards, and route them again if the wait
+	 * let a split change the shards (see BuildDistributedTasks).
+	 */
+route:
+	layout = SnapshotShardIds(entry, &layoutCount);
+	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
+	for (int r = 0; r < rowCount; r++)
+	{
+		int			shardIndex = 0;
+
+		if (job->insertDistColumn >= 0)
+		{
+			int			d = r * columns + job->insertDistColumn;
+
+			if (nulls[d])
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("cannot insert a NULL distribution column value into \"%s\"",
+								get_rel_name(relid)),
+						 errhint("Every row of a distributed table needs a distribution "
+								 "column value to choose its shard.")));
+			shardIndex = FindShardForValue(entry, values[d])->shardIndex;
+		}
+		rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
+	}
+
+	/* lock the shards written, in id order (shard order is id order here) */
+	lockCount = 0;
+	lockIds = palloc(sizeof(int64) * entry->shardCount);
+	for (int s = 0; s < entry->shardCount; s++)
+	{
+		if (rowsByShard[s] != NIL)
+			lockIds[lockCount++] = entry->shards[s].shardId;
+	}
+	LockShardsInOrder(lockIds, lockCount,
+					  entry->method == DISTRIBUTE_BY_REFERENCE ?
+					  ShardMultiWriteLockMode : ShardWriteLockMode);
+	entry = GetDistTableCacheEntry(relid);
+	if (entry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+	if (ShardIdsChanged(entry, layout, layoutCount))
+		goto route;
+
+	for (int s = 0; s < entry->shardCount; s++)
+	{
+		ShardInterval *shard = &entry->shards[s];
+		List	   *shardNames;
+		char	   *prefix;
+		char	   *suffix;
+		List	   *rows = rowsByShard[s];
+		int			done = 0;
+
+		if (rows == NIL)
+			continue;
+		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
+		prefix = BuildTaskSql(job->sqlParts, shardNames);
+		suffix = BuildTaskSql(job->sqlSuffix, shardNames);
+
+		while (done < list_length(rows))
+		{
+			int			count = Min(rowsPerTask, list_length(rows) - done);
+			RemoteParams *params = palloc0(sizeof(RemoteParams));
+			StringInfoData sql;
+			int			n = shared->count;
+
+			params->count = shared->count + count * columns;
+			params->types = palloc0(sizeof(Oid) * params->count);
+			params->values = palloc0(sizeof(char *) * params->count);
+			params->lengths = palloc0(sizeof(int) * params->count);
+			params->formats = palloc0(sizeof(int) * params->count);
+			for (int i = 0; i < shared->count; i++)
+			{
+				params->types[i] = shared->types[i];
+				params->values[i] = shared->values[i];
+				params->lengths[i] = shared->lengths[i];
+				params->formats[i] = shared->formats[i];
+			}
+
+			initStringInfo(&sql);
+			appendStringInfoString(&sql, prefix);
+			appendStringInfoString(&sql, " VALUES ");
+			for (int i = 0; i < count; i++)
+			{
+				int			r = list_nth_int(rows, done + i);
+
+				appendStringInfoString(&sql, i > 0 ? ", (" : "(");
+				for (int c = 0; c < columns; c++)
+				{
+					appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
+									 RemoteTypeName(types[c], -1));
+					EncodeParam(params, n, values[r * columns + c], nulls[r * columns + c],
+								types[c]);
+					n++;
+				}
+				appendStringInfoChar(&sql, ')');
+			}
+			appendStringInfoString(&sql, suffix);
+			done += count;
+
+			for (int p = 0; p < shard->placementCount; p++)
+			{
+				RemoteTask *task = palloc0(sizeof(RemoteTask));
+
+				task->sql = sql.data;
+				task->nodeId = shard->placementNodeIds[p];
+				task->shardId = shard->shardId;
+				task->params = params;
+				task->returnsRows = (p == 0);
+				state->tasks = lappend(state->tasks, task);
+			}
+		}
+	}
+}
+
+/*
+ * ChooseReadPlacement picks the placement a read of a replicated shard (a
+ * reference table) uses: one on a node this transaction already uses (it
+ * sees the transaction's writes), else one on this server itself, else
+ * one chosen by process id, so sessions spread over the nodes.
+ */
+static int
+ChooseReadPlacement(ShardInterval *shard)
+{
+	int			choice = MyProcPid % Max(shard->placementCount, 1);
+
+	if (shard->placementCount <= 1)
+		return 0;
+	for (int p = 0; p < shard->placementCount; p++)
+	{
+		List	   *conns = NodeConnectionList(shard->placementNodeIds[p]);
+		ListCell   *cell;
+
+		foreach(cell, conns)
+		{
+			if (((NodeConnection *) lfirst(cell))->xactState != REMOTE_XACT_NONE)
+				return p;
+		}
+	}
+	for (int p = 0; p < shard->placementCount; p++)
+	{
+		WorkerNode *node = LookupWorkerNode(shard->placementNodeIds[p]);
+
+		if (node != NULL && node->port == PostPortNumber &&
+			(strcmp(node->host, "127.0.0.1") == 0 || strcmp(node->host, "localhost") == 0))
+			choice = p;
+	}
+	return choice;
+}
