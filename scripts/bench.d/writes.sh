@@ -39,6 +39,8 @@ ROWS=${WRITES_BENCH_ROWS:-1000000}
 FDW_ROWS=${WRITES_BENCH_FDW_ROWS:-20000}
 SECONDS_=${WRITES_BENCH_SECONDS:-30}
 CLIENTS=${WRITES_BENCH_CLIENTS:-8}
+# pgbench protocol for TPC-B: simple (pgbench's default) or prepared
+PROTOCOL=${WRITES_BENCH_PROTOCOL:-simple}
 PARTS=" ${WRITES_BENCH_PARTS:-copy tpcb} "
 PSQL="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -p $PORT"
 W1=$((PORT + 1))
@@ -146,7 +148,7 @@ PGBENCH="$BINDIR/pgbench -h 127.0.0.1 -U postgres -p $PORT"
 tpcb() {	# database, seconds, extra args
 	local db=$1 seconds=$2 out
 	shift 2
-	out=$($PGBENCH -n -c "$CLIENTS" -j 2 -T "$seconds" --max-tries=0 "$@" "$db" 2>&1) ||
+	out=$($PGBENCH -n -M "$PROTOCOL" -c "$CLIENTS" -j 2 -T "$seconds" --max-tries=0 "$@" "$db" 2>&1) ||
 		{ echo "pgbench failed on $db:" >&2; echo "$out" | tail -20 >&2; return 1; }
 	echo "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out") \
 $(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out") \
