@@ -682,19 +682,7 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 		command = psprintf("%sCOPY %s %s TO STDOUT %s", setCommand ? setCommand : "",
 						   QualifiedShardName(RelationGetRelid(rel), shard->shardId),
 						   AttnumListString(rel, attnums), remoteOptions);
-		SendRemoteCommand(conn, command);
-		while ((result = GetRemoteResult(conn)) != NULL &&
-			   PQresultStatus(result) == PGRES_COMMAND_OK)
-			PQclear(result);	/* the SETs */
-		if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
-		{
-			PGresult   *extra;
-
-			while ((extra = GetRemoteResult(conn)) != NULL)
-				PQclear(extra);
-			ReportRemoteError(conn, result, ERROR, command);
-		}
-		PQclear(result);
+		BeginRemoteCopy(conn, command, PGRES_COPY_OUT);
 
 		for (;;)
 		{
@@ -749,13 +737,9 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 			PQfreemem(data);
 			CHECK_FOR_INTERRUPTS();
 		}
-		while ((result = GetRemoteResult(conn)) != NULL)
-		{
-			if (PQresultStatus(result) != PGRES_COMMAND_OK)
-				ReportRemoteError(conn, result, ERROR, command);
-			processed += strtou64(PQcmdTuples(result), NULL, 10);
-			PQclear(result);
-		}
+		result = FinishRemoteQuery(conn, command);
+		processed += strtou64(PQcmdTuples(result), NULL, 10);
+		PQclear(result);
 		if (resetCommand != NULL)
 			ExecuteRemoteCommand(conn, resetCommand);
 	}

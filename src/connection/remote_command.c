@@ -2,13 +2,16 @@
  *
  * remote_command.c
  *	  Sending commands to nodes, reading results without blocking the
- *	  backend's reaction to interrupts, and relaying remote errors.
+ *	  backend's reaction to interrupts, relaying remote errors, streaming
+ *	  COPY data, and the bounded waits of cleanup paths.
  *
  * Connections are in non-blocking mode; every wait goes through the latch so
  * that a cancel, statement_timeout or the distributed deadlock detector
- * interrupts it.  When an error escapes
- * while a command is in flight, conn->queryInProgress stays set and the
- * transaction abort callback cancels the remote command.
+ * interrupts it.  When an error escapes while a command is in flight,
+ * conn->queryInProgress stays set and the transaction abort callback cancels
+ * the remote command.  The *WithTimeout functions and DrainRemoteResults
+ * are for abort and cleanup paths: they never throw for remote trouble and
+ * wait a bounded time without serving interrupts.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,7 +30,12 @@
 #include "shardext/remote_command.h"
 
 static void FlushRemoteOutput(NodeConnection *conn);
-static int	WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs);
+static bool ResultIsError(PGresult *result);
+static bool WaitForResultUntil(NodeConnection *conn, TimestampTz deadline,
+							   bool *timedOut);
+static bool FinishRemoteCommandUntil(NodeConnection *conn, const char *command,
+									 TimestampTz deadline, PGresult **lastOut,
+									 bool *timedOut);
 
 
 /* positions of the events in a connection's WaitEventSet */
@@ -35,13 +43,15 @@ static int	WaitOnConnection(NodeConnection *conn, int socketEvents, long timeout
 #define WAIT_SET_SOCKET 2
 
 /*
- * WaitOnConnection waits for the given socket events of the connection, its
- * latch, or timeoutMs (-1: no timeout), and returns what happened as WL_*
- * flags.  It serves no interrupts: callers decide whether they may.  A
- * cached connection's WaitEventSet is made on first use and kept.
+ * WaitOnNodeConnection waits for the given socket events of the connection,
+ * its latch, or timeoutMs (-1: no timeout), and returns what happened as
+ * WL_* flags.  It serves no interrupts: callers decide whether they may.  A
+ * cached connection's WaitEventSet is made on first use and kept (making
+ * one per wait costs an epoll instance per round trip, which showed up in
+ * profiles of router queries); it is the only wait set of the connection.
  */
-static int
-WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
+int
+WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 {
 	WaitEventSet *set = conn->waitSet;
 	WaitEvent	occurred[3];
@@ -95,8 +105,8 @@ WaitOnConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 void
 WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 {
-	int			rc = WaitOnConnection(conn, WL_SOCKET_READABLE |
-									  (forWrite ? WL_SOCKET_WRITEABLE : 0), -1L);
+	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE |
+										  (forWrite ? WL_SOCKET_WRITEABLE : 0), -1L);
 
 	if (rc & WL_LATCH_SET)
 	{
@@ -223,6 +233,7 @@ GetRemoteResult(NodeConnection *conn)
 	return result;
 }
 
+/* does a result report a failed command? */
 static bool
 ResultIsError(PGresult *result)
 {
@@ -233,47 +244,109 @@ ResultIsError(PGresult *result)
 }
 
 /*
+ * ReadRemoteResults reads every result of the command in flight, so that
+ * the connection is idle again, and returns the last successful one (or
+ * NULL).  The first failed result is returned in *firstError (NULL when
+ * none failed); later ones are dropped.  The caller owns both results and
+ * relays the error, typically with ReportRemoteError.
+ */
+PGresult *
+ReadRemoteResults(NodeConnection *conn, PGresult **firstError)
+{
+	PGresult   *result;
+	PGresult   *last = NULL;
+
+	*firstError = NULL;
+	while ((result = GetRemoteResult(conn)) != NULL)
+	{
+		if (ResultIsError(result))
+		{
+			if (*firstError == NULL)
+				*firstError = result;
+			else
+				PQclear(result);
+			continue;
+		}
+		PQclear(last);
+		last = result;
+	}
+	return last;
+}
+
+/*
+ * FinishRemoteQuery reads the results of the command sent on conn and
+ * returns the last one, which the caller must PQclear.  A remote error is
+ * rethrown after all results were read, so the connection is left idle.
+ */
+PGresult *
+FinishRemoteQuery(NodeConnection *conn, const char *command)
+{
+	PGresult   *error;
+	PGresult   *last = ReadRemoteResults(conn, &error);
+
+	if (error != NULL)
+	{
+		PQclear(last);
+		ReportRemoteError(conn, error, ERROR, command);
+	}
+	return last;
+}
+
+/*
  * ExecuteRemoteCommand runs a command and checks that it succeeded; a
  * remote error is rethrown locally with its SQLSTATE.
  */
 void
 ExecuteRemoteCommand(NodeConnection *conn, const char *command)
 {
-	PGresult   *result = ExecuteRemoteQuery(conn, command);
-
-	PQclear(result);
+	PQclear(ExecuteRemoteQuery(conn, command));
 }
 
 /*
- * ExecuteRemoteQuery runs a command and returns its last result, which the
- * caller must PQclear.  Errors are rethrown after all results were read, so
- * the connection is left idle.
+ * ExecuteRemoteQuery runs a command (possibly several, ';'-separated) and
+ * returns its last result, which the caller must PQclear.  Errors are
+ * rethrown after all results were read, so the connection is left idle.
  */
 PGresult *
 ExecuteRemoteQuery(NodeConnection *conn, const char *query)
 {
-	PGresult   *result;
-	PGresult   *last = NULL;
-	PGresult   *error = NULL;
-
 	SendRemoteCommand(conn, query);
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		if (ResultIsError(result) && error == NULL)
-		{
-			error = result;
-			continue;
-		}
-		PQclear(last);
-		last = result;
-	}
+	return FinishRemoteQuery(conn, query);
+}
 
-	if (error != NULL)
-	{
-		PQclear(last);
-		ReportRemoteError(conn, error, ERROR, query);
-	}
-	return last;
+/*
+ * ExecuteRemoteQueryParams is ExecuteRemoteQuery for one statement with
+ * text parameters whose types the node infers; without parameters, the
+ * simple query protocol is used (and several statements are allowed).
+ */
+PGresult *
+ExecuteRemoteQueryParams(NodeConnection *conn, const char *query, int nParams,
+						 const char *const *params)
+{
+	if (nParams > 0)
+		SendRemoteCommandParams(conn, query, nParams, NULL, params);
+	else
+		SendRemoteCommand(conn, query);
+	return FinishRemoteQuery(conn, query);
+}
+
+/*
+ * ExecuteRemoteScalar runs a statement (see ExecuteRemoteQueryParams) and
+ * returns the first value of its result (palloc'd), or NULL when it has no
+ * rows or the value is NULL.
+ */
+char *
+ExecuteRemoteScalar(NodeConnection *conn, const char *query, int nParams,
+					const char *const *params)
+{
+	PGresult   *result = ExecuteRemoteQueryParams(conn, query, nParams, params);
+	char	   *value = NULL;
+
+	if (PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) > 0 &&
+		PQnfields(result) > 0 && !PQgetisnull(result, 0, 0))
+		value = pstrdup(PQgetvalue(result, 0, 0));
+	PQclear(result);
+	return value;
 }
 
 /*
@@ -299,19 +372,17 @@ ExecuteRemoteCommandsInParallel(List *connections, List *commands)
 	forboth(connCell, connections, commandCell, commands)
 	{
 		NodeConnection *conn = lfirst(connCell);
-		PGresult   *result;
+		PGresult   *connError;
 
-		while ((result = GetRemoteResult(conn)) != NULL)
+		PQclear(ReadRemoteResults(conn, &connError));
+		if (connError != NULL && error == NULL)
 		{
-			if (ResultIsError(result) && error == NULL)
-			{
-				error = result;
-				errorConn = conn;
-				errorCommand = lfirst(commandCell);
-				continue;
-			}
-			PQclear(result);
+			error = connError;
+			errorConn = conn;
+			errorCommand = lfirst(commandCell);
 		}
+		else
+			PQclear(connError);
 	}
 
 	if (error != NULL)
@@ -380,6 +451,38 @@ ReportConnectionError(NodeConnection *conn, int elevel)
 }
 
 /*
+ * WaitForResultUntil waits, serving no interrupts, until the next result of
+ * the command in flight can be read without blocking (and libpq's output is
+ * flushed), or until deadline.  Returns false when the deadline passed
+ * (*timedOut set) or the connection failed.
+ */
+static bool
+WaitForResultUntil(NodeConnection *conn, TimestampTz deadline, bool *timedOut)
+{
+	PGconn	   *pgConn = conn->pgConn;
+
+	*timedOut = false;
+	while (PQisBusy(pgConn) || PQflush(pgConn) == 1)
+	{
+		long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+															  deadline);
+		int			rc;
+
+		if (timeout <= 0)
+		{
+			*timedOut = true;
+			return false;
+		}
+		rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, timeout);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
+			return false;
+	}
+	return true;
+}
+
+/*
  * DrainRemoteResults reads and discards what remains of the command in
  * flight, ending a COPY if one is open, within timeoutMs.  It never throws
  * for remote trouble; it returns false when the connection could not be
@@ -390,6 +493,7 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGconn	   *pgConn = conn->pgConn;
+	bool		timedOut;
 
 	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK)
 		return false;
@@ -398,21 +502,8 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 	{
 		PGresult   *result;
 
-		while (PQisBusy(pgConn) || PQflush(pgConn) == 1)
-		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  deadline);
-			int			rc;
-
-			if (timeout <= 0)
-				return false;
-			rc = WaitOnConnection(conn, WL_SOCKET_READABLE, timeout);
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
-				return false;
-		}
-
+		if (!WaitForResultUntil(conn, deadline, &timedOut))
+			return false;
 		result = PQgetResult(pgConn);
 		if (result == NULL)
 			break;
@@ -497,6 +588,36 @@ ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 }
 
 /*
+ * ExecuteRemoteQueryWithTimeout is ExecuteRemoteCommandWithTimeout that
+ * returns the command's last result (the caller PQclears it), or NULL when
+ * the command failed; a command that takes longer than timeoutMs is
+ * cancelled (waiting a second at most for that).
+ */
+PGresult *
+ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query, int timeoutMs)
+{
+	PGconn	   *pgConn = conn->pgConn;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	PGresult   *last = NULL;
+	bool		timedOut;
+
+	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK || conn->queryInProgress)
+		return NULL;
+	if (!PQsendQuery(pgConn, query))
+		return NULL;
+	conn->queryInProgress = true;
+	if (FinishRemoteCommandUntil(conn, query, deadline, &last, &timedOut))
+		return last;
+
+	PQclear(last);
+	if (timedOut)
+		CancelRemoteCommand(conn, 1000);
+	else
+		conn->queryInProgress = false;
+	return NULL;
+}
+
+/*
  * FinishRemoteCommandWithTimeout reads the results of a command already
  * sent, like ExecuteRemoteCommandWithTimeout: it never throws for remote
  * trouble (errors become warnings) and waits at most timeoutMs.  Returns
@@ -507,31 +628,38 @@ FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 							   int timeoutMs)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
-	PGconn	   *pgConn = conn->pgConn;
+	PGresult   *last = NULL;
+	bool		timedOut;
+	bool		success;
+
+	if (conn->pgConn == NULL)
+		return false;
+	success = FinishRemoteCommandUntil(conn, command, deadline, &last, &timedOut);
+	PQclear(last);
+	return success;
+}
+
+/*
+ * FinishRemoteCommandUntil reads the results of the command in flight until
+ * deadline, reporting failed ones as warnings, and keeps the last
+ * successful one in *lastOut (the caller PQclears it in any case).  Returns
+ * whether the command succeeded and the connection is idle again; when
+ * not, *timedOut tells whether the deadline passed.
+ */
+static bool
+FinishRemoteCommandUntil(NodeConnection *conn, const char *command, TimestampTz deadline,
+						 PGresult **lastOut, bool *timedOut)
+{
 	bool		success = true;
 
-	if (pgConn == NULL)
-		return false;
-
+	*timedOut = false;
 	for (;;)
 	{
 		PGresult   *result;
 
-		while (PQisBusy(pgConn) || PQflush(pgConn) == 1)
-		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  deadline);
-			int			rc;
-
-			if (timeout <= 0)
-				return false;
-			rc = WaitOnConnection(conn, WL_SOCKET_READABLE, timeout);
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
-				return false;
-		}
-		result = PQgetResult(pgConn);
+		if (!WaitForResultUntil(conn, deadline, timedOut))
+			return false;
+		result = PQgetResult(conn->pgConn);
 		if (result == NULL)
 			break;
 		if (ResultIsError(result))
@@ -540,7 +668,8 @@ FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 			ReportRemoteError(conn, result, WARNING, command);
 			continue;
 		}
-		PQclear(result);
+		PQclear(*lastOut);
+		*lastOut = result;
 	}
 	conn->queryInProgress = false;
 	return success;
@@ -575,4 +704,71 @@ EndRemoteCopy(NodeConnection *conn, const char *errorMessage)
 	if (rc == -1)
 		ReportConnectionError(conn, ERROR);
 	FlushRemoteOutput(conn);
+}
+
+/*
+ * BeginRemoteCopy sends a COPY command (which may follow SET commands in the
+ * same string) and reads results until the COPY has started, expecting
+ * copyStatus (PGRES_COPY_IN or PGRES_COPY_OUT).  A remote error is rethrown
+ * after the connection is idle again.
+ */
+void
+BeginRemoteCopy(NodeConnection *conn, const char *command, ExecStatusType copyStatus)
+{
+	PGresult   *result;
+
+	SendRemoteCommand(conn, command);
+	while ((result = GetRemoteResult(conn)) != NULL &&
+		   PQresultStatus(result) == PGRES_COMMAND_OK)
+		PQclear(result);		/* the SETs */
+	if (result == NULL || PQresultStatus(result) != copyStatus)
+	{
+		/* read the rest so the connection is idle before we throw */
+		PGresult   *extra;
+
+		while ((extra = GetRemoteResult(conn)) != NULL)
+			PQclear(extra);
+		ReportRemoteError(conn, result, ERROR, command);
+	}
+	PQclear(result);
+}
+
+/*
+ * CopyBetweenNodes streams rows from one node to another through this
+ * backend: copyOut (a COPY ... TO STDOUT) on source, copyIn (a COPY ...
+ * FROM STDIN) on target, row by row.  rowHook, when not NULL, is called
+ * after each row is passed on, with its length.  Remote errors are
+ * rethrown; interrupts are served while waiting.
+ */
+void
+CopyBetweenNodes(NodeConnection *source, const char *copyOut,
+				 NodeConnection *target, const char *copyIn,
+				 CopyRowHook rowHook, void *hookArg)
+{
+	BeginRemoteCopy(target, copyIn, PGRES_COPY_IN);
+	BeginRemoteCopy(source, copyOut, PGRES_COPY_OUT);
+
+	for (;;)
+	{
+		char	   *buffer = NULL;
+		int			length = PQgetCopyData(source->pgConn, &buffer, 1);
+
+		if (length == 0)
+		{
+			WaitForRemoteSocket(source, false);
+			continue;
+		}
+		if (length == -1)
+			break;
+		if (length == -2)
+			ReportConnectionError(source, ERROR);
+		SendRemoteCopyData(target, buffer, length);
+		PQfreemem(buffer);
+		if (rowHook != NULL)
+			rowHook(hookArg, length);
+	}
+	PQclear(FinishRemoteQuery(source, copyOut));
+
+	EndRemoteCopy(target, NULL);
+	PQclear(FinishRemoteQuery(target, copyIn));
 }

@@ -74,8 +74,6 @@ typedef struct ConnectionExecState
 	HTAB	   *statements;		/* SQL hash -> prepared statement */
 	int			statementCount;
 	DistributedScanState *owner;	/* scan whose task is in flight */
-	WaitEventSet *waitSet;		/* latch + this connection's socket */
-	PGconn	   *waitSetConn;	/* the libpq connection waitSet was made for */
 } ConnectionExecState;
 
 /* every ConnectionExecState made, to free those of closed connections */
@@ -554,8 +552,7 @@ GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
 /*
  * FreeStaleConnectionExecStates frees the state of connections that were
  * closed or reconnected since (connection.c forgets executorState then):
- * their prepared statements are gone with the session, and the wait set
- * holds a file descriptor.
+ * their prepared statements are gone with the session.
  */
 static void
 FreeStaleConnectionExecStates(void)
@@ -568,8 +565,6 @@ FreeStaleConnectionExecStates(void)
 
 		if (es->conn->executorState == es)
 			continue;
-		if (es->waitSet != NULL)
-			FreeWaitEventSet(es->waitSet);
 		hash_destroy(es->statements);
 		ConnectionExecStates = foreach_delete_current(ConnectionExecStates, cell);
 		pfree(es);
@@ -662,8 +657,6 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 	PreparedStatementEntry *entry;
 	bool		found;
 	char		name[32];
-	PGresult   *result;
-	PGresult   *error = NULL;
 
 	entry = hash_search(es->statements, &key, HASH_FIND, &found);
 	if (found)
@@ -682,17 +675,7 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	FlushConnection(conn);
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK && error == NULL)
-		{
-			error = result;
-			continue;
-		}
-		PQclear(result);
-	}
-	if (error != NULL)
-		ReportRemoteError(conn, error, ERROR, sql);
+	PQclear(FinishRemoteQuery(conn, sql));
 
 	entry = hash_search(es->statements, &key, HASH_ENTER, &found);
 	entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
@@ -878,35 +861,21 @@ ReleaseConnection(NodeConnection *conn)
 
 /*
  * WaitForSingleConnection waits for input on one connection (or an
- * interrupt) with a wait set kept per connection: making a wait set costs
- * three system calls, which showed up in profiles of router queries.
+ * interrupt), with the wait set the connection keeps (see
+ * WaitOnNodeConnection): a scan of one shard is the common case.
  */
 static void
 WaitForSingleConnection(NodeConnection *conn)
 {
-	ConnectionExecState *es = GetConnectionExecState(conn);
-	WaitEvent	event;
-	int			count;
+	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, -1L);
 
-	if (es->waitSet == NULL || es->waitSetConn != conn->pgConn)
-	{
-		if (es->waitSet != NULL)
-			FreeWaitEventSet(es->waitSet);
-		es->waitSet = NULL;
-		es->waitSet = CreateWaitEventSet(ExecutorStateContext, 3);
-		AddWaitEventToSet(es->waitSet, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(es->waitSet, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		AddWaitEventToSet(es->waitSet, WL_SOCKET_READABLE, PQsocket(conn->pgConn), NULL, NULL);
-		es->waitSetConn = conn->pgConn;
-	}
-	count = WaitEventSetWait(es->waitSet, -1L, &event, 1, PG_WAIT_EXTENSION);
-	if (count > 0 && (event.events & WL_LATCH_SET))
+	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
 		CheckForDistributedDeadlockCancel();
 		CHECK_FOR_INTERRUPTS();
 	}
-	else if (count > 0 && (event.events & WL_SOCKET_READABLE))
+	else if (rc & WL_SOCKET_READABLE)
 	{
 		if (!PQconsumeInput(conn->pgConn))
 			ConnectionFailed(conn);
@@ -1206,7 +1175,6 @@ ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState
 	bool		analyze = es->analyze && state->job->kind == JOB_SELECT;
 	StringInfoData command;
 	PGresult   *result;
-	PGresult   *error = NULL;
 	StringInfoData plan;
 
 	initStringInfo(&command);
@@ -1236,22 +1204,10 @@ ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState
 	FlushConnection(conn);
 
 	initStringInfo(&plan);
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_TUPLES_OK)
-		{
-			if (error == NULL)
-				error = result;
-			else
-				PQclear(result);
-			continue;
-		}
-		for (int i = 0; i < PQntuples(result); i++)
-			appendStringInfo(&plan, "%s\n", PQgetvalue(result, i, 0));
-		PQclear(result);
-	}
-	if (error != NULL)
-		ReportRemoteError(conn, error, ERROR, command.data);
+	result = FinishRemoteQuery(conn, command.data);
+	for (int i = 0; i < PQntuples(result); i++)
+		appendStringInfo(&plan, "%s\n", PQgetvalue(result, i, 0));
+	PQclear(result);
 
 	if (es->format == EXPLAIN_FORMAT_TEXT)
 	{

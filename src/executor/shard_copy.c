@@ -477,7 +477,6 @@ static void
 StartCopy(ShardCopyState *state, CopyConnection *copyConn, int64 shardId)
 {
 	NodeConnection *conn = copyConn->conn;
-	PGresult   *result;
 	char	   *command;
 
 	RemoteTransactionBegin(conn);
@@ -487,20 +486,7 @@ StartCopy(ShardCopyState *state, CopyConnection *copyConn, int64 shardId)
 					   state->setCommand ? state->setCommand : "",
 					   QualifiedShardName(state->relid, shardId), state->columnList,
 					   state->copyOptions);
-	SendRemoteCommand(conn, command);
-	while ((result = GetRemoteResult(conn)) != NULL &&
-		   PQresultStatus(result) == PGRES_COMMAND_OK)
-		PQclear(result);		/* the SETs */
-	if (result == NULL || PQresultStatus(result) != PGRES_COPY_IN)
-	{
-		/* read the rest so the connection is idle before we throw */
-		PGresult   *extra;
-
-		while ((extra = GetRemoteResult(conn)) != NULL)
-			PQclear(extra);
-		ReportRemoteError(conn, result, ERROR, command);
-	}
-	PQclear(result);
+	BeginRemoteCopy(conn, command, PGRES_COPY_IN);
 	copyConn->activeShardId = shardId;
 	LineMapReset(&copyConn->lines);
 }
@@ -519,19 +505,9 @@ FinishCopy(ShardCopyState *state, CopyConnection *copyConn)
 static void
 ReadCopyResult(ShardCopyState *state, CopyConnection *copyConn)
 {
-	NodeConnection *conn = copyConn->conn;
-	PGresult   *result;
-	PGresult   *error = NULL;
+	PGresult   *error;
 
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK && error == NULL)
-		{
-			error = result;
-			continue;
-		}
-		PQclear(result);
-	}
+	PQclear(ReadRemoteResults(copyConn->conn, &error));
 	copyConn->activeShardId = 0;
 	if (error != NULL)
 		ReportCopyError(state, copyConn, error);

@@ -43,82 +43,9 @@ PG_FUNCTION_INFO_V1(shardext_cleanup);
 PG_FUNCTION_INFO_V1(shardext_backend_is_alive);
 PG_FUNCTION_INFO_V1(shardext_cancel_rebalance);
 
-static PGresult *LocalQueryWithTimeout(NodeConnection *local, const char *query);
 static char *CleanupCommand(const char *objectType, const char *objectName,
 							const char *restore);
 static NodeConnection *CleanupConnection(List **connections, int32 nodeId, bool quiet);
-
-/*
- * LocalQueryWithTimeout runs a query on a dedicated connection and returns
- * its last result (the caller PQclears it), or NULL when it failed or took
- * longer than CLEANUP_COMMAND_TIMEOUT_MS; failures are reported as
- * warnings.  It never throws for remote trouble.
- */
-static PGresult *
-LocalQueryWithTimeout(NodeConnection *conn, const char *query)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   CLEANUP_COMMAND_TIMEOUT_MS);
-	PGconn	   *pgConn = conn->pgConn;
-	PGresult   *last = NULL;
-	bool		failed = false;
-
-	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK || conn->queryInProgress)
-		return NULL;
-	if (!PQsendQuery(pgConn, query))
-		return NULL;
-	conn->queryInProgress = true;
-
-	for (;;)
-	{
-		PGresult   *result;
-
-		while (PQisBusy(pgConn) || PQflush(pgConn) == 1)
-		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  deadline);
-			int			rc;
-
-			if (timeout <= 0)
-			{
-				CancelRemoteCommand(conn, 1000);
-				PQclear(last);
-				return NULL;
-			}
-			rc = WaitLatchOrSocket(MyLatch,
-								   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-								   WL_EXIT_ON_PM_DEATH,
-								   PQsocket(pgConn), timeout, PG_WAIT_EXTENSION);
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
-			{
-				PQclear(last);
-				conn->queryInProgress = false;
-				return NULL;
-			}
-		}
-		result = PQgetResult(pgConn);
-		if (result == NULL)
-			break;
-		if (PQresultStatus(result) != PGRES_COMMAND_OK &&
-			PQresultStatus(result) != PGRES_TUPLES_OK)
-		{
-			failed = true;
-			ReportRemoteError(conn, result, WARNING, query);
-			continue;
-		}
-		PQclear(last);
-		last = result;
-	}
-	conn->queryInProgress = false;
-	if (failed)
-	{
-		PQclear(last);
-		return NULL;
-	}
-	return last;
-}
 
 /*
  * LocalCoordinatorQuery runs a query over the loopback connection with a
@@ -128,7 +55,8 @@ LocalQueryWithTimeout(NodeConnection *conn, const char *query)
 char *
 LocalCoordinatorQuery(NodeConnection *local, const char *query)
 {
-	PGresult   *result = LocalQueryWithTimeout(local, query);
+	PGresult   *result = ExecuteRemoteQueryWithTimeout(local, query,
+														 CLEANUP_COMMAND_TIMEOUT_MS);
 	char	   *value = NULL;
 
 	if (result == NULL)
@@ -205,32 +133,32 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 	params[12] = timestamptz_to_str(MyStartTimestamp);
 	params[13] = psprintf(INT64_FORMAT, state->totalBytes);
 
-	value = RemoteScalar(local,
-						 "WITH id AS (SELECT coalesce($1::int8, "
-						 "              pg_catalog.nextval('shardext.move_move_id_seq')) AS v), "
-						 "upd AS (UPDATE shardext.move m SET operation = $3, mode = $4, "
-						 "          relid = $5::oid, shard_ids = $6::int8[], source_node_id = $7::int4, "
-						 "          target_node_id = $8::int4, split_point = $9::int4, "
-						 "          new_shard_ids = $10::int8[], status = $11, "
-						 "          owner_pid = $12::int4, owner_start = $13::timestamptz, "
-						 "          total_bytes = $14::int8, "
-						 "          started_at = CASE WHEN $11 = 'running' THEN now() END, "
-						 "          phase = CASE WHEN $11 = 'running' THEN 'setting up' END, "
-						 "          phase_started_at = CASE WHEN $11 = 'running' THEN now() END "
-						 "        FROM id WHERE m.move_id = id.v RETURNING m.move_id), "
-						 "ins AS (INSERT INTO shardext.move (move_id, job_id, operation, mode, relid, "
-						 "          shard_ids, source_node_id, target_node_id, split_point, "
-						 "          new_shard_ids, status, owner_pid, owner_start, total_bytes, "
-						 "          started_at, phase, phase_started_at) "
-						 "        SELECT v, coalesce($2::int8, v), $3, $4, $5::oid, $6::int8[], "
-						 "          $7::int4, $8::int4, $9::int4, $10::int8[], $11, $12::int4, "
-						 "          $13::timestamptz, $14::int8, "
-						 "          CASE WHEN $11 = 'running' THEN now() END, "
-						 "          CASE WHEN $11 = 'running' THEN 'setting up' END, "
-						 "          CASE WHEN $11 = 'running' THEN now() END "
-						 "        FROM id WHERE NOT EXISTS (SELECT 1 FROM upd) RETURNING move_id) "
-						 "SELECT move_id FROM upd UNION ALL SELECT move_id FROM ins",
-						 14, params);
+	value = ExecuteRemoteScalar(local,
+								"WITH id AS (SELECT coalesce($1::int8, "
+								"              pg_catalog.nextval('shardext.move_move_id_seq')) AS v), "
+								"upd AS (UPDATE shardext.move m SET operation = $3, mode = $4, "
+								"          relid = $5::oid, shard_ids = $6::int8[], source_node_id = $7::int4, "
+								"          target_node_id = $8::int4, split_point = $9::int4, "
+								"          new_shard_ids = $10::int8[], status = $11, "
+								"          owner_pid = $12::int4, owner_start = $13::timestamptz, "
+								"          total_bytes = $14::int8, "
+								"          started_at = CASE WHEN $11 = 'running' THEN now() END, "
+								"          phase = CASE WHEN $11 = 'running' THEN 'setting up' END, "
+								"          phase_started_at = CASE WHEN $11 = 'running' THEN now() END "
+								"        FROM id WHERE m.move_id = id.v RETURNING m.move_id), "
+								"ins AS (INSERT INTO shardext.move (move_id, job_id, operation, mode, relid, "
+								"          shard_ids, source_node_id, target_node_id, split_point, "
+								"          new_shard_ids, status, owner_pid, owner_start, total_bytes, "
+								"          started_at, phase, phase_started_at) "
+								"        SELECT v, coalesce($2::int8, v), $3, $4, $5::oid, $6::int8[], "
+								"          $7::int4, $8::int4, $9::int4, $10::int8[], $11, $12::int4, "
+								"          $13::timestamptz, $14::int8, "
+								"          CASE WHEN $11 = 'running' THEN now() END, "
+								"          CASE WHEN $11 = 'running' THEN 'setting up' END, "
+								"          CASE WHEN $11 = 'running' THEN now() END "
+								"        FROM id WHERE NOT EXISTS (SELECT 1 FROM upd) RETURNING move_id) "
+								"SELECT move_id FROM upd UNION ALL SELECT move_id FROM ins",
+								14, params);
 	if (value == NULL)
 		elog(ERROR, "could not record the move");
 	return pg_strtoint64(value);
@@ -267,9 +195,9 @@ SetMovePhase(ShardMoveState *state, const char *phase)
 
 	params[0] = psprintf(INT64_FORMAT, state->moveId);
 	params[1] = phase;
-	(void) RemoteScalar(state->local,
-						"UPDATE shardext.move SET phase = $2, phase_started_at = clock_timestamp() "
-						"WHERE move_id = $1::int8", 2, params);
+	(void) ExecuteRemoteScalar(state->local,
+							   "UPDATE shardext.move SET phase = $2, phase_started_at = clock_timestamp() "
+							   "WHERE move_id = $1::int8", 2, params);
 	ereport(NOTICE, (errmsg("%s: %s", state->description, phase)));
 	MoveTestPause(state, phase);
 }
@@ -290,8 +218,8 @@ MoveTestPause(ShardMoveState *state, const char *point)
 		return;
 	params[0] = psprintf(INT64_FORMAT, state->moveId);
 	params[1] = point;
-	(void) RemoteScalar(state->local,
-						"UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8", 2, params);
+	(void) ExecuteRemoteScalar(state->local,
+							   "UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8", 2, params);
 	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextMoveTestPauseMs);
 	while (GetCurrentTimestamp() < end)
 		MoveSleep(10);
@@ -314,9 +242,9 @@ ReportMoveProgress(ShardMoveState *state, bool force, int64 lagBytes)
 	params[1] = psprintf(INT64_FORMAT, state->rowsCopied);
 	params[2] = psprintf(INT64_FORMAT, state->bytesCopied);
 	params[3] = lagBytes >= 0 ? psprintf(INT64_FORMAT, lagBytes) : NULL;
-	(void) RemoteScalar(state->local,
-						"UPDATE shardext.move SET rows_copied = $2::int8, bytes_copied = $3::int8, "
-						"replication_lag_bytes = $4::int8 WHERE move_id = $1::int8", 4, params);
+	(void) ExecuteRemoteScalar(state->local,
+							   "UPDATE shardext.move SET rows_copied = $2::int8, bytes_copied = $3::int8, "
+							   "replication_lag_bytes = $4::int8 WHERE move_id = $1::int8", 4, params);
 }
 
 /*
@@ -337,10 +265,10 @@ AddCleanupRecord(ShardMoveState *state, int32 nodeId, const char *objectType,
 	params[4] = shardId > 0 ? psprintf(INT64_FORMAT, shardId) : NULL;
 	params[5] = restore;
 	params[6] = policy;
-	(void) RemoteScalar(state->local,
-						"INSERT INTO shardext.cleanup_record (move_id, node_id, object_type, "
-						"object_name, shard_id, restore, policy) "
-						"VALUES ($1::int8, $2::int4, $3, $4, $5::int8, $6, $7)", 7, params);
+	(void) ExecuteRemoteScalar(state->local,
+							   "INSERT INTO shardext.cleanup_record (move_id, node_id, object_type, "
+							   "object_name, shard_id, restore, policy) "
+							   "VALUES ($1::int8, $2::int4, $3, $4, $5::int8, $6, $7)", 7, params);
 }
 
 /*
@@ -573,7 +501,7 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 						   "WHEN 'marker' THEN 4 WHEN 'replica_identity' THEN 5 ELSE 6 END, "
 						   "r.record_id");
 
-	records = LocalQueryWithTimeout(local, query.data);
+	records = ExecuteRemoteQueryWithTimeout(local, query.data, CLEANUP_COMMAND_TIMEOUT_MS);
 	if (records == NULL)
 		return 0;
 

@@ -47,8 +47,6 @@
 /* how long the apply worker may be absent before the move gives up */
 #define APPLY_WORKER_START_TIMEOUT_MS 60000
 
-static PGresult *RemoteQuery(NodeConnection *conn, const char *query, int nParams,
-							 const char *const *params);
 static void CheckReplicationHealth(ShardMoveState *state, TimestampTz *workerMissingSince);
 static void InsertMarker(ShardMoveState *state, int seq);
 static void WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq,
@@ -58,67 +56,13 @@ static void ReleaseCutoverLock(ShardMoveState *state);
 static void WaitForPreparedTransactions(ShardMoveState *state, PGresult *gids);
 static void CommitCutover(ShardMoveState *state, TimestampTz pauseStart);
 static void CopyOneTable(ShardMoveState *state, const char *copyOut, const char *copyIn);
+static void CountCopiedRow(void *arg, int length);
 static char *ChecksumQuery(MoveShard *shard, const char *tableName, int32 lo, int32 hi,
 						   bool filter);
 static char *SubscriptionConninfo(ShardMoveState *state);
 static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
 static char *MoveCreateSlotSnapshot(ShardMoveState *state);
 static void ReportWritePause(ShardMoveState *state, const char *when, TimestampTz pauseStart);
-
-/*
- * RemoteQuery runs one statement (with text parameters, types inferred by
- * the node) and returns its last result; remote errors are rethrown.
- */
-static PGresult *
-RemoteQuery(NodeConnection *conn, const char *query, int nParams,
-			const char *const *params)
-{
-	PGresult   *result;
-	PGresult   *last = NULL;
-	PGresult   *error = NULL;
-
-	if (nParams > 0)
-		SendRemoteCommandParams(conn, query, nParams, NULL, params);
-	else
-		SendRemoteCommand(conn, query);
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		ExecStatusType status = PQresultStatus(result);
-
-		if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
-			status != PGRES_EMPTY_QUERY && error == NULL)
-		{
-			error = result;
-			continue;
-		}
-		PQclear(last);
-		last = result;
-	}
-	if (error != NULL)
-	{
-		PQclear(last);
-		ReportRemoteError(conn, error, ERROR, query);
-	}
-	return last;
-}
-
-/*
- * RemoteScalar runs a statement and returns the first value of its result
- * (palloc'd), or NULL when it has no rows or the value is NULL.
- */
-char *
-RemoteScalar(NodeConnection *conn, const char *query, int nParams,
-			 const char *const *params)
-{
-	PGresult   *result = RemoteQuery(conn, query, nParams, params);
-	char	   *value = NULL;
-
-	if (PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) > 0 &&
-		PQnfields(result) > 0 && !PQgetisnull(result, 0, 0))
-		value = pstrdup(PQgetvalue(result, 0, 0));
-	PQclear(result);
-	return value;
-}
 
 /* MoveSleep sleeps interruptibly */
 void
@@ -277,12 +221,12 @@ MoveCreateSlotSnapshot(ShardMoveState *state)
 			appendStringInfo(&set, "%s%s", name == copy ? "" : ", ", quote_literal_cstr(name));
 		ExecuteRemoteCommand(state->replication, set.data);
 	}
-	result = RemoteQuery(state->replication,
-						 psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
+	result = ExecuteRemoteQueryParams(state->replication,
+									  psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
 								  quote_identifier(state->objectName),
 								  state->operation == MOVE_OPERATION_SPLIT ?
 								  "shardext" : "pgoutput"),
-						 0, NULL);
+									  0, NULL);
 	if (PQntuples(result) != 1 || PQnfields(result) < 3 || PQgetisnull(result, 0, 2))
 	{
 		PQclear(result);
@@ -303,59 +247,22 @@ MoveCreateSlotSnapshot(ShardMoveState *state)
 static void
 CopyOneTable(ShardMoveState *state, const char *copyOut, const char *copyIn)
 {
-	NodeConnection *source = state->sourceConn;
-	NodeConnection *target = state->targetConn;
-	PGresult   *result;
+	CopyBetweenNodes(state->sourceConn, copyOut, state->targetConn, copyIn,
+					 CountCopiedRow, state);
+}
 
-	SendRemoteCommand(target, copyIn);
-	result = GetRemoteResult(target);
-	if (result == NULL || PQresultStatus(result) != PGRES_COPY_IN)
-		ReportRemoteError(target, result, ERROR, copyIn);
-	PQclear(result);
+/* counts a copied row, and records the progress now and then */
+static void
+CountCopiedRow(void *arg, int length)
+{
+	ShardMoveState *state = arg;
 
-	SendRemoteCommand(source, copyOut);
-	result = GetRemoteResult(source);
-	if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
-		ReportRemoteError(source, result, ERROR, copyOut);
-	PQclear(result);
-
-	for (;;)
+	state->rowsCopied++;
+	state->bytesCopied += length;
+	if ((state->rowsCopied & 1023) == 0)
 	{
-		char	   *buffer = NULL;
-		int			length = PQgetCopyData(source->pgConn, &buffer, 1);
-
-		if (length == 0)
-		{
-			WaitForRemoteSocket(source, false);
-			continue;
-		}
-		if (length == -1)
-			break;
-		if (length == -2)
-			ReportConnectionError(source, ERROR);
-		SendRemoteCopyData(target, buffer, length);
-		PQfreemem(buffer);
-		state->rowsCopied++;
-		state->bytesCopied += length;
-		if ((state->rowsCopied & 1023) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			ReportMoveProgress(state, false, -1);
-		}
-	}
-	while ((result = GetRemoteResult(source)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK)
-			ReportRemoteError(source, result, ERROR, copyOut);
-		PQclear(result);
-	}
-
-	EndRemoteCopy(target, NULL);
-	while ((result = GetRemoteResult(target)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK)
-			ReportRemoteError(target, result, ERROR, copyIn);
-		PQclear(result);
+		CHECK_FOR_INTERRUPTS();
+		ReportMoveProgress(state, false, -1);
 	}
 }
 
@@ -537,12 +444,12 @@ SubscriptionConninfo(ShardMoveState *state)
 			params[1] = shard->childNames[0];
 			params[2] = shard->childNames[1];
 			params[3] = shard->distColumnName;
-			oids = RemoteScalar(state->sourceConn,
-								"SELECT pg_catalog.format('%s:%s:%s:%s', $1::regclass::oid, "
-								"(SELECT attnum FROM pg_catalog.pg_attribute "
-								"  WHERE attrelid = $1::regclass AND attname = $4 AND NOT attisdropped), "
-								"$2::regclass::oid, $3::regclass::oid)",
-								4, params);
+			oids = ExecuteRemoteScalar(state->sourceConn,
+									   "SELECT pg_catalog.format('%s:%s:%s:%s', $1::regclass::oid, "
+									   "(SELECT attnum FROM pg_catalog.pg_attribute "
+									   "  WHERE attrelid = $1::regclass AND attname = $4 AND NOT attisdropped), "
+									   "$2::regclass::oid, $3::regclass::oid)",
+									   4, params);
 			if (oids == NULL)
 				elog(ERROR, "could not map the halves of shard " INT64_FORMAT, shard->shardId);
 			{
@@ -599,14 +506,14 @@ CheckReplicationHealth(ShardMoveState *state, TimestampTz *workerMissingSince)
 	bool		running;
 	int64		errors;
 
-	result = RemoteQuery(state->targetConn,
-						 "SELECT w.pid IS NOT NULL, coalesce(st.apply_error_count, 0) "
-						 "FROM pg_catalog.pg_subscription s "
-						 "LEFT JOIN pg_catalog.pg_stat_subscription w "
-						 "  ON w.subid = s.oid AND w.relid IS NULL "
-						 "LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid "
-						 "WHERE s.subname = $1",
-						 1, params);
+	result = ExecuteRemoteQueryParams(state->targetConn,
+									  "SELECT w.pid IS NOT NULL, coalesce(st.apply_error_count, 0) "
+									  "FROM pg_catalog.pg_subscription s "
+									  "LEFT JOIN pg_catalog.pg_stat_subscription w "
+									  "  ON w.subid = s.oid AND w.relid IS NULL "
+									  "LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid "
+									  "WHERE s.subname = $1",
+									  1, params);
 	if (PQntuples(result) == 0)
 	{
 		PQclear(result);
@@ -659,13 +566,13 @@ MoveWaitForLag(ShardMoveState *state)
 	SetMovePhase(state, "catching up");
 	for (;;)
 	{
-		char	   *lagText = RemoteScalar(state->sourceConn,
-										   "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), "
-										   "  coalesce(r.write_lsn, s.confirmed_flush_lsn))::int8 "
-										   "FROM pg_catalog.pg_replication_slots s "
-										   "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid "
-										   "WHERE s.slot_name = $1",
-										   1, params);
+		char	   *lagText = ExecuteRemoteScalar(state->sourceConn,
+												  "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), "
+												  "  coalesce(r.write_lsn, s.confirmed_flush_lsn))::int8 "
+												  "FROM pg_catalog.pg_replication_slots s "
+												  "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid "
+												  "WHERE s.slot_name = $1",
+												  1, params);
 		int64		lag;
 
 		if (lagText == NULL)
@@ -722,7 +629,7 @@ WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnaps
 
 	for (;;)
 	{
-		char	   *seen = RemoteScalar(conn, check, 0, NULL);
+		char	   *seen = ExecuteRemoteScalar(conn, check, 0, NULL);
 
 		if (seen != NULL && strcmp(seen, "t") == 0)
 			return;
@@ -771,23 +678,14 @@ AcquireCutoverLock(ShardMoveState *state)
 
 	for (int attempt = 1;; attempt++)
 	{
-		PGresult   *result;
-		PGresult   *error = NULL;
+		PGresult   *error;
 		char	   *lock = psprintf("BEGIN; SET LOCAL lock_timeout = %d; "
 									"SELECT shardext.move_lock_shards('{%s}')",
 									ShardextMoveLockTimeout, ids.data);
 		bool		timedOut;
 
 		SendRemoteCommand(state->lockConn, lock);
-		while ((result = GetRemoteResult(state->lockConn)) != NULL)
-		{
-			ExecStatusType status = PQresultStatus(result);
-
-			if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && error == NULL)
-				error = result;
-			else
-				PQclear(result);
-		}
+		PQclear(ReadRemoteResults(state->lockConn, &error));
 		if (error == NULL)
 			return;
 
@@ -842,9 +740,9 @@ WaitForPreparedTransactions(ShardMoveState *state, PGresult *gids)
 	for (;;)
 	{
 		const char *params[1] = {list};
-		char	   *left = RemoteScalar(state->sourceConn,
-										"SELECT count(*) FROM pg_catalog.pg_prepared_xacts "
-										"WHERE gid = ANY ($1::text[])", 1, params);
+		char	   *left = ExecuteRemoteScalar(state->sourceConn,
+											   "SELECT count(*) FROM pg_catalog.pg_prepared_xacts "
+											   "WHERE gid = ANY ($1::text[])", 1, params);
 
 		if (left != NULL && strcmp(left, "0") == 0)
 			return;
@@ -891,26 +789,12 @@ SendChecksum(NodeConnection *conn, const char *query)
 static char *
 ReceiveChecksum(NodeConnection *conn, const char *query)
 {
-	PGresult   *result;
-	PGresult   *error = NULL;
-	char	   *value = NULL;
+	PGresult   *result = FinishRemoteQuery(conn, query);
+	char	   *value;
 
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_TUPLES_OK)
-		{
-			if (error == NULL)
-				error = result;
-			else
-				PQclear(result);
-			continue;
-		}
-		value = psprintf("%s rows, checksums %s/%s", PQgetvalue(result, 0, 0),
-						 PQgetvalue(result, 0, 1), PQgetvalue(result, 0, 2));
-		PQclear(result);
-	}
-	if (error != NULL)
-		ReportRemoteError(conn, error, ERROR, query);
+	value = psprintf("%s rows, checksums %s/%s", PQgetvalue(result, 0, 0),
+					 PQgetvalue(result, 0, 1), PQgetvalue(result, 0, 2));
+	PQclear(result);
 	return value;
 }
 
@@ -1006,13 +890,13 @@ MoveVerify(ShardMoveState *state, bool writesBlocked)
 		}
 		/* every row of the source must be in one of the halves */
 		{
-			char	   *outside = RemoteScalar(state->sourceSnapshot,
-											   psprintf("SELECT count(*) FROM %s WHERE %s IS NULL "
+			char	   *outside = ExecuteRemoteScalar(state->sourceSnapshot,
+													  psprintf("SELECT count(*) FROM %s WHERE %s IS NULL "
 														"OR shardext.worker_hash_value(%s) NOT BETWEEN %d AND %d",
 														shard->shardName, shard->distColumn,
 														shard->distColumn, state->hashMin,
 														state->hashMax),
-											   0, NULL);
+													  0, NULL);
 
 			if (outside == NULL || strcmp(outside, "0") != 0)
 				ereport(ERROR,
@@ -1089,15 +973,15 @@ MoveCutover(ShardMoveState *state)
 	pauseStart = GetCurrentTimestamp();
 	MoveTestPause(state, "writes paused");
 
-	gids = RemoteQuery(state->sourceConn,
-					   psprintf("INSERT INTO shardext.move_marker (move_id, seq) VALUES ("
+	gids = ExecuteRemoteQueryParams(state->sourceConn,
+									psprintf("INSERT INTO shardext.move_marker (move_id, seq) VALUES ("
 								INT64_FORMAT ", %d); "
 								"SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
 								"WHERE pg_catalog.starts_with(gid, %s) "
 								"AND database = pg_catalog.current_database()",
 								state->moveId, seq,
 								quote_literal_cstr(RemotePreparedGidPrefix())),
-					   0, NULL);
+									0, NULL);
 	PG_TRY();
 	{
 		WaitForPreparedTransactions(state, gids);
@@ -1127,12 +1011,12 @@ MoveBlockingCopyAndCutover(ShardMoveState *state)
 	SetMovePhase(state, "pausing writes");
 	AcquireCutoverLock(state);
 	pauseStart = GetCurrentTimestamp();
-	gids = RemoteQuery(state->sourceConn,
-					   psprintf("SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
+	gids = ExecuteRemoteQueryParams(state->sourceConn,
+									psprintf("SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
 								"WHERE pg_catalog.starts_with(gid, %s) "
 								"AND database = pg_catalog.current_database()",
 								quote_literal_cstr(RemotePreparedGidPrefix())),
-					   0, NULL);
+									0, NULL);
 	PG_TRY();
 	{
 		WaitForPreparedTransactions(state, gids);

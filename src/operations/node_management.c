@@ -325,55 +325,11 @@ CopyReferenceShard(Oid relid, ShardInterval *shard, int32 sourceNodeId,
 	char	   *columns = ColumnListString(relid);
 	char	   *copyOut = psprintf("COPY %s %s TO STDOUT", shardName, columns);
 	char	   *copyIn = psprintf("COPY %s %s FROM STDIN", shardName, columns);
-	PGresult   *result;
 
 	RemoteTransactionBegin(source);
 	RemoteTransactionBegin(target);
 	RemoteTransactionMarkModified(target);
-
-	SendRemoteCommand(target, copyIn);
-	result = GetRemoteResult(target);
-	if (result == NULL || PQresultStatus(result) != PGRES_COPY_IN)
-		ReportRemoteError(target, result, ERROR, copyIn);
-	PQclear(result);
-
-	SendRemoteCommand(source, copyOut);
-	result = GetRemoteResult(source);
-	if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
-		ReportRemoteError(source, result, ERROR, copyOut);
-	PQclear(result);
-
-	for (;;)
-	{
-		char	   *buffer = NULL;
-		int			length = PQgetCopyData(source->pgConn, &buffer, 1);
-
-		if (length == 0)
-		{
-			WaitForRemoteSocket(source, false);
-			continue;
-		}
-		if (length == -1)
-			break;
-		if (length == -2)
-			ReportConnectionError(source, ERROR);
-		SendRemoteCopyData(target, buffer, length);
-		PQfreemem(buffer);
-	}
-	while ((result = GetRemoteResult(source)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK)
-			ReportRemoteError(source, result, ERROR, copyOut);
-		PQclear(result);
-	}
-
-	EndRemoteCopy(target, NULL);
-	while ((result = GetRemoteResult(target)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK)
-			ReportRemoteError(target, result, ERROR, copyIn);
-		PQclear(result);
-	}
+	CopyBetweenNodes(source, copyOut, target, copyIn, NULL, NULL);
 }
 
 /*

@@ -190,17 +190,12 @@ MeasureShardGroups(List *groups)
 		params[0] = names.data;
 		PG_TRY();
 		{
-			SendRemoteCommandParams(conn,
-									"SELECT pg_catalog.split_part(l, E'\\t', 2)::int, "
-									"sum(coalesce(pg_catalog.pg_total_relation_size("
-									"  pg_catalog.to_regclass(pg_catalog.split_part(l, E'\\t', 1))), 0))::int8 "
-									"FROM pg_catalog.regexp_split_to_table($1, E'\\n') l GROUP BY 1",
-									1, NULL, params);
-			result = GetRemoteResult(conn);
-			while (GetRemoteResult(conn) != NULL)
-				;
-			if (PQresultStatus(result) != PGRES_TUPLES_OK)
-				ReportRemoteError(conn, result, ERROR, "measuring shard sizes");
+			result = ExecuteRemoteQueryParams(conn,
+											  "SELECT pg_catalog.split_part(l, E'\\t', 2)::int, "
+											  "sum(coalesce(pg_catalog.pg_total_relation_size("
+											  "  pg_catalog.to_regclass(pg_catalog.split_part(l, E'\\t', 1))), 0))::int8 "
+											  "FROM pg_catalog.regexp_split_to_table($1, E'\\n') l GROUP BY 1",
+											  1, params);
 			for (int i = 0; i < PQntuples(result); i++)
 			{
 				int			index = pg_strtoint32(PQgetvalue(result, i, 0));

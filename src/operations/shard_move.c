@@ -358,7 +358,7 @@ CheckSourceAndTarget(ShardMoveState *state)
 
 	if (state->mode == MOVE_MODE_ONLINE)
 	{
-		value = RemoteScalar(state->sourceConn, "SHOW wal_level", 0, NULL);
+		value = ExecuteRemoteScalar(state->sourceConn, "SHOW wal_level", 0, NULL);
 		if (value == NULL || strcmp(value, "logical") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -374,17 +374,17 @@ CheckSourceAndTarget(ShardMoveState *state)
 	 */
 	if (state->operation == MOVE_OPERATION_SPLIT)
 	{
-		value = RemoteScalar(state->sourceConn,
-							 "SELECT pg_catalog.string_agg(pg_catalog.btrim(l), ',') "
-							 "FROM pg_catalog.regexp_split_to_table("
-							 "  pg_catalog.current_setting('output_plugin_libraries', true), ',') l "
-							 "WHERE pg_catalog.btrim(l) <> ''",
-							 0, NULL);
+		value = ExecuteRemoteScalar(state->sourceConn,
+									"SELECT pg_catalog.string_agg(pg_catalog.btrim(l), ',') "
+									"FROM pg_catalog.regexp_split_to_table("
+									"  pg_catalog.current_setting('output_plugin_libraries', true), ',') l "
+									"WHERE pg_catalog.btrim(l) <> ''",
+									0, NULL);
 		if (value != NULL)
 			state->pluginLibraries = psprintf("%s,shardext", value);
-		else if (RemoteScalar(state->sourceConn,
-							  "SELECT pg_catalog.current_setting('output_plugin_libraries', true)",
-							  0, NULL) != NULL)
+		else if (ExecuteRemoteScalar(state->sourceConn,
+									 "SELECT pg_catalog.current_setting('output_plugin_libraries', true)",
+									 0, NULL) != NULL)
 			state->pluginLibraries = "shardext";
 	}
 
@@ -396,21 +396,16 @@ CheckSourceAndTarget(ShardMoveState *state)
 						 quote_identifier(((MoveShard *) lfirst(cell))->shardName));
 	appendStringInfoChar(&names, '}');
 	params[0] = names.data;
-	SendRemoteCommandParams(state->sourceConn,
-							"SELECT n, c.relreplident, "
-							"pg_catalog.pg_total_relation_size(c.oid), "
-							"EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
-							"  AND CASE c.relreplident WHEN 'd' THEN i.indisprimary "
-							"      WHEN 'i' THEN i.indisreplident ELSE false END) "
-							"FROM pg_catalog.unnest($1::text[]) WITH ORDINALITY u(n, o) "
-							"LEFT JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(n) "
-							"ORDER BY o",
-							1, NULL, params);
-	result = GetRemoteResult(state->sourceConn);
-	while (GetRemoteResult(state->sourceConn) != NULL)
-		;
-	if (PQresultStatus(result) != PGRES_TUPLES_OK)
-		ReportRemoteError(state->sourceConn, result, ERROR, "checking the source tables");
+	result = ExecuteRemoteQueryParams(state->sourceConn,
+									  "SELECT n, c.relreplident, "
+									  "pg_catalog.pg_total_relation_size(c.oid), "
+									  "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
+									  "  AND CASE c.relreplident WHEN 'd' THEN i.indisprimary "
+									  "      WHEN 'i' THEN i.indisreplident ELSE false END) "
+									  "FROM pg_catalog.unnest($1::text[]) WITH ORDINALITY u(n, o) "
+									  "LEFT JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(n) "
+									  "ORDER BY o",
+									  1, params);
 	foreach(cell, state->shards)
 	{
 		MoveShard  *shard = lfirst(cell);
@@ -440,10 +435,10 @@ CheckSourceAndTarget(ShardMoveState *state)
 	/* a leftover of an interrupted move that cleanup could not remove */
 	if (state->operation == MOVE_OPERATION_MOVE)
 	{
-		value = RemoteScalar(state->targetConn,
-							 "SELECT n FROM pg_catalog.unnest($1::text[]) n "
-							 "WHERE pg_catalog.to_regclass(n) IS NOT NULL LIMIT 1",
-							 1, params);
+		value = ExecuteRemoteScalar(state->targetConn,
+									"SELECT n FROM pg_catalog.unnest($1::text[]) n "
+									"WHERE pg_catalog.to_regclass(n) IS NOT NULL LIMIT 1",
+									1, params);
 		if (value != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
@@ -456,7 +451,7 @@ CheckSourceAndTarget(ShardMoveState *state)
 	}
 
 	/* room for a copy of the shard group, and shardext.min_free_disk_space to spare */
-	value = RemoteScalar(state->targetConn, "SELECT shardext.worker_free_disk_bytes()", 0, NULL);
+	value = ExecuteRemoteScalar(state->targetConn, "SELECT shardext.worker_free_disk_bytes()", 0, NULL);
 	if (value != NULL)
 	{
 		int64		freeBytes = pg_strtoint64(value);

@@ -144,7 +144,6 @@ CopyShardToLocal(Relation rel, ShardInterval *shard)
 	char	   *command = psprintf("COPY %s %s TO STDOUT",
 								   QualifiedShardName(RelationGetRelid(rel), shard->shardId),
 								   columns);
-	PGresult   *result;
 	RemoteCopySource source;
 	CopyFromState copyState;
 	List	   *columnNames = NIL;
@@ -159,17 +158,7 @@ CopyShardToLocal(Relation rel, ShardInterval *shard)
 	}
 
 	RemoteTransactionBegin(conn);
-	SendRemoteCommand(conn, command);
-	result = GetRemoteResult(conn);
-	if (result == NULL || PQresultStatus(result) != PGRES_COPY_OUT)
-	{
-		PGresult   *extra;
-
-		while ((extra = GetRemoteResult(conn)) != NULL)
-			PQclear(extra);
-		ReportRemoteError(conn, result, ERROR, command);
-	}
-	PQclear(result);
+	BeginRemoteCopy(conn, command, PGRES_COPY_OUT);
 
 	memset(&source, 0, sizeof(source));
 	source.conn = conn;
@@ -197,12 +186,7 @@ CopyShardToLocal(Relation rel, ShardInterval *shard)
 	PG_END_TRY();
 
 	/* the COPY's own result */
-	while ((result = GetRemoteResult(conn)) != NULL)
-	{
-		if (PQresultStatus(result) != PGRES_COMMAND_OK)
-			ReportRemoteError(conn, result, ERROR, command);
-		PQclear(result);
-	}
+	PQclear(FinishRemoteQuery(conn, command));
 }
 
 /*

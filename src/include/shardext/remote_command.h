@@ -11,16 +11,26 @@
 
 #include "shardext/connection.h"
 
+/* called by CopyBetweenNodes after each row it passed on */
+typedef void (*CopyRowHook) (void *arg, int length);
+
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
 extern void SendRemoteCommandParams(NodeConnection *conn, const char *command,
 									int nParams, const Oid *paramTypes,
 									const char *const *paramValues);
 extern PGresult *GetRemoteResult(NodeConnection *conn);
+extern int	WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs);
 extern void WaitForRemoteSocket(NodeConnection *conn, bool forWrite);
 extern void ReleaseConnectionWaitSet(NodeConnection *conn);
 extern void ExecuteRemoteCommand(NodeConnection *conn, const char *command);
+extern PGresult *ReadRemoteResults(NodeConnection *conn, PGresult **firstError);
+extern PGresult *FinishRemoteQuery(NodeConnection *conn, const char *command);
 extern PGresult *ExecuteRemoteQuery(NodeConnection *conn, const char *query);
+extern PGresult *ExecuteRemoteQueryParams(NodeConnection *conn, const char *query,
+										  int nParams, const char *const *params);
+extern char *ExecuteRemoteScalar(NodeConnection *conn, const char *query, int nParams,
+								 const char *const *params);
 extern void ExecuteRemoteCommandsInParallel(List *connections, List *commands);
 extern void ReportRemoteError(NodeConnection *conn, PGresult *result, int elevel,
 							  const char *command);
@@ -31,7 +41,14 @@ extern bool ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *co
 											int timeoutMs);
 extern bool FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 										   int timeoutMs);
+extern PGresult *ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query,
+											   int timeoutMs);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
+extern void BeginRemoteCopy(NodeConnection *conn, const char *command,
+							ExecStatusType copyStatus);
+extern void CopyBetweenNodes(NodeConnection *source, const char *copyOut,
+							 NodeConnection *target, const char *copyIn,
+							 CopyRowHook rowHook, void *hookArg);
 
 #endif							/* SHARDEXT_REMOTE_COMMAND_H */

@@ -104,8 +104,6 @@ extern void MoveWaitForLag(ShardMoveState *state);
 extern void MoveVerify(ShardMoveState *state, bool writesBlocked);
 extern void MoveCutover(ShardMoveState *state);
 extern void MoveBlockingCopyAndCutover(ShardMoveState *state);
-extern char *RemoteScalar(NodeConnection *conn, const char *query, int nParams,
-						  const char *const *params);
 extern void MoveSleep(long milliseconds);
 
 /* move_records.c: records over the loopback connection, cleanup */
