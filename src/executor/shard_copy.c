@@ -138,18 +138,7 @@ LockShardsForCopy(Oid relid)
 		ids = palloc(sizeof(int64) * Max(count, 1));
 		for (int i = 0; i < count; i++)
 			ids[i] = entry->shards[i].shardId;
-		for (int i = 1; i < count; i++)
-		{
-			for (int j = i; j > 0 && ids[j - 1] > ids[j]; j--)
-			{
-				int64		swap = ids[j];
-
-				ids[j] = ids[j - 1];
-				ids[j - 1] = swap;
-			}
-		}
-		for (int i = 0; i < count; i++)
-			LockShardResource(ids[i], mode);
+		LockShardsInOrder(ids, count, mode);
 
 		entry = GetDistTableCacheEntry(relid);
 		if (entry == NULL || entry->shardCount != count)

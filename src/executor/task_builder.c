@@ -36,7 +36,6 @@
 /* rows of an INSERT ... SELECT routed per batch */
 #define INSERT_SELECT_BATCH_ROWS 10000
 
-static void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
 static int64 *SnapshotShardIds(DistTableCacheEntry *entry, int *count);
 static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
 static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
@@ -79,38 +78,6 @@ ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count)
 			return true;
 	}
 	return false;
-}
-
-/*
- * LockShardsInOrder takes a write lock on each shard, in shard id order.
- *
- * A statement that writes one placement of one shard takes
- * ShardWriteLockMode, which does not conflict with itself: such writers
- * only meet in the worker's row locks, where the worker's deadlock
- * detector sees them.  A statement that writes several shards or several
- * placements (a multi-shard UPDATE/DELETE, any write to a reference table)
- * could deadlock with another one across nodes, where no detector sees
- * it; it takes the self-conflicting ShardMultiWriteLockMode, so such
- * statements (and single-shard writers of the same shards) queue up on the
- * coordinator, in shard id order, instead.
- */
-static void
-LockShardsInOrder(int64 *ids, int count, LOCKMODE mode)
-{
-	for (int i = 1; i < count; i++)
-	{
-		int64		key = ids[i];
-		int			j = i - 1;
-
-		while (j >= 0 && ids[j] > key)
-		{
-			ids[j + 1] = ids[j];
-			j--;
-		}
-		ids[j + 1] = key;
-	}
-	for (int i = 0; i < count; i++)
-		LockShardResource(ids[i], mode);
 }
 
 /*

@@ -33,8 +33,9 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "shardext/shardext.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
+#include "shardext/shardext.h"
 
 /* column numbers of the catalog tables (see src/sql/install/00_catalog.sql) */
 #define Anum_node_nodeid 1
@@ -599,11 +600,7 @@ BuildNodeCache(void)
 static void
 EnsureNodeCache(void)
 {
-	if (!ShardextExtensionLoaded())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"shardext\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION shardext.")));
+	EnsureShardextInstalled();
 	if (!nodeCacheValid)
 		BuildNodeCache();
 }
@@ -663,6 +660,19 @@ FindWorkerNode(const char *host, int32 port)
 			return &nodeCache[i];
 	}
 	return NULL;
+}
+
+/* GetWorkerNodeAt is FindWorkerNode that errors out on an unknown node */
+WorkerNode *
+GetWorkerNodeAt(const char *host, int32 port)
+{
+	WorkerNode *node = FindWorkerNode(host, port);
+
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node %s:%d is not registered", host, port)));
+	return node;
 }
 
 /*

@@ -37,6 +37,7 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
+#include "shardext/privileges.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
 #include "shardext/ddl.h"
@@ -161,11 +162,7 @@ create_reference_table(PG_FUNCTION_ARGS)
 void
 EnsureShardextReady(void)
 {
-	if (!ShardextExtensionLoaded())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"shardext\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION shardext.")));
+	EnsureShardextInstalled();
 	if (WorkerNodeList(true) == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -33,6 +33,7 @@
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shard_move.h"
 
@@ -561,7 +562,7 @@ shardext_cleanup(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	int			removed;
 
-	EnsureMoveAllowed("shardext_cleanup");
+	EnsureSuperuserAndShardext("shardext_cleanup");
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
@@ -669,7 +670,7 @@ shardext_cancel_rebalance(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	char	   *count;
 
-	EnsureMoveAllowed("shardext_cancel_rebalance");
+	EnsureSuperuserAndShardext("shardext_cancel_rebalance");
 	local = OpenLoopbackConnection(true);
 	count = LocalCoordinatorQuery(local,
 								  "SELECT count(*) FILTER (WHERE pg_catalog.pg_cancel_backend(pid)) "

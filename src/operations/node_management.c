@@ -26,6 +26,7 @@
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/snowflake.h"
@@ -36,7 +37,6 @@ PG_FUNCTION_INFO_V1(shardext_set_node_weight);
 PG_FUNCTION_INFO_V1(shardext_worker_register);
 PG_FUNCTION_INFO_V1(shardext_worker_unregister);
 
-static void EnsureSuperuserAndExtension(const char *function);
 static void CheckNodeArguments(int32 port, double weight);
 static char *CoordinatorId(void);
 static PGconn *ConnectToNewNode(const char *host, int32 port);
@@ -61,7 +61,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 	PGconn	   *pgConn;
 	int32		nodeId;
 
-	EnsureSuperuserAndExtension("shardext_add_node");
+	EnsureSuperuserAndShardext("shardext_add_node");
 	CheckNodeArguments(port, weight);
 
 	/* one node change at a time */
@@ -100,20 +100,6 @@ shardext_add_node(PG_FUNCTION_ARGS)
 	ReplicateReferenceTablesToNode(nodeId);
 
 	PG_RETURN_INT32(nodeId);
-}
-
-static void
-EnsureSuperuserAndExtension(const char *function)
-{
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can call %s()", function)));
-	if (!ShardextExtensionLoaded())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"shardext\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION shardext.")));
 }
 
 static void
@@ -345,14 +331,10 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 	int32		nodeId;
 	int64		placements;
 
-	EnsureSuperuserAndExtension("shardext_remove_node");
+	EnsureSuperuserAndShardext("shardext_remove_node");
 	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
 
-	node = FindWorkerNode(host, port);
-	if (node == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("node %s:%d is not registered", host, port)));
+	node = GetWorkerNodeAt(host, port);
 	nodeId = node->nodeId;
 
 	DropReferencePlacements(node);
@@ -457,13 +439,9 @@ shardext_set_node_weight(PG_FUNCTION_ARGS)
 	double		weight = PG_GETARG_FLOAT8(2);
 	WorkerNode *node;
 
-	EnsureSuperuserAndExtension("shardext_set_node_weight");
+	EnsureSuperuserAndShardext("shardext_set_node_weight");
 	CheckNodeArguments(port, weight);
-	node = FindWorkerNode(host, port);
-	if (node == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("node %s:%d is not registered", host, port)));
+	node = GetWorkerNodeAt(host, port);
 	UpdateWorkerNodeWeight(node->nodeId, weight);
 	PG_RETURN_VOID();
 }

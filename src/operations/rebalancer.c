@@ -29,6 +29,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shard_move.h"
 
@@ -428,10 +429,7 @@ shardext_rebalance_plan(PG_FUNCTION_ARGS)
 	List	   *plan;
 	ListCell   *cell;
 
-	if (!ShardextExtensionLoaded())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"shardext\" is not installed in this database")));
+	EnsureShardextInstalled();
 	plan = PlanRebalance(strategy, 0, &groups);
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -534,28 +532,26 @@ ExecutePlan(NodeConnection *local, List *plan, MoveMode mode)
 }
 
 /*
- * shardext_rebalance(strategy text, mode text) executes the plan and
- * returns the number of moves made.
+ * RunRebalance plans the moves (drainNodeId: off that node, 0: to balance
+ * by strategy) and makes them over a loopback connection of its own, after
+ * cleaning up what earlier moves left; when there is nothing to move it
+ * says so with nothingToMove.  Returns the number of moves made.
  */
-Datum
-shardext_rebalance(PG_FUNCTION_ARGS)
+static int
+RunRebalance(RebalanceStrategy strategy, int32 drainNodeId, MoveMode mode,
+			 const char *nothingToMove)
 {
-	RebalanceStrategy strategy = ParseStrategy(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
-	NodeConnection *local;
+	NodeConnection *local = OpenLoopbackConnection(true);
 	List	   *groups;
 	List	   *plan;
 	int			done = 0;
 
-	EnsureMoveAllowed("shardext_rebalance");
-	EnsureOutsideTransactionBlock("shardext_rebalance");
-	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
 		RunCleanup(local, 0, true, true, 0, true);
-		plan = PlanRebalance(strategy, 0, &groups);
+		plan = PlanRebalance(strategy, drainNodeId, &groups);
 		if (plan == NIL)
-			ereport(NOTICE, (errmsg("the shards are balanced; nothing to move")));
+			ereport(NOTICE, (errmsg_internal("%s", nothingToMove)));
 		else
 			done = ExecutePlan(local, plan, mode);
 	}
@@ -564,7 +560,23 @@ shardext_rebalance(PG_FUNCTION_ARGS)
 		CloseDedicatedConnection(local);
 	}
 	PG_END_TRY();
-	PG_RETURN_INT32(done);
+	return done;
+}
+
+/*
+ * shardext_rebalance(strategy text, mode text) executes the plan and
+ * returns the number of moves made.
+ */
+Datum
+shardext_rebalance(PG_FUNCTION_ARGS)
+{
+	RebalanceStrategy strategy = ParseStrategy(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+
+	EnsureSuperuserAndShardext("shardext_rebalance");
+	EnsureOutsideTransactionBlock("shardext_rebalance");
+	PG_RETURN_INT32(RunRebalance(strategy, 0, mode,
+								 _("the shards are balanced; nothing to move")));
 }
 
 /*
@@ -578,36 +590,12 @@ shardext_drain_node(PG_FUNCTION_ARGS)
 	char	   *host = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int32		port = PG_GETARG_INT32(1);
 	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
-	WorkerNode *node;
 	int32		nodeId;
-	NodeConnection *local;
-	List	   *groups;
-	List	   *plan;
-	int			done = 0;
 
-	EnsureMoveAllowed("shardext_drain_node");
-	node = FindWorkerNode(host, port);
-	if (node == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("node %s:%d is not registered", host, port)));
-	nodeId = node->nodeId;
+	EnsureSuperuserAndShardext("shardext_drain_node");
+	nodeId = GetWorkerNodeAt(host, port)->nodeId;
 	EnsureOutsideTransactionBlock("shardext_drain_node");
-
-	local = OpenLoopbackConnection(true);
-	PG_TRY();
-	{
-		RunCleanup(local, 0, true, true, 0, true);
-		plan = PlanRebalance(REBALANCE_BY_SHARD_COUNT, nodeId, &groups);
-		if (plan == NIL)
-			ereport(NOTICE, (errmsg("node %s:%d holds no shards to move", host, port)));
-		else
-			done = ExecutePlan(local, plan, mode);
-	}
-	PG_FINALLY();
-	{
-		CloseDedicatedConnection(local);
-	}
-	PG_END_TRY();
-	PG_RETURN_INT32(done);
+	PG_RETURN_INT32(RunRebalance(REBALANCE_BY_SHARD_COUNT, nodeId, mode,
+								 psprintf(_("node %s:%d holds no shards to move"),
+										  host, port)));
 }

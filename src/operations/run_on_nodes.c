@@ -23,12 +23,12 @@
 
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
 
 PG_FUNCTION_INFO_V1(shardext_run_on_nodes);
 PG_FUNCTION_INFO_V1(shardext_run_on_shards);
 
 static char *RunOnConnection(PGconn *pgConn, const char *command, bool *success);
-static void EnsureSuperuser(const char *function);
 static char *ReplaceShardPlaceholder(const char *command, const char *shardName);
 
 /*
@@ -82,7 +82,7 @@ shardext_run_on_nodes(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ListCell   *cell;
 
-	EnsureSuperuser("shardext_run_on_nodes");
+	EnsureCalledBySuperuser("shardext_run_on_nodes");
 	InitMaterializedSRF(fcinfo, 0);
 	foreach(cell, WorkerNodeList(false))
 	{
@@ -120,7 +120,7 @@ shardext_run_on_shards(PG_FUNCTION_ARGS)
 	DistTableCacheEntry *entry;
 	ListCell   *cell;
 
-	EnsureSuperuser("shardext_run_on_shards");
+	EnsureCalledBySuperuser("shardext_run_on_shards");
 	entry = GetDistTableCacheEntry(relid);
 	if (entry == NULL)
 		ereport(ERROR,
@@ -191,13 +191,4 @@ ReplaceShardPlaceholder(const char *command, const char *shardName)
 			appendStringInfoChar(&buf, *p);
 	}
 	return buf.data;
-}
-
-static void
-EnsureSuperuser(const char *function)
-{
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can call %s()", function)));
 }

@@ -41,6 +41,7 @@
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/resource_lock.h"
 #include "shardext/shard_move.h"
@@ -68,8 +69,6 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 	int64		shardId;
 	int32		targetNodeId;
 	MoveMode	mode;
-	NodeConnection *local;
-	ShardMoveState *state;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -78,15 +77,45 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 	shardId = PG_GETARG_INT64(0);
 	targetNodeId = PG_GETARG_INT32(1);
 	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	CheckTargetNodeIdArgument(targetNodeId);
+
+	(void) RunSingleShardMove("shardext_move_shard", shardId, targetNodeId, mode,
+							  MOVE_OPERATION_MOVE);
+	PG_RETURN_VOID();
+}
+
+/*
+ * CheckTargetNodeIdArgument rejects a target_node_id argument that cannot
+ * name a node (PrepareShardMove looks up the others).
+ */
+void
+CheckTargetNodeIdArgument(int32 targetNodeId)
+{
 	if (targetNodeId <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("node with id %d does not exist", targetNodeId),
 				 errhint("shardext.nodes lists the nodes.")));
+}
 
-	EnsureMoveAllowed("shardext_move_shard");
-	state = PrepareShardMove(shardId, targetNodeId, mode, MOVE_OPERATION_MOVE, 0, 0);
-	EnsureOutsideTransactionBlock("shardext_move_shard");
+/*
+ * RunSingleShardMove is what shardext_move_shard() and
+ * shardext_split_shard() do once their arguments are read: check the
+ * caller, prepare the move (or split) of the shard's group, and run it over
+ * a loopback connection of its own, after cleaning up what earlier moves
+ * left.  function is the caller's SQL name, for messages.  Returns the
+ * state of the finished move.
+ */
+ShardMoveState *
+RunSingleShardMove(const char *function, int64 shardId, int32 targetNodeId,
+				   MoveMode mode, MoveOperation operation)
+{
+	NodeConnection *local;
+	ShardMoveState *state;
+
+	EnsureSuperuserAndShardext(function);
+	state = PrepareShardMove(shardId, targetNodeId, mode, operation, 0, 0);
+	EnsureOutsideTransactionBlock(function);
 
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
@@ -100,25 +129,7 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 		CloseDedicatedConnection(local);
 	}
 	PG_END_TRY();
-	PG_RETURN_VOID();
-}
-
-/*
- * EnsureMoveAllowed: moves need a superuser (logical replication does) and
- * the extension.
- */
-void
-EnsureMoveAllowed(const char *function)
-{
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can call %s()", function)));
-	if (!ShardextExtensionLoaded())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"shardext\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION shardext.")));
+	return state;
 }
 
 /*
@@ -748,18 +759,7 @@ shardext_move_lock_shards(PG_FUNCTION_ARGS)
 	ids = palloc(sizeof(int64) * Max(count, 1));
 	for (int i = 0; i < count; i++)
 		ids[i] = DatumGetInt64(values[i]);
-	for (int i = 1; i < count; i++)
-	{
-		for (int j = i; j > 0 && ids[j - 1] > ids[j]; j--)
-		{
-			int64		swap = ids[j];
-
-			ids[j] = ids[j - 1];
-			ids[j - 1] = swap;
-		}
-	}
-	for (int i = 0; i < count; i++)
-		LockShardResource(ids[i], ShardCutoverLockMode);
+	LockShardsInOrder(ids, count, ShardCutoverLockMode);
 	PG_RETURN_VOID();
 }
 

@@ -35,8 +35,7 @@ shardext_split_shard(PG_FUNCTION_ARGS)
 {
 	int64		shardId;
 	int32		targetNodeId = 0;
-	NodeConnection *local;
-	ShardMoveState *state = NULL;
+	ShardMoveState *state;
 	Datum		newIds[2] = {0, 0};
 	ListCell   *cell;
 
@@ -48,29 +47,11 @@ shardext_split_shard(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(1))
 	{
 		targetNodeId = PG_GETARG_INT32(1);
-		if (targetNodeId <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("node with id %d does not exist", targetNodeId),
-					 errhint("shardext.nodes lists the nodes.")));
+		CheckTargetNodeIdArgument(targetNodeId);
 	}
 
-	EnsureMoveAllowed("shardext_split_shard");
-	state = PrepareShardMove(shardId, targetNodeId, MOVE_MODE_ONLINE, MOVE_OPERATION_SPLIT, 0, 0);
-	EnsureOutsideTransactionBlock("shardext_split_shard");
-
-	local = OpenLoopbackConnection(true);
-	PG_TRY();
-	{
-		RunCleanup(local, 0, true, true, 0, true);
-		state->local = local;
-		ExecuteShardMove(state);
-	}
-	PG_FINALLY();
-	{
-		CloseDedicatedConnection(local);
-	}
-	PG_END_TRY();
+	state = RunSingleShardMove("shardext_split_shard", shardId, targetNodeId,
+							   MOVE_MODE_ONLINE, MOVE_OPERATION_SPLIT);
 
 	foreach(cell, state->shards)
 	{

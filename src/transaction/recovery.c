@@ -46,6 +46,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
 #include "shardext/remote_xact.h"
 
 PG_FUNCTION_INFO_V1(shardext_recover_prepared_transactions);
@@ -73,10 +74,7 @@ static void DeleteRecordsOfRemovedNodes(Relation rel, List *nodes);
 Datum
 shardext_recover_prepared_transactions(PG_FUNCTION_ARGS)
 {
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can call shardext_recover_prepared_transactions()")));
+	EnsureCalledBySuperuser("shardext_recover_prepared_transactions");
 	PG_RETURN_INT32(RecoverShardextPreparedTransactions());
 }
 

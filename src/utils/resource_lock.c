@@ -54,3 +54,27 @@ UnlockShardResource(int64 shardId, LOCKMODE mode)
 	SetShardLockTag(&tag, shardId);
 	LockRelease(&tag, mode, false);
 }
+
+/*
+ * LockShardsInOrder locks each of count shards (sorting ids in place) in
+ * shard id order, the order every writer and move uses, so that two of them
+ * never wait for each other's locks.
+ */
+void
+LockShardsInOrder(int64 *ids, int count, LOCKMODE mode)
+{
+	for (int i = 1; i < count; i++)
+	{
+		int64		key = ids[i];
+		int			j = i - 1;
+
+		while (j >= 0 && ids[j] > key)
+		{
+			ids[j + 1] = ids[j];
+			j--;
+		}
+		ids[j + 1] = key;
+	}
+	for (int i = 0; i < count; i++)
+		LockShardResource(ids[i], mode);
+}

@@ -20,18 +20,10 @@
 #define SHARDEXT_DISTRIBUTED_PLAN_H
 
 #include "nodes/execnodes.h"
-#include "storage/lockdefs.h"
 #include "nodes/extensible.h"
 #include "nodes/plannodes.h"
 
 #define SHARDEXT_SCAN_NAME "ShardextScan"
-
-/*
- * Writers of several shards or placements lock each shard in this mode: it
- * conflicts with itself, with single-shard writers (ShardWriteLockMode) and
- * with shard move cutovers, not with readers (see LockShardsInOrder).
- */
-#define ShardMultiWriteLockMode ShareRowExclusiveLock
 
 typedef enum DistributedJobKind
 {

@@ -79,6 +79,7 @@ extern List *WorkerNodeList(bool activeOnly);
 extern WorkerNode *LookupWorkerNode(int32 nodeId);
 extern WorkerNode *GetWorkerNode(int32 nodeId);
 extern WorkerNode *FindWorkerNode(const char *host, int32 port);
+extern WorkerNode *GetWorkerNodeAt(const char *host, int32 port);
 extern Oid	ShardextCatalogRelid(const char *relname);
 extern void InvalidateDistTableCache(Oid relid);
 extern void InvalidateNodeCache(void);

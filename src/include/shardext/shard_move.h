@@ -89,9 +89,12 @@ typedef struct ShardMoveState
 extern ShardMoveState *PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 										MoveOperation operation, int64 jobId, int64 moveId);
 extern void ExecuteShardMove(ShardMoveState *state);
+extern ShardMoveState *RunSingleShardMove(const char *function, int64 shardId,
+										  int32 targetNodeId, MoveMode mode,
+										  MoveOperation operation);
+extern void CheckTargetNodeIdArgument(int32 targetNodeId);
 extern MoveMode ParseMoveMode(const char *mode);
 extern bool MoveWasCommitted(int64 moveId);
-extern void EnsureMoveAllowed(const char *function);
 extern void EnsureOutsideTransactionBlock(const char *function);
 
 /* move_steps.c: the remote work of a move */
