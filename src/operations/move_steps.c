@@ -223,9 +223,9 @@ MoveCreateSlotSnapshot(ShardMoveState *state)
 	}
 	result = ExecuteRemoteQueryParams(state->replication,
 									  psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
-								  quote_identifier(state->objectName),
-								  state->operation == MOVE_OPERATION_SPLIT ?
-								  "shardext" : "pgoutput"),
+											   quote_identifier(state->objectName),
+											   state->operation == MOVE_OPERATION_SPLIT ?
+											   "shardext" : "pgoutput"),
 									  0, NULL);
 	if (PQntuples(result) != 1 || PQnfields(result) < 3 || PQgetisnull(result, 0, 2))
 	{
@@ -892,10 +892,10 @@ MoveVerify(ShardMoveState *state, bool writesBlocked)
 		{
 			char	   *outside = ExecuteRemoteScalar(state->sourceSnapshot,
 													  psprintf("SELECT count(*) FROM %s WHERE %s IS NULL "
-														"OR shardext.worker_hash_value(%s) NOT BETWEEN %d AND %d",
-														shard->shardName, shard->distColumn,
-														shard->distColumn, state->hashMin,
-														state->hashMax),
+															   "OR shardext.worker_hash_value(%s) NOT BETWEEN %d AND %d",
+															   shard->shardName, shard->distColumn,
+															   shard->distColumn, state->hashMin,
+															   state->hashMax),
 													  0, NULL);
 
 			if (outside == NULL || strcmp(outside, "0") != 0)
@@ -975,12 +975,12 @@ MoveCutover(ShardMoveState *state)
 
 	gids = ExecuteRemoteQueryParams(state->sourceConn,
 									psprintf("INSERT INTO shardext.move_marker (move_id, seq) VALUES ("
-								INT64_FORMAT ", %d); "
-								"SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
-								"WHERE pg_catalog.starts_with(gid, %s) "
-								"AND database = pg_catalog.current_database()",
-								state->moveId, seq,
-								quote_literal_cstr(RemotePreparedGidPrefix())),
+											 INT64_FORMAT ", %d); "
+											 "SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
+											 "WHERE pg_catalog.starts_with(gid, %s) "
+											 "AND database = pg_catalog.current_database()",
+											 state->moveId, seq,
+											 quote_literal_cstr(RemotePreparedGidPrefix())),
 									0, NULL);
 	PG_TRY();
 	{
@@ -1013,9 +1013,9 @@ MoveBlockingCopyAndCutover(ShardMoveState *state)
 	pauseStart = GetCurrentTimestamp();
 	gids = ExecuteRemoteQueryParams(state->sourceConn,
 									psprintf("SELECT pg_catalog.array_agg(gid) FROM pg_catalog.pg_prepared_xacts "
-								"WHERE pg_catalog.starts_with(gid, %s) "
-								"AND database = pg_catalog.current_database()",
-								quote_literal_cstr(RemotePreparedGidPrefix())),
+											 "WHERE pg_catalog.starts_with(gid, %s) "
+											 "AND database = pg_catalog.current_database()",
+											 quote_literal_cstr(RemotePreparedGidPrefix())),
 									0, NULL);
 	PG_TRY();
 	{
