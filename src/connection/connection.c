@@ -147,10 +147,7 @@ GetNodeConnectionByIndex(int32 nodeId, int index)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("connection to node %s:%d was lost during the transaction",
 							conn->host, conn->port)));
-		if (conn->pgConn != NULL)
-			PQfinish(conn->pgConn);
-		conn->pgConn = NULL;
-		ReleaseConnectionWaitSet(conn);
+		DisconnectNodeConnection(conn);
 		{
 			NodeConnection *fresh = OpenNodeConnection(nodeId);
 
@@ -202,16 +199,27 @@ AllNodeConnections(void)
 void
 CloseNodeConnection(NodeConnection *conn)
 {
-	if (conn->pgConn != NULL)
-		PQfinish(conn->pgConn);
-	conn->pgConn = NULL;
-	ReleaseConnectionWaitSet(conn);
+	DisconnectNodeConnection(conn);
 	conn->queryInProgress = false;
 	conn->claimed = false;
 	conn->xactState = REMOTE_XACT_NONE;
 	conn->xactModified = false;
 	conn->preparedGid[0] = '\0';
 	conn->executorState = NULL;
+}
+
+/*
+ * DisconnectNodeConnection closes the libpq connection and frees what
+ * belongs to it (its wait set); the rest of the NodeConnection's state is
+ * the caller's to reset.
+ */
+void
+DisconnectNodeConnection(NodeConnection *conn)
+{
+	if (conn->pgConn != NULL)
+		PQfinish(conn->pgConn);
+	conn->pgConn = NULL;
+	ReleaseConnectionWaitSet(conn);
 }
 
 /* CloseAllNodeConnections closes every cached connection */
@@ -373,10 +381,7 @@ CloseDedicatedConnection(NodeConnection *conn)
 {
 	if (conn == NULL)
 		return;
-	if (conn->pgConn != NULL)
-		PQfinish(conn->pgConn);
-	conn->pgConn = NULL;
-	ReleaseConnectionWaitSet(conn);
+	DisconnectNodeConnection(conn);
 	conn->queryInProgress = false;
 }
 

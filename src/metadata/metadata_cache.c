@@ -77,6 +77,7 @@ static void LoadShardIntervals(DistTableCacheEntry *entry);
 static void LoadPlacements(ShardInterval *shard, MemoryContext context);
 static bool ShardsAreUniform(ShardInterval *shards, int count);
 static void BuildNodeCache(void);
+static List *ScanDistTableRelids(const char *indexName, int nkeys, ScanKey keys);
 static void RetireContext(MemoryContext context);
 static int	CompareShardIntervals(const void *a, const void *b);
 static int	CompareInt32(const void *a, const void *b);
@@ -491,47 +492,43 @@ CompareInt32(const void *a, const void *b)
 List *
 DistributedTableList(void)
 {
-	List	   *result = NIL;
-	Relation	rel;
-	SysScanDesc scan;
-	HeapTuple	tuple;
-
 	if (!ShardextExtensionLoaded())
 		return NIL;
-
-	rel = table_open(distTableCatalogRelid, AccessShareLock);
-	scan = systable_beginscan(rel, ShardextCatalogRelid("dist_table_pkey"),
-							  true, NULL, 0, NULL);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-	{
-		bool		isnull;
-
-		result = lappend_oid(result,
-							 DatumGetObjectId(heap_getattr(tuple, Anum_dist_table_logicalrelid,
-														   RelationGetDescr(rel), &isnull)));
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return result;
+	return ScanDistTableRelids("dist_table_pkey", 0, NULL);
 }
 
 /*
- * ColocatedTableList returns the OIDs of the tables in a colocation group.
+ * ColocatedTableList returns the OIDs of the tables in a colocation group,
+ * in OID order.
  */
 List *
 ColocatedTableList(int32 colocationId)
 {
+	ScanKeyData key;
+	List	   *result;
+
+	ScanKeyInit(&key, Anum_dist_table_colocationid, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(colocationId));
+	result = ScanDistTableRelids("dist_table_colocationid_idx", 1, &key);
+	list_sort(result, list_oid_cmp);
+	return result;
+}
+
+/*
+ * ScanDistTableRelids returns the table OIDs of the rows of
+ * shardext.dist_table that match the keys, in the order of the index.
+ */
+static List *
+ScanDistTableRelids(const char *indexName, int nkeys, ScanKey keys)
+{
 	List	   *result = NIL;
 	Relation	rel;
 	SysScanDesc scan;
-	ScanKeyData key;
 	HeapTuple	tuple;
 
 	rel = table_open(distTableCatalogRelid, AccessShareLock);
-	ScanKeyInit(&key, Anum_dist_table_colocationid, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(colocationId));
-	scan = systable_beginscan(rel, ShardextCatalogRelid("dist_table_colocationid_idx"),
-							  true, NULL, 1, &key);
+	scan = systable_beginscan(rel, ShardextCatalogRelid(indexName), true, NULL,
+							  nkeys, keys);
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		bool		isnull;
@@ -542,7 +539,6 @@ ColocatedTableList(int32 colocationId)
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	list_sort(result, list_oid_cmp);
 	return result;
 }
 

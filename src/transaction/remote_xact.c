@@ -677,10 +677,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	}
 
 	/* the remote transaction is lost either way; keep the state FAILED */
-	if (conn->pgConn != NULL)
-		PQfinish(conn->pgConn);
-	conn->pgConn = NULL;
-	ReleaseConnectionWaitSet(conn);
+	DisconnectNodeConnection(conn);
 	conn->queryInProgress = false;
 	conn->xactState = REMOTE_XACT_FAILED;
 }

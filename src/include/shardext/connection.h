@@ -78,6 +78,7 @@ extern NodeConnection *GetNodeConnectionByIndex(int32 nodeId, int index);
 extern List *NodeConnectionList(int32 nodeId);
 extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);
+extern void DisconnectNodeConnection(NodeConnection *conn);
 extern void CloseAllNodeConnections(void);
 extern bool NodeConnectionIsHealthy(NodeConnection *conn);
 extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,

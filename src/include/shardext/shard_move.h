@@ -97,17 +97,21 @@ extern MoveMode ParseMoveMode(const char *mode);
 extern bool MoveWasCommitted(int64 moveId);
 extern void EnsureOutsideTransactionBlock(const char *function);
 
-/* move_steps.c: the remote work of a move */
+/* move_steps.c: the remote work of a move, up to replication */
 extern void MoveSetUpSource(ShardMoveState *state);
 extern void MoveSetUpTarget(ShardMoveState *state);
 extern void MoveCopyData(ShardMoveState *state, bool useSlotSnapshot);
 extern void MoveBuildIndexes(ShardMoveState *state);
 extern void MoveStartReplication(ShardMoveState *state);
+extern void SplitHalfRange(ShardMoveState *state, int half, int32 *lo, int32 *hi);
+extern char *BareColumnList(MoveShard *shard);
+extern void MoveSleep(long milliseconds);
+
+/* move_cutover.c: catching up, verification, the switch */
 extern void MoveWaitForLag(ShardMoveState *state);
 extern void MoveVerify(ShardMoveState *state, bool writesBlocked);
 extern void MoveCutover(ShardMoveState *state);
 extern void MoveBlockingCopyAndCutover(ShardMoveState *state);
-extern void MoveSleep(long milliseconds);
 
 /* move_records.c: records over the loopback connection, cleanup */
 extern int64 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status);
