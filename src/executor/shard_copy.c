@@ -111,6 +111,7 @@ static void ReportCopyError(ShardCopyState *state, CopyConnection *copyConn,
 static void LineMapAdd(LineMap *map, uint64 line);
 static void LineMapAppend(LineMap *target, LineMap *source);
 static uint64 LineMapGet(LineMap *map, uint64 index);
+static uint64 LineMapNextDelta(const unsigned char **p);
 static void LineMapReset(LineMap *map);
 
 /*
@@ -622,6 +623,22 @@ LineMapAdd(LineMap *map, uint64 line)
 	map->count++;
 }
 
+/* LineMapNextDelta decodes the delta at *p (7 bits a byte) and steps over it */
+static uint64
+LineMapNextDelta(const unsigned char **p)
+{
+	uint64		delta = 0;
+	int			shift = 0;
+
+	while (**p & 0x80)
+	{
+		delta |= (uint64) (*(*p)++ & 0x7F) << shift;
+		shift += 7;
+	}
+	delta |= (uint64) (*(*p)++) << shift;
+	return delta;
+}
+
 /* LineMapAppend adds the rows of source after those of target */
 static void
 LineMapAppend(LineMap *target, LineMap *source)
@@ -631,16 +648,7 @@ LineMapAppend(LineMap *target, LineMap *source)
 
 	for (uint64 i = 0; i < source->count; i++)
 	{
-		uint64		delta = 0;
-		int			shift = 0;
-
-		while (*p & 0x80)
-		{
-			delta |= (uint64) (*p++ & 0x7F) << shift;
-			shift += 7;
-		}
-		delta |= (uint64) (*p++) << shift;
-		line += delta;
+		line += LineMapNextDelta(&p);
 		LineMapAdd(target, line);
 	}
 }
@@ -653,18 +661,7 @@ LineMapGet(LineMap *map, uint64 index)
 	uint64		line = 0;
 
 	for (uint64 i = 0; i <= index; i++)
-	{
-		uint64		delta = 0;
-		int			shift = 0;
-
-		while (*p & 0x80)
-		{
-			delta |= (uint64) (*p++ & 0x7F) << shift;
-			shift += 7;
-		}
-		delta |= (uint64) (*p++) << shift;
-		line += delta;
-	}
+		line += LineMapNextDelta(&p);
 	return line;
 }
 

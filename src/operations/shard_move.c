@@ -50,14 +50,38 @@ PG_FUNCTION_INFO_V1(shardext_move_shard);
 PG_FUNCTION_INFO_V1(shardext_move_lock_shards);
 PG_FUNCTION_INFO_V1(shardext_move_commit_placements);
 
+/* a running move's record, as the catalog switch reads it */
+typedef struct RunningMove
+{
+	int64		moveId;
+	bool		split;
+	int32		sourceNodeId;
+	int32		targetNodeId;
+	int32		splitPoint;
+	int			shardCount;
+	Datum	   *shardIds;
+	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
+} RunningMove;
+
 static char RelationIdentityOf(Oid relid);
 static List *ShardGroup(DistTableCacheEntry *entry, ShardInterval *shard, int32 sourceNodeId);
 static void CheckSourceAndTarget(ShardMoveState *state);
+static void CheckSourceSettings(ShardMoveState *state);
+static char *ShardNameArray(ShardMoveState *state);
+static void ReadSourceTables(ShardMoveState *state, char *shardNames);
+static void CheckTargetRoom(ShardMoveState *state, char *shardNames);
+static char *SizePretty(int64 bytes);
 static void RunMoveSteps(ShardMoveState *state);
 static void AbortMove(ShardMoveState *state, ErrorData *edata);
 static void FinishMove(ShardMoveState *state);
+static void CleanUpAfterSwitch(ShardMoveState *state);
+static void AssignSplitShardIds(ShardMoveState *state);
+static ErrorData *RunInSubtransaction(ShardMoveState *state,
+									  void (*part) (ShardMoveState *state));
 static void CloseMoveConnections(ShardMoveState *state, bool cancel);
 static void CommitMovedPlacements(int64 moveId);
+static void ReadRunningMove(int64 moveId, RunningMove *move);
+static int32 SwitchMovedShard(RunningMove *move, int i);
 static char *MoveObjectName(int64 moveId);
 
 /*
@@ -356,16 +380,31 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 static void
 CheckSourceAndTarget(ShardMoveState *state)
 {
-	StringInfoData names;
-	ListCell   *cell;
-	PGresult   *result;
-	const char *params[1];
-	char	   *value;
+	char	   *shardNames;
 
 	state->sourceConn = OpenDedicatedConnection(state->source.host, state->source.port,
 												false, true);
 	ExecuteRemoteCommand(state->sourceConn,
 						 "SET lock_timeout = '10s'; SET synchronous_commit = on");
+	CheckSourceSettings(state);
+	shardNames = ShardNameArray(state);
+	ReadSourceTables(state, shardNames);
+
+	state->targetConn = OpenDedicatedConnection(state->target.host, state->target.port,
+												false, true);
+	ExecuteRemoteCommand(state->targetConn,
+						 "SET lock_timeout = '10s'; SET synchronous_commit = on");
+	CheckTargetRoom(state, shardNames);
+}
+
+/*
+ * CheckSourceSettings checks the source's wal_level for an online move and
+ * finds the output plugin libraries a split must allow.
+ */
+static void
+CheckSourceSettings(ShardMoveState *state)
+{
+	char	   *value;
 
 	if (state->mode == MOVE_MODE_ONLINE)
 	{
@@ -398,15 +437,35 @@ CheckSourceAndTarget(ShardMoveState *state)
 									 0, NULL) != NULL)
 			state->pluginLibraries = "shardext";
 	}
+}
 
-	/* the source tables: size, replica identity, key */
+/* ShardNameArray is a text array literal of the names of the group's shards */
+static char *
+ShardNameArray(ShardMoveState *state)
+{
+	StringInfoData names;
+	ListCell   *cell;
+
 	initStringInfo(&names);
 	appendStringInfoChar(&names, '{');
 	foreach(cell, state->shards)
 		appendStringInfo(&names, "%s%s", foreach_current_index(cell) > 0 ? "," : "",
 						 quote_identifier(((MoveShard *) lfirst(cell))->shardName));
 	appendStringInfoChar(&names, '}');
-	params[0] = names.data;
+	return names.data;
+}
+
+/*
+ * ReadSourceTables reads the size of the shard tables on the source and
+ * how they are identified for replication, failing when one is missing.
+ */
+static void
+ReadSourceTables(ShardMoveState *state, char *shardNames)
+{
+	const char *params[1] = {shardNames};
+	PGresult   *result;
+	ListCell   *cell;
+
 	result = ExecuteRemoteQueryParams(state->sourceConn,
 									  "SELECT n, c.relreplident, "
 									  "pg_catalog.pg_total_relation_size(c.oid), "
@@ -437,11 +496,17 @@ CheckSourceAndTarget(ShardMoveState *state)
 			shard->sourceIdentity != 'f' && strcmp(PQgetvalue(result, row, 3), "t") != 0;
 	}
 	PQclear(result);
+}
 
-	state->targetConn = OpenDedicatedConnection(state->target.host, state->target.port,
-												false, true);
-	ExecuteRemoteCommand(state->targetConn,
-						 "SET lock_timeout = '10s'; SET synchronous_commit = on");
+/*
+ * CheckTargetRoom checks that the target has no table of the group's names
+ * and room for a copy of the group on its disk.
+ */
+static void
+CheckTargetRoom(ShardMoveState *state, char *shardNames)
+{
+	const char *params[1] = {shardNames};
+	char	   *value;
 
 	/* a leftover of an interrupted move that cleanup could not remove */
 	if (state->operation == MOVE_OPERATION_MOVE)
@@ -475,14 +540,18 @@ CheckSourceAndTarget(ShardMoveState *state)
 							state->target.host, state->target.port, state->description),
 					 errdetail("The shards take %s; the node has %s free and "
 							   "shardext.min_free_disk_space asks for %s to spare.",
-							   text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
-																				  Int64GetDatum(state->totalBytes)))),
-							   text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
-																				  Int64GetDatum(freeBytes)))),
-							   text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
-																				  Int64GetDatum(margin))))),
+							   SizePretty(state->totalBytes), SizePretty(freeBytes),
+							   SizePretty(margin)),
 					 errhint("Free space on the node or choose another node.")));
 	}
+}
+
+/* SizePretty is pg_size_pretty() of a number of bytes */
+static char *
+SizePretty(int64 bytes)
+{
+	return text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
+															  Int64GetDatum(bytes))));
 }
 
 /*
@@ -494,28 +563,14 @@ CheckSourceAndTarget(ShardMoveState *state)
 void
 ExecuteShardMove(ShardMoveState *state)
 {
-	MemoryContext oldContext = CurrentMemoryContext;
-	ResourceOwner oldOwner = CurrentResourceOwner;
-	ListCell   *cell;
+	ErrorData  *edata;
 
 	Assert(state->local != NULL);
 	CheckSourceAndTarget(state);
 
 	/* new shard ids last: nothing is left to refuse the split */
 	if (state->operation == MOVE_OPERATION_SPLIT)
-	{
-		foreach(cell, state->shards)
-		{
-			MoveShard  *moveShard = lfirst(cell);
-
-			for (int half = 0; half < 2; half++)
-			{
-				moveShard->childIds[half] = NextShardId();
-				moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
-																 moveShard->childIds[half]);
-			}
-		}
-	}
+		AssignSplitShardIds(state);
 
 	state->moveId = InsertMoveRecord(state->local, state, "running");
 	state->objectName = MoveObjectName(state->moveId);
@@ -525,26 +580,9 @@ ExecuteShardMove(ShardMoveState *state)
 					state->description, state->source.host, state->source.port,
 					state->target.host, state->target.port)));
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldContext);
-	PG_TRY();
+	edata = RunInSubtransaction(state, RunMoveSteps);
+	if (edata != NULL)
 	{
-		RunMoveSteps(state);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldContext);
-		CurrentResourceOwner = oldOwner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldContext);
-		CurrentResourceOwner = oldOwner;
-
 		if (!state->flipped && !MoveWasCommitted(state->moveId))
 		{
 			AbortMove(state, edata);
@@ -554,9 +592,61 @@ ExecuteShardMove(ShardMoveState *state)
 		state->flipped = true;
 		CloseMoveConnections(state, true);
 	}
-	PG_END_TRY();
 
 	FinishMove(state);
+}
+
+/* AssignSplitShardIds draws the ids of the halves of each shard of a split */
+static void
+AssignSplitShardIds(ShardMoveState *state)
+{
+	ListCell   *cell;
+
+	foreach(cell, state->shards)
+	{
+		MoveShard  *moveShard = lfirst(cell);
+
+		for (int half = 0; half < 2; half++)
+		{
+			moveShard->childIds[half] = NextShardId();
+			moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
+															 moveShard->childIds[half]);
+		}
+	}
+}
+
+/*
+ * RunInSubtransaction runs part of a move in an internal subtransaction and
+ * returns NULL, or the error that rolled the subtransaction back (with the
+ * error state flushed: the caller decides what follows).
+ */
+static ErrorData *
+RunInSubtransaction(ShardMoveState *state, void (*part) (ShardMoveState *state))
+{
+	MemoryContext oldContext = CurrentMemoryContext;
+	ResourceOwner oldOwner = CurrentResourceOwner;
+	ErrorData  *edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldContext);
+	PG_TRY();
+	{
+		part(state);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldContext);
+		CurrentResourceOwner = oldOwner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldContext);
+		CurrentResourceOwner = oldOwner;
+	}
+	PG_END_TRY();
+	return edata;
 }
 
 /* RunMoveSteps: the steps of an online or blocking move or split */
@@ -693,47 +783,40 @@ AbortMove(ShardMoveState *state, ErrorData *edata)
 static void
 FinishMove(ShardMoveState *state)
 {
-	MemoryContext oldContext = CurrentMemoryContext;
-	ResourceOwner oldOwner = CurrentResourceOwner;
+	ErrorData  *edata;
 
 	/* this session's next statements see the new placements */
 	AcceptInvalidationMessages();
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldContext);
-	PG_TRY();
+	edata = RunInSubtransaction(state, CleanUpAfterSwitch);
+	if (edata != NULL)
 	{
-		CloseMoveConnections(state, false);
-		SetMovePhase(state, "cleaning up");
-		MarkDeferredDropsNow(state);
-		RunCleanup(state->local, state->moveId, false, false, 0, false);
-		WaitForOlderTransactions(state->local, state->moveId, ShardextMoveDropTimeout);
-		RunCleanup(state->local, state->moveId, false, true, 0, false);
-		SetMoveStatus(state, "done", NULL);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldContext);
-		CurrentResourceOwner = oldOwner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldContext);
-		CurrentResourceOwner = oldOwner;
 		SetMoveStatus(state, "done", NULL);
 		ereport(WARNING,
 				(errmsg("%s was moved, but cleaning up after it failed: %s",
 						state->description, edata->message),
 				 errhint("Run shardext_cleanup() to remove what is left.")));
 	}
-	PG_END_TRY();
 
 	ereport(NOTICE,
 			(errmsg("%s: done", state->description)));
+}
+
+/*
+ * CleanUpAfterSwitch drops what a move no longer needs once the catalog
+ * points at the target: the replication objects at once, the source's
+ * tables once no older transaction can read them.
+ */
+static void
+CleanUpAfterSwitch(ShardMoveState *state)
+{
+	CloseMoveConnections(state, false);
+	SetMovePhase(state, "cleaning up");
+	MarkDeferredDropsNow(state);
+	RunCleanup(state->local, state->moveId, false, false, 0, false);
+	WaitForOlderTransactions(state->local, state->moveId, ShardextMoveDropTimeout);
+	RunCleanup(state->local, state->moveId, false, true, 0, false);
+	SetMoveStatus(state, "done", NULL);
 }
 
 /*
@@ -787,109 +870,16 @@ CommitMovedPlacements(int64 moveId)
 {
 	Oid			argtypes[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(moveId)};
-	HeapTuple	tuple;
-	TupleDesc	desc;
-	bool		isnull;
-	bool		split;
-	int32		sourceNodeId;
-	int32		targetNodeId;
-	int32		splitPoint = 0;
-	Datum	   *shardIds;
-	Datum	   *newShardIds = NULL;
-	int			shardCount;
-	int			newCount = 0;
+	RunningMove move;
 	int32		colocationId = 0;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
-							  "target_node_id, split_point, new_shard_ids "
-							  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
-							  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read move " INT64_FORMAT, moveId);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("move " INT64_FORMAT " is not running", moveId)));
-	tuple = SPI_copytuple(SPI_tuptable->vals[0]);
-	desc = SPI_tuptable->tupdesc;
-	split = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
-	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 2, &isnull)),
-					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &shardIds, NULL, &shardCount);
-	sourceNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-	targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
-	if (split)
-	{
-		splitPoint = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 6, &isnull)),
-						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &newShardIds, NULL,
-						  &newCount);
-		if (newCount != 2 * shardCount)
-			elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
-				 newCount, shardCount);
-	}
+	ReadRunningMove(moveId, &move);
+	for (int i = 0; i < move.shardCount; i++)
+		colocationId = SwitchMovedShard(&move, i);
 
-	for (int i = 0; i < shardCount; i++)
-	{
-		int64		shardId = DatumGetInt64(shardIds[i]);
-		DistTableCacheEntry *entry;
-		ShardInterval *shard = FindShardById(shardId, &entry);
-		Oid			relid;
-		char	   *shardName;
-		Oid			recordTypes[4] = {INT8OID, INT4OID, TEXTOID, INT8OID};
-		Datum		recordArgs[4];
-		bool		placed = false;
-
-		if (shard != NULL)
-			for (int j = 0; j < shard->placementCount; j++)
-				placed |= shard->placementNodeIds[j] == sourceNodeId;
-		if (shard == NULL || !placed)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("shard " INT64_FORMAT " is no longer on node %d", shardId,
-							sourceNodeId),
-					 errdetail("The table was dropped or changed during the move.")));
-		relid = entry->relid;
-		colocationId = entry->colocationId;
-		shardName = QualifiedShardName(relid, shardId);
-
-		if (!split)
-		{
-			DeletePlacement(shardId, sourceNodeId);
-			InsertPlacement(shardId, targetNodeId);
-		}
-		else
-		{
-			int32		hashMin = shard->hashMin;
-			int32		hashMax = shard->hashMax;
-			int64		lower = DatumGetInt64(newShardIds[i]);
-			int64		upper = DatumGetInt64(newShardIds[shardCount + i]);
-			Oid			deleteTypes[1] = {INT8OID};
-			Datum		deleteArgs[1] = {Int64GetDatum(shardId)};
-
-			if (SPI_execute_with_args("DELETE FROM shardext.shard WHERE shardid = $1",
-									  1, deleteTypes, deleteArgs, NULL, false, 0) != SPI_OK_DELETE)
-				elog(ERROR, "could not delete shard " INT64_FORMAT, shardId);
-			InsertShard(lower, relid, true, hashMin, splitPoint);
-			InsertPlacement(lower, targetNodeId);
-			InsertShard(upper, relid, true, splitPoint + 1, hashMax);
-			InsertPlacement(upper, targetNodeId);
-			InvalidateDistTableCache(relid);
-		}
-
-		/* the source's table goes once no transaction can still read it */
-		recordArgs[0] = Int64GetDatum(moveId);
-		recordArgs[1] = Int32GetDatum(sourceNodeId);
-		recordArgs[2] = CStringGetTextDatum(shardName);
-		recordArgs[3] = Int64GetDatum(shardId);
-		if (SPI_execute_with_args("INSERT INTO shardext.cleanup_record (move_id, node_id, "
-								  "object_type, object_name, shard_id, policy) "
-								  "VALUES ($1, $2, 'table', $3, $4, 'deferred')",
-								  4, recordTypes, recordArgs, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not record the drop of %s", shardName);
-	}
-
-	if (split)
+	if (move.split)
 	{
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(colocationId)};
@@ -908,4 +898,119 @@ CommitMovedPlacements(int64 moveId)
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the switch of move " INT64_FORMAT, moveId);
 	SPI_finish();
+}
+
+/*
+ * ReadRunningMove reads (and locks) the record of a running move, in an
+ * SPI connection; a move that is not running any more is an error.
+ */
+static void
+ReadRunningMove(int64 moveId, RunningMove *move)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(moveId)};
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	bool		isnull;
+	int			newCount = 0;
+
+	memset(move, 0, sizeof(RunningMove));
+	move->moveId = moveId;
+	if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
+							  "target_node_id, split_point, new_shard_ids "
+							  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
+							  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read move " INT64_FORMAT, moveId);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("move " INT64_FORMAT " is not running", moveId)));
+	tuple = SPI_copytuple(SPI_tuptable->vals[0]);
+	desc = SPI_tuptable->tupdesc;
+	move->split = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
+	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 2, &isnull)),
+					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->shardIds, NULL,
+					  &move->shardCount);
+	move->sourceNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+	move->targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+	if (move->split)
+	{
+		move->splitPoint = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 6, &isnull)),
+						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
+						  NULL, &newCount);
+		if (newCount != 2 * move->shardCount)
+			elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
+				 newCount, move->shardCount);
+	}
+}
+
+/*
+ * SwitchMovedShard switches the i-th shard of a move in the catalog: its
+ * placement moves to the target (a split replaces the shard by its halves
+ * there), and the source's table is recorded to be dropped once no
+ * transaction can still read it.  Returns the colocation group of the
+ * shard's table.
+ */
+static int32
+SwitchMovedShard(RunningMove *move, int i)
+{
+	int64		shardId = DatumGetInt64(move->shardIds[i]);
+	DistTableCacheEntry *entry;
+	ShardInterval *shard = FindShardById(shardId, &entry);
+	Oid			relid;
+	int32		colocationId;
+	char	   *shardName;
+	Oid			recordTypes[4] = {INT8OID, INT4OID, TEXTOID, INT8OID};
+	Datum		recordArgs[4];
+	bool		placed = false;
+
+	if (shard != NULL)
+		for (int j = 0; j < shard->placementCount; j++)
+			placed |= shard->placementNodeIds[j] == move->sourceNodeId;
+	if (shard == NULL || !placed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shard " INT64_FORMAT " is no longer on node %d", shardId,
+						move->sourceNodeId),
+				 errdetail("The table was dropped or changed during the move.")));
+	relid = entry->relid;
+	colocationId = entry->colocationId;
+	shardName = QualifiedShardName(relid, shardId);
+
+	if (!move->split)
+	{
+		DeletePlacement(shardId, move->sourceNodeId);
+		InsertPlacement(shardId, move->targetNodeId);
+	}
+	else
+	{
+		int32		hashMin = shard->hashMin;
+		int32		hashMax = shard->hashMax;
+		int64		lower = DatumGetInt64(move->newShardIds[i]);
+		int64		upper = DatumGetInt64(move->newShardIds[move->shardCount + i]);
+		Oid			deleteTypes[1] = {INT8OID};
+		Datum		deleteArgs[1] = {Int64GetDatum(shardId)};
+
+		if (SPI_execute_with_args("DELETE FROM shardext.shard WHERE shardid = $1",
+								  1, deleteTypes, deleteArgs, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete shard " INT64_FORMAT, shardId);
+		InsertShard(lower, relid, true, hashMin, move->splitPoint);
+		InsertPlacement(lower, move->targetNodeId);
+		InsertShard(upper, relid, true, move->splitPoint + 1, hashMax);
+		InsertPlacement(upper, move->targetNodeId);
+		InvalidateDistTableCache(relid);
+	}
+
+	/* the source's table goes once no transaction can still read it */
+	recordArgs[0] = Int64GetDatum(move->moveId);
+	recordArgs[1] = Int32GetDatum(move->sourceNodeId);
+	recordArgs[2] = CStringGetTextDatum(shardName);
+	recordArgs[3] = Int64GetDatum(shardId);
+	if (SPI_execute_with_args("INSERT INTO shardext.cleanup_record (move_id, node_id, "
+							  "object_type, object_name, shard_id, policy) "
+							  "VALUES ($1, $2, 'table', $3, $4, 'deferred')",
+							  4, recordTypes, recordArgs, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the drop of %s", shardName);
+	return colocationId;
 }

@@ -68,7 +68,6 @@ typedef struct CombineContext
 
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
 static bool CheckOuterJoins(Node *jtnode, Query *query);
-static void CollectAllQuals(Node *jtnode, List **conjuncts);
 static bool SublinksAreColocated(Query *query, PushdownInfo *info);
 static bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
 static int	AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation);
@@ -419,7 +418,7 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 		return false;
 
 	/* distribution column equalities connect the hash tables */
-	CollectAllQuals((Node *) query->jointree, &conjuncts);
+	CollectJoinTreeQuals((Node *) query->jointree, false, &conjuncts);
 	foreach(cell, conjuncts)
 	{
 		OpExpr	   *op = lfirst(cell);
@@ -452,28 +451,6 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 	if (!CheckOuterJoins((Node *) query->jointree, query))
 		return false;
 	return SublinksAreColocated(query, info);
-}
-
-/* conjuncts of WHERE and of every join condition */
-static void
-CollectAllQuals(Node *jtnode, List **conjuncts)
-{
-	if (jtnode == NULL)
-		return;
-	if (IsA(jtnode, FromExpr))
-	{
-		ListCell   *cell;
-
-		CollectConjuncts(((FromExpr *) jtnode)->quals, conjuncts);
-		foreach(cell, ((FromExpr *) jtnode)->fromlist)
-			CollectAllQuals(lfirst(cell), conjuncts);
-	}
-	else if (IsA(jtnode, JoinExpr))
-	{
-		CollectConjuncts(((JoinExpr *) jtnode)->quals, conjuncts);
-		CollectAllQuals(((JoinExpr *) jtnode)->larg, conjuncts);
-		CollectAllQuals(((JoinExpr *) jtnode)->rarg, conjuncts);
-	}
 }
 
 static bool

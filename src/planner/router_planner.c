@@ -54,7 +54,6 @@ typedef struct RouterContext
 
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
 static bool AnalyzeSublinksWalker(Node *node, void *context);
-static void CollectInnerJoinQuals(Node *jtnode, List **conjuncts);
 static bool ContainsAnyVar(Node *node);
 static bool ContainsAnyVarWalker(Node *node, void *context);
 static Node *StripRelabel(Node *node);
@@ -250,8 +249,13 @@ CollectConjuncts(Node *node, List **conjuncts)
 		*conjuncts = lappend(*conjuncts, node);
 }
 
-static void
-CollectInnerJoinQuals(Node *jtnode, List **conjuncts)
+/*
+ * CollectJoinTreeQuals adds the conjuncts of the WHERE clauses and join
+ * conditions of a join tree, of inner joins only when innerOnly (their
+ * conditions restrict the result; an outer join's do not).
+ */
+void
+CollectJoinTreeQuals(Node *jtnode, bool innerOnly, List **conjuncts)
 {
 	if (jtnode == NULL)
 		return;
@@ -261,15 +265,16 @@ CollectInnerJoinQuals(Node *jtnode, List **conjuncts)
 
 		CollectConjuncts(((FromExpr *) jtnode)->quals, conjuncts);
 		foreach(cell, ((FromExpr *) jtnode)->fromlist)
-			CollectInnerJoinQuals(lfirst(cell), conjuncts);
+			CollectJoinTreeQuals(lfirst(cell), innerOnly, conjuncts);
 	}
-	else if (IsA(jtnode, JoinExpr) && ((JoinExpr *) jtnode)->jointype == JOIN_INNER)
+	else if (IsA(jtnode, JoinExpr) &&
+			 (!innerOnly || ((JoinExpr *) jtnode)->jointype == JOIN_INNER))
 	{
 		JoinExpr   *join = (JoinExpr *) jtnode;
 
 		CollectConjuncts(join->quals, conjuncts);
-		CollectInnerJoinQuals(join->larg, conjuncts);
-		CollectInnerJoinQuals(join->rarg, conjuncts);
+		CollectJoinTreeQuals(join->larg, innerOnly, conjuncts);
+		CollectJoinTreeQuals(join->rarg, innerOnly, conjuncts);
 	}
 }
 
@@ -279,7 +284,7 @@ TopLevelConjuncts(Query *query)
 {
 	List	   *conjuncts = NIL;
 
-	CollectInnerJoinQuals((Node *) query->jointree, &conjuncts);
+	CollectJoinTreeQuals((Node *) query->jointree, true, &conjuncts);
 	return conjuncts;
 }
 

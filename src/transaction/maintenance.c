@@ -100,6 +100,7 @@ static bool StartDaemon(int slot, Oid databaseId);
 static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
+static void LogErrorAndAbort(void);
 
 Size
 MaintenanceShmemSize(void)
@@ -511,11 +512,7 @@ RunRecovery(void)
 	}
 	PG_CATCH();
 	{
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		LogErrorAndAbort();
 	}
 	PG_END_TRY();
 	return hasExtension;
@@ -535,11 +532,22 @@ RunDeadlockDetection(void)
 	}
 	PG_CATCH();
 	{
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		LogErrorAndAbort();
 	}
 	PG_END_TRY();
+}
+
+/*
+ * LogErrorAndAbort, called in the daemon's PG_CATCH blocks, logs the error
+ * and aborts the transaction, so that the daemon goes on with its next
+ * round.
+ */
+static void
+LogErrorAndAbort(void)
+{
+	HOLD_INTERRUPTS();
+	EmitErrorReport();
+	AbortCurrentTransaction();
+	FlushErrorState();
+	RESUME_INTERRUPTS();
 }

@@ -73,6 +73,7 @@ static void PreCommitRemoteTransactions(void);
 static void CommitRemoteTransactions(List *connections);
 static void PrepareRemoteTransactions(List *connections);
 static void FinishPreparedTransactions(List *connections);
+static void GiveUpCommitPrepared(NodeConnection *conn);
 static void AbortRemoteTransactions(void);
 static void ResetRemoteTransaction(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
@@ -513,14 +514,7 @@ FinishPreparedTransactions(List *connections)
 			prepared = lappend(prepared, conn);
 		}
 		else
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not commit prepared transaction %s on node %s:%d",
-							conn->preparedGid, conn->host, conn->port),
-					 errhint("It is committed by shardext_recover_prepared_transactions().")));
-			CloseNodeConnection(conn);
-		}
+			GiveUpCommitPrepared(conn);
 	}
 
 	foreach(cell, prepared)
@@ -529,16 +523,25 @@ FinishPreparedTransactions(List *connections)
 
 		if (!FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
 											REMOTE_CLEANUP_TIMEOUT_MS))
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not commit prepared transaction %s on node %s:%d",
-							conn->preparedGid, conn->host, conn->port),
-					 errhint("It is committed by shardext_recover_prepared_transactions().")));
-			CloseNodeConnection(conn);
-		}
+			GiveUpCommitPrepared(conn);
 		ResetRemoteTransaction(conn);
 	}
+}
+
+/*
+ * GiveUpCommitPrepared warns that the prepared transaction of a connection
+ * could not be committed now (recovery commits it later: the commit record
+ * is written) and closes the connection, whose state is unknown.
+ */
+static void
+GiveUpCommitPrepared(NodeConnection *conn)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not commit prepared transaction %s on node %s:%d",
+					conn->preparedGid, conn->host, conn->port),
+			 errhint("It is committed by shardext_recover_prepared_transactions().")));
+	CloseNodeConnection(conn);
 }
 
 /*

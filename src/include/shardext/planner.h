@@ -56,6 +56,7 @@ extern void FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *
 extern bool IsHashEquality(Oid opno, DistTableCacheEntry *entry);
 extern bool IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex);
 extern void CollectConjuncts(Node *node, List **conjuncts);
+extern void CollectJoinTreeQuals(Node *jtnode, bool innerOnly, List **conjuncts);
 extern List *TopLevelConjuncts(Query *query);
 extern int	RelationPosition(List *relations, Oid relid);
 extern Node *DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
