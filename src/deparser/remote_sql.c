@@ -14,7 +14,7 @@
  * workers; a column-free expression that uses anything else (now(), a
  * user-defined function, a parameter) is evaluated once on the coordinator
  * and sent as a parameter; a volatile function or a user-defined function
- * applied to columns cannot be shipped.
+ * applied to columns cannot be shipped (see shippable.c).
  *
  * Table references are printed with aliases q<level>_<rtindex>, so columns
  * never need the (shard) table name; subqueries in FROM get column aliases
@@ -25,7 +25,6 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "access/transam.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
@@ -58,16 +57,17 @@ static void DeparseParamExpr(RemoteSql *sql, Node *expr);
 static void DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr);
 static void DeparseOperator(RemoteSql *sql, Oid opno);
 static void DeparseOpExpr(RemoteSql *sql, OpExpr *expr);
+static void DeparseDistinctOrNullIf(RemoteSql *sql, OpExpr *op);
+static void DeparseScalarArrayOpExpr(RemoteSql *sql, ScalarArrayOpExpr *op);
+static void DeparseBoolExpr(RemoteSql *sql, BoolExpr *b);
+static void DeparseTestExpr(RemoteSql *sql, Node *node);
+static void DeparseCoercion(RemoteSql *sql, Node *node);
+static void DeparseCaseExpr(RemoteSql *sql, CaseExpr *c);
 static void DeparseAggref(RemoteSql *sql, Aggref *aggref);
 static void DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc);
 static void DeparseSubLink(RemoteSql *sql, SubLink *sublink);
 static void DeparseExprList(RemoteSql *sql, List *exprs);
 static void DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
-static bool IsBuiltin(Oid oid);
-static bool NeedsCoordinator(Node *node);
-static bool NeedsCoordinatorWalker(Node *node, void *context);
-static bool ContainsColumnOrAggregate(Node *node, bool allowExecParams);
-static bool ContainsColumnOrAggregateWalker(Node *node, bool *allowExecParams);
 static bool IsGucSensitiveType(Oid typid);
 
 void
@@ -196,12 +196,6 @@ BuildTaskSql(List *parts, List *shardNames)
 	return buf.data;
 }
 
-static bool
-IsBuiltin(Oid oid)
-{
-	return oid < FirstGenbkiObjectId;
-}
-
 /* a schema-qualified type name with its modifier, for casts */
 char *
 RemoteTypeName(Oid typid, int32 typmod)
@@ -242,87 +236,6 @@ IsGucSensitiveType(Oid typid)
 }
 
 /*
- * ContainsColumnOrAggregate tells whether an expression refers to a column
- * of any query level, an aggregate or a window function, or anything else
- * that only exists where the rows are.
- */
-static bool
-ContainsColumnOrAggregate(Node *node, bool allowExecParams)
-{
-	return ContainsColumnOrAggregateWalker(node, &allowExecParams);
-}
-
-static bool
-ContainsColumnOrAggregateWalker(Node *node, bool *allowExecParams)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, Var) || IsA(node, Aggref) || IsA(node, WindowFunc) ||
-		IsA(node, GroupingFunc) || IsA(node, SubLink) || IsA(node, SubPlan) ||
-		IsA(node, AlternativeSubPlan) || IsA(node, CurrentOfExpr) ||
-		IsA(node, PlaceHolderVar) || IsA(node, SetToDefault) ||
-		IsA(node, NextValueExpr))
-		return true;
-	if (IsA(node, Param) && ((Param *) node)->paramkind == PARAM_EXEC && *allowExecParams)
-		return false;			/* a value the executor provides: allowed here */
-	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
-		return true;
-	if (IsA(node, Query))
-		return true;
-	return expression_tree_walker(node, ContainsColumnOrAggregateWalker, allowExecParams);
-}
-
-/*
- * NeedsCoordinator tells whether an expression uses something the workers
- * must not evaluate: a parameter, a function or operator that is not
- * built-in and immutable.
- */
-static bool
-NeedsCoordinator(Node *node)
-{
-	return NeedsCoordinatorWalker(node, NULL);
-}
-
-static bool
-FunctionNeedsCoordinator(Oid funcid, void *context)
-{
-	return !IsBuiltin(funcid) || func_volatile(funcid) != PROVOLATILE_IMMUTABLE;
-}
-
-static bool
-NeedsCoordinatorWalker(Node *node, void *context)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, Param))
-		return true;
-	if (IsA(node, SQLValueFunction))
-		return true;
-	if (check_functions_in_node(node, FunctionNeedsCoordinator, NULL))
-		return true;
-	return expression_tree_walker(node, NeedsCoordinatorWalker, context);
-}
-
-/*
- * ExprIsShippable tells whether an expression of the given query can be
- * deparsed for the workers (possibly with coordinator-evaluated parts).
- */
-bool
-ExprIsShippable(Node *node, Query *query, bool allowExecParams)
-{
-	RemoteSql	sql;
-	bool		ok;
-
-	InitRemoteSql(&sql);
-	sql.allowExecParams = allowExecParams;
-	RemoteSqlPushQuery(&sql, query);
-	DeparseRemoteExpr(&sql, node);
-	ok = !sql.failed;
-	FinishRemoteSql(&sql);
-	return ok;
-}
-
-/*
  * DeparseRemoteExpr appends an expression of the innermost pushed query.
  */
 void
@@ -335,7 +248,8 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 
 	/* column-free parts the workers cannot evaluate: the coordinator does */
 	if (!IsA(node, Const) && !IsA(node, List) && !IsA(node, Var) &&
-		NeedsCoordinator(node) && !ContainsColumnOrAggregate(node, sql->allowExecParams))
+		ExprNeedsCoordinator(node) &&
+		!ExprNeedsRows(node, sql->allowExecParams))
 	{
 		if (contain_volatile_functions(node))
 		{
@@ -361,172 +275,27 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 			DeparseOpExpr(sql, (OpExpr *) node);
 			break;
 		case T_DistinctExpr:
-			{
-				OpExpr	   *op = (OpExpr *) node;
-
-				if (!IsBuiltin(op->opno))
-				{
-					RemoteSqlFail(sql, "a user-defined operator");
-					return;
-				}
-				appendStringInfoChar(buf, '(');
-				DeparseRemoteExpr(sql, linitial(op->args));
-				appendStringInfoString(buf, " IS DISTINCT FROM ");
-				DeparseRemoteExpr(sql, lsecond(op->args));
-				appendStringInfoChar(buf, ')');
-				break;
-			}
 		case T_NullIfExpr:
-			{
-				OpExpr	   *op = (OpExpr *) node;
-
-				if (!IsBuiltin(op->opno))
-				{
-					RemoteSqlFail(sql, "a user-defined operator");
-					return;
-				}
-				appendStringInfoString(buf, "NULLIF(");
-				DeparseExprList(sql, op->args);
-				appendStringInfoChar(buf, ')');
-				break;
-			}
+			DeparseDistinctOrNullIf(sql, (OpExpr *) node);
+			break;
 		case T_ScalarArrayOpExpr:
-			{
-				ScalarArrayOpExpr *op = (ScalarArrayOpExpr *) node;
-
-				if (!IsBuiltin(op->opno) || func_volatile(get_opcode(op->opno)) != PROVOLATILE_IMMUTABLE)
-				{
-					RemoteSqlFail(sql, "a user-defined operator");
-					return;
-				}
-				appendStringInfoChar(buf, '(');
-				DeparseRemoteExpr(sql, linitial(op->args));
-				appendStringInfoChar(buf, ' ');
-				DeparseOperator(sql, op->opno);
-				appendStringInfo(buf, " %s (", op->useOr ? "ANY" : "ALL");
-				DeparseRemoteExpr(sql, lsecond(op->args));
-				appendStringInfoString(buf, "))");
-				break;
-			}
+			DeparseScalarArrayOpExpr(sql, (ScalarArrayOpExpr *) node);
+			break;
 		case T_BoolExpr:
-			{
-				BoolExpr   *b = (BoolExpr *) node;
-				ListCell   *cell;
-				const char *op = b->boolop == AND_EXPR ? " AND " : " OR ";
-
-				if (b->boolop == NOT_EXPR)
-				{
-					appendStringInfoString(buf, "(NOT ");
-					DeparseRemoteExpr(sql, linitial(b->args));
-					appendStringInfoChar(buf, ')');
-					break;
-				}
-				appendStringInfoChar(buf, '(');
-				foreach(cell, b->args)
-				{
-					if (cell != list_head(b->args))
-						appendStringInfoString(buf, op);
-					DeparseRemoteExpr(sql, lfirst(cell));
-				}
-				appendStringInfoChar(buf, ')');
-				break;
-			}
+			DeparseBoolExpr(sql, (BoolExpr *) node);
+			break;
 		case T_NullTest:
-			{
-				NullTest   *test = (NullTest *) node;
-
-				appendStringInfoChar(buf, '(');
-				DeparseRemoteExpr(sql, (Node *) test->arg);
-				appendStringInfoString(buf, test->nulltesttype == IS_NULL ?
-									   " IS NULL)" : " IS NOT NULL)");
-				break;
-			}
 		case T_BooleanTest:
-			{
-				BooleanTest *test = (BooleanTest *) node;
-				static const char *const names[] = {
-					" IS TRUE)", " IS NOT TRUE)", " IS FALSE)", " IS NOT FALSE)",
-					" IS UNKNOWN)", " IS NOT UNKNOWN)"
-				};
-
-				appendStringInfoChar(buf, '(');
-				DeparseRemoteExpr(sql, (Node *) test->arg);
-				appendStringInfoString(buf, names[test->booltesttype]);
-				break;
-			}
+			DeparseTestExpr(sql, node);
+			break;
 		case T_RelabelType:
-			{
-				RelabelType *r = (RelabelType *) node;
-
-				if (r->relabelformat == COERCE_IMPLICIT_CAST)
-					DeparseRemoteExpr(sql, (Node *) r->arg);
-				else
-				{
-					appendStringInfoChar(buf, '(');
-					DeparseRemoteExpr(sql, (Node *) r->arg);
-					appendStringInfo(buf, ")::%s", RemoteTypeName(r->resulttype, r->resulttypmod));
-				}
-				break;
-			}
 		case T_CoerceViaIO:
-			{
-				CoerceViaIO *c = (CoerceViaIO *) node;
-
-				/* the I/O functions of built-in types are immutable unless DateStyle-like */
-				if (!IsBuiltin(c->resulttype) || !IsBuiltin(exprType((Node *) c->arg)) ||
-					contain_mutable_functions(node))
-				{
-					RemoteSqlFail(sql, "a cast that depends on session settings");
-					return;
-				}
-				appendStringInfoChar(buf, '(');
-				DeparseRemoteExpr(sql, (Node *) c->arg);
-				appendStringInfo(buf, ")::%s", RemoteTypeName(c->resulttype, -1));
-				break;
-			}
 		case T_CollateExpr:
-			{
-				CollateExpr *c = (CollateExpr *) node;
-
-				if (!IsBuiltin(c->collOid))
-				{
-					RemoteSqlFail(sql, "a user-defined collation");
-					return;
-				}
-				appendStringInfoChar(buf, '(');
-				DeparseRemoteExpr(sql, (Node *) c->arg);
-				appendStringInfo(buf, " COLLATE %s)", generate_collation_name(c->collOid));
-				break;
-			}
+			DeparseCoercion(sql, node);
+			break;
 		case T_CaseExpr:
-			{
-				CaseExpr   *c = (CaseExpr *) node;
-				ListCell   *cell;
-
-				if (c->arg != NULL)
-				{
-					/* CASE x WHEN ...: the tests use CaseTestExpr; not shipped */
-					RemoteSqlFail(sql, "a CASE with an operand");
-					return;
-				}
-				appendStringInfoString(buf, "(CASE");
-				foreach(cell, c->args)
-				{
-					CaseWhen   *when = lfirst(cell);
-
-					appendStringInfoString(buf, " WHEN ");
-					DeparseRemoteExpr(sql, (Node *) when->expr);
-					appendStringInfoString(buf, " THEN ");
-					DeparseRemoteExpr(sql, (Node *) when->result);
-				}
-				if (c->defresult != NULL)
-				{
-					appendStringInfoString(buf, " ELSE ");
-					DeparseRemoteExpr(sql, (Node *) c->defresult);
-				}
-				appendStringInfoString(buf, " END)");
-				break;
-			}
+			DeparseCaseExpr(sql, (CaseExpr *) node);
+			break;
 		case T_CoalesceExpr:
 			appendStringInfoString(buf, "COALESCE(");
 			DeparseExprList(sql, ((CoalesceExpr *) node)->args);
@@ -574,6 +343,187 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 			RemoteSqlFail(sql, "an expression shardext cannot send to the workers");
 			break;
 	}
+}
+
+/* x IS DISTINCT FROM y, NULLIF(x, y): built-in operators only */
+static void
+DeparseDistinctOrNullIf(RemoteSql *sql, OpExpr *op)
+{
+	StringInfo	buf = &sql->buf;
+
+	if (!IsBuiltinObject(op->opno))
+	{
+		RemoteSqlFail(sql, "a user-defined operator");
+		return;
+	}
+	if (IsA(op, NullIfExpr))
+	{
+		appendStringInfoString(buf, "NULLIF(");
+		DeparseExprList(sql, op->args);
+		appendStringInfoChar(buf, ')');
+		return;
+	}
+	appendStringInfoChar(buf, '(');
+	DeparseRemoteExpr(sql, linitial(op->args));
+	appendStringInfoString(buf, " IS DISTINCT FROM ");
+	DeparseRemoteExpr(sql, lsecond(op->args));
+	appendStringInfoChar(buf, ')');
+}
+
+/* x op ANY/ALL (array): built-in immutable operators only */
+static void
+DeparseScalarArrayOpExpr(RemoteSql *sql, ScalarArrayOpExpr *op)
+{
+	StringInfo	buf = &sql->buf;
+
+	if (!IsBuiltinObject(op->opno) || func_volatile(get_opcode(op->opno)) != PROVOLATILE_IMMUTABLE)
+	{
+		RemoteSqlFail(sql, "a user-defined operator");
+		return;
+	}
+	appendStringInfoChar(buf, '(');
+	DeparseRemoteExpr(sql, linitial(op->args));
+	appendStringInfoChar(buf, ' ');
+	DeparseOperator(sql, op->opno);
+	appendStringInfo(buf, " %s (", op->useOr ? "ANY" : "ALL");
+	DeparseRemoteExpr(sql, lsecond(op->args));
+	appendStringInfoString(buf, "))");
+}
+
+static void
+DeparseBoolExpr(RemoteSql *sql, BoolExpr *b)
+{
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+	const char *op = b->boolop == AND_EXPR ? " AND " : " OR ";
+
+	if (b->boolop == NOT_EXPR)
+	{
+		appendStringInfoString(buf, "(NOT ");
+		DeparseRemoteExpr(sql, linitial(b->args));
+		appendStringInfoChar(buf, ')');
+		return;
+	}
+	appendStringInfoChar(buf, '(');
+	foreach(cell, b->args)
+	{
+		if (cell != list_head(b->args))
+			appendStringInfoString(buf, op);
+		DeparseRemoteExpr(sql, lfirst(cell));
+	}
+	appendStringInfoChar(buf, ')');
+}
+
+/* IS [NOT] NULL, IS [NOT] TRUE/FALSE/UNKNOWN */
+static void
+DeparseTestExpr(RemoteSql *sql, Node *node)
+{
+	StringInfo	buf = &sql->buf;
+
+	appendStringInfoChar(buf, '(');
+	if (IsA(node, NullTest))
+	{
+		NullTest   *test = (NullTest *) node;
+
+		DeparseRemoteExpr(sql, (Node *) test->arg);
+		appendStringInfoString(buf, test->nulltesttype == IS_NULL ?
+							   " IS NULL)" : " IS NOT NULL)");
+	}
+	else
+	{
+		BooleanTest *test = (BooleanTest *) node;
+		static const char *const names[] = {
+			" IS TRUE)", " IS NOT TRUE)", " IS FALSE)", " IS NOT FALSE)",
+			" IS UNKNOWN)", " IS NOT UNKNOWN)"
+		};
+
+		DeparseRemoteExpr(sql, (Node *) test->arg);
+		appendStringInfoString(buf, names[test->booltesttype]);
+	}
+}
+
+/*
+ * DeparseCoercion: a binary-compatible relabeling, a cast through text, or
+ * a COLLATE clause.  Casts through text whose result depends on session
+ * settings, and user-defined collations, cannot be shipped.
+ */
+static void
+DeparseCoercion(RemoteSql *sql, Node *node)
+{
+	StringInfo	buf = &sql->buf;
+
+	if (IsA(node, RelabelType))
+	{
+		RelabelType *r = (RelabelType *) node;
+
+		if (r->relabelformat == COERCE_IMPLICIT_CAST)
+			DeparseRemoteExpr(sql, (Node *) r->arg);
+		else
+		{
+			appendStringInfoChar(buf, '(');
+			DeparseRemoteExpr(sql, (Node *) r->arg);
+			appendStringInfo(buf, ")::%s", RemoteTypeName(r->resulttype, r->resulttypmod));
+		}
+	}
+	else if (IsA(node, CoerceViaIO))
+	{
+		CoerceViaIO *c = (CoerceViaIO *) node;
+
+		/* the I/O functions of built-in types are immutable unless DateStyle-like */
+		if (!IsBuiltinObject(c->resulttype) || !IsBuiltinObject(exprType((Node *) c->arg)) ||
+			contain_mutable_functions(node))
+		{
+			RemoteSqlFail(sql, "a cast that depends on session settings");
+			return;
+		}
+		appendStringInfoChar(buf, '(');
+		DeparseRemoteExpr(sql, (Node *) c->arg);
+		appendStringInfo(buf, ")::%s", RemoteTypeName(c->resulttype, -1));
+	}
+	else
+	{
+		CollateExpr *c = (CollateExpr *) node;
+
+		if (!IsBuiltinObject(c->collOid))
+		{
+			RemoteSqlFail(sql, "a user-defined collation");
+			return;
+		}
+		appendStringInfoChar(buf, '(');
+		DeparseRemoteExpr(sql, (Node *) c->arg);
+		appendStringInfo(buf, " COLLATE %s)", generate_collation_name(c->collOid));
+	}
+}
+
+/* CASE WHEN ... THEN ... [ELSE ...] END; CASE with an operand is not shipped */
+static void
+DeparseCaseExpr(RemoteSql *sql, CaseExpr *c)
+{
+	StringInfo	buf = &sql->buf;
+	ListCell   *cell;
+
+	if (c->arg != NULL)
+	{
+		/* CASE x WHEN ...: the tests use CaseTestExpr; not shipped */
+		RemoteSqlFail(sql, "a CASE with an operand");
+		return;
+	}
+	appendStringInfoString(buf, "(CASE");
+	foreach(cell, c->args)
+	{
+		CaseWhen   *when = lfirst(cell);
+
+		appendStringInfoString(buf, " WHEN ");
+		DeparseRemoteExpr(sql, (Node *) when->expr);
+		appendStringInfoString(buf, " THEN ");
+		DeparseRemoteExpr(sql, (Node *) when->result);
+	}
+	if (c->defresult != NULL)
+	{
+		appendStringInfoString(buf, " ELSE ");
+		DeparseRemoteExpr(sql, (Node *) c->defresult);
+	}
+	appendStringInfoString(buf, " END)");
 }
 
 static void
@@ -700,7 +650,7 @@ DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr)
 	StringInfo	buf = &sql->buf;
 	ListCell   *cell;
 
-	if (!IsBuiltin(expr->funcid) || func_volatile(expr->funcid) != PROVOLATILE_IMMUTABLE)
+	if (!IsBuiltinObject(expr->funcid) || func_volatile(expr->funcid) != PROVOLATILE_IMMUTABLE)
 	{
 		RemoteSqlFail(sql, func_volatile(expr->funcid) == PROVOLATILE_VOLATILE ?
 					  "a volatile function" : "a function that only the coordinator can evaluate");
@@ -760,7 +710,7 @@ DeparseOpExpr(RemoteSql *sql, OpExpr *expr)
 {
 	StringInfo	buf = &sql->buf;
 
-	if (!IsBuiltin(expr->opno) ||
+	if (!IsBuiltinObject(expr->opno) ||
 		func_volatile(get_opcode(expr->opno)) != PROVOLATILE_IMMUTABLE)
 	{
 		RemoteSqlFail(sql, "an operator that only the coordinator can evaluate");
@@ -791,7 +741,7 @@ DeparseAggref(RemoteSql *sql, Aggref *aggref)
 	ListCell   *cell;
 	bool		first = true;
 
-	if (!IsBuiltin(aggref->aggfnoid) || aggref->aggkind != AGGKIND_NORMAL ||
+	if (!IsBuiltinObject(aggref->aggfnoid) || aggref->aggkind != AGGKIND_NORMAL ||
 		aggref->aggsplit != AGGSPLIT_SIMPLE || aggref->agglevelsup != 0)
 	{
 		RemoteSqlFail(sql, "an aggregate that cannot run on the workers");
@@ -837,7 +787,7 @@ DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc)
 	WindowClause *clause = NULL;
 	ListCell   *cell;
 
-	if (!IsBuiltin(wfunc->winfnoid) || func_volatile(wfunc->winfnoid) == PROVOLATILE_VOLATILE)
+	if (!IsBuiltinObject(wfunc->winfnoid) || func_volatile(wfunc->winfnoid) == PROVOLATILE_VOLATILE)
 	{
 		RemoteSqlFail(sql, "a user-defined window function");
 		return;
@@ -915,7 +865,7 @@ DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
 			appendStringInfoString(buf, " DESC");
 		else
 		{
-			if (!IsBuiltin(sgc->sortop))
+			if (!IsBuiltinObject(sgc->sortop))
 			{
 				RemoteSqlFail(sql, "a user-defined ordering operator");
 				return;
@@ -969,7 +919,7 @@ DeparseSubLink(RemoteSql *sql, SubLink *sublink)
 					RemoteSqlFail(sql, "a row comparison with a subquery");
 					return;
 				}
-				if (!IsBuiltin(test->opno))
+				if (!IsBuiltinObject(test->opno))
 				{
 					RemoteSqlFail(sql, "a user-defined operator");
 					return;

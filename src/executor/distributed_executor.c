@@ -1165,72 +1165,30 @@ ExecutorSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * ExecuteRemoteExplain runs EXPLAIN of a task on its node (with ANALYZE when
- * the local EXPLAIN has it and the task only reads) and adds the plan.
+ * SendTaskCommand sends a command that stands for a task without running it
+ * as part of the scan (EXPLAIN of the task's SQL, with the task's
+ * parameters) on the first connection to the task's node: inside the
+ * remote transaction when this transaction has one or reads a snapshot,
+ * after anything else in flight there is out of the way.  The caller reads
+ * the results (FinishRemoteQuery).
  */
-void
-ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task, ExplainState *es)
+NodeConnection *
+SendTaskCommand(DistributedScanState *state, RemoteTask *task, const char *command)
 {
 	NodeConnection *conn = GetNodeConnection(task->nodeId);
-	bool		analyze = es->analyze && state->job->kind == JOB_SELECT;
-	StringInfoData command;
-	PGresult   *result;
-	StringInfoData plan;
-
-	initStringInfo(&command);
-	appendStringInfo(&command, "EXPLAIN (ANALYZE %s, COSTS %s, TIMING %s, SUMMARY %s, VERBOSE %s) %s",
-					 analyze ? "true" : "false",
-					 es->costs ? "true" : "false",
-					 (analyze && es->timing) ? "true" : "false",
-					 (analyze && es->summary) ? "true" : "false",
-					 es->verbose ? "true" : "false",
-					 task->sql);
+	TaskConnection tc;
 
 	if (AnyRemoteTransactionOpen() || (IsTransactionBlock() && IsolationUsesXactSnapshot()))
 		RemoteTransactionBegin(conn);
-	{
-		TaskConnection tc;
-
-		memset(&tc, 0, sizeof(tc));
-		tc.conn = conn;
-		MakeConnectionAvailable(state, &tc);
-	}
+	memset(&tc, 0, sizeof(tc));
+	tc.conn = conn;
+	MakeConnectionAvailable(state, &tc);
 	SyncRemoteTimeZone(conn);
-	if (!PQsendQueryParams(conn->pgConn, command.data, task->params->count,
+	if (!PQsendQueryParams(conn->pgConn, command, task->params->count,
 						   task->params->types, task->params->values,
 						   task->params->lengths, task->params->formats, 0))
 		ConnectionFailed(conn);
 	conn->queryInProgress = true;
 	FlushConnection(conn);
-
-	initStringInfo(&plan);
-	result = FinishRemoteQuery(conn, command.data);
-	for (int i = 0; i < PQntuples(result); i++)
-		appendStringInfo(&plan, "%s\n", PQgetvalue(result, i, 0));
-	PQclear(result);
-
-	if (es->format == EXPLAIN_FORMAT_TEXT)
-	{
-		char	   *line = plan.data;
-
-		while (line != NULL && *line != '\0')
-		{
-			char	   *end = strchr(line, '\n');
-
-			appendStringInfoSpaces(es->str, es->indent * 2);
-			appendStringInfoString(es->str, "  ");
-			if (end != NULL)
-			{
-				appendBinaryStringInfo(es->str, line, end - line + 1);
-				line = end + 1;
-			}
-			else
-			{
-				appendStringInfo(es->str, "%s\n", line);
-				line = NULL;
-			}
-		}
-	}
-	else
-		ExplainPropertyText("Remote Plan", plan.data, es);
+	return conn;
 }

@@ -15,6 +15,10 @@
 #include "shardext/distributed_executor.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_command.h"
+
+static void ExplainRemoteTask(DistributedScanState *state, RemoteTask *task,
+							  ExplainState *es);
 
 /*
  * ExplainDistributedScan adds the distributed part of the plan.  Without
@@ -98,11 +102,66 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 		}
 		ExplainPropertyText("Node", psprintf("host=%s port=%d", worker->host, worker->port), es);
 		ExplainPropertyText("Remote SQL", task->sql, es);
-		ExecuteRemoteExplain(state, task, es);
+		ExplainRemoteTask(state, task, es);
 		if (es->format == EXPLAIN_FORMAT_TEXT)
 			es->indent -= 3;
 		ExplainCloseGroup("Task", NULL, true, es);
 	}
 	ExplainCloseGroup("Tasks", "Tasks", false, es);
 	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * ExplainRemoteTask runs EXPLAIN of a task on its node (with ANALYZE when
+ * the local EXPLAIN has it and the task only reads) and adds the plan.
+ */
+static void
+ExplainRemoteTask(DistributedScanState *state, RemoteTask *task, ExplainState *es)
+{
+	bool		analyze = es->analyze && state->job->kind == JOB_SELECT;
+	StringInfoData command;
+	NodeConnection *conn;
+	PGresult   *result;
+	StringInfoData plan;
+
+	initStringInfo(&command);
+	appendStringInfo(&command, "EXPLAIN (ANALYZE %s, COSTS %s, TIMING %s, SUMMARY %s, VERBOSE %s) %s",
+					 analyze ? "true" : "false",
+					 es->costs ? "true" : "false",
+					 (analyze && es->timing) ? "true" : "false",
+					 (analyze && es->summary) ? "true" : "false",
+					 es->verbose ? "true" : "false",
+					 task->sql);
+	conn = SendTaskCommand(state, task, command.data);
+
+	initStringInfo(&plan);
+	result = FinishRemoteQuery(conn, command.data);
+	for (int i = 0; i < PQntuples(result); i++)
+		appendStringInfo(&plan, "%s\n", PQgetvalue(result, i, 0));
+	PQclear(result);
+
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		char	   *line = plan.data;
+
+		while (line != NULL && *line != '\0')
+		{
+			char	   *end = strchr(line, '\n');
+
+			appendStringInfoSpaces(es->str, es->indent * 2);
+			appendStringInfoString(es->str, "  ");
+			if (end != NULL)
+			{
+				appendBinaryStringInfo(es->str, line, end - line + 1);
+				line = end + 1;
+			}
+			else
+			{
+				appendStringInfo(es->str, "%s\n", line);
+				line = NULL;
+			}
+		}
+	}
+	else
+		ExplainPropertyText("Remote Plan", plan.data, es);
 }

@@ -4,16 +4,8 @@
  *	  Multi-shard SELECT pushdown: one query per shard plus a "combine"
  *	  step on the coordinator.
  *
- * The FROM clause is pushed down when it is correct shard by shard: the
- * distributed tables are co-located and connected by equalities of their
- * distribution columns (so rows that join live in shards of the same
- * index), reference tables are only joined where they cannot produce
- * unmatched rows once per shard, and subqueries in expressions read only
- * reference tables or are co-located: EXISTS correlated on the
- * distribution column, distribution column IN (SELECT distribution
- * column ...).
- *
- * Above it, either the whole query runs on each shard ("full pushdown":
+ * The FROM clause is pushed down when it is correct shard by shard (see
+ * pushdown_analysis.c).  Above it, either the whole query runs on each shard ("full pushdown":
  * no aggregates, or GROUP BY the distribution column, window functions
  * partitioned by it) and the coordinator only merges (ORDER BY, LIMIT,
  * OFFSET, DISTINCT; each shard returns at most LIMIT + OFFSET rows), or
@@ -66,10 +58,16 @@ typedef struct CombineContext
 	const char *failReason;
 } CombineContext;
 
-static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
-static bool CheckOuterJoins(Node *jtnode, Query *query);
-static bool SublinksAreColocated(Query *query, PushdownInfo *info);
-static bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
+static bool ChoosePushdown(Query *query, PushdownInfo *info, bool *fullPushdown);
+static Query *MakeCombineQuery(Query *query);
+static void DeparseFullPushdownTargets(Query *query, CombineContext *context, Query *combine);
+static void DeparsePartialAggregateTargets(Query *query, CombineContext *context,
+										   Query *combine, Node *distinctExpr);
+static void DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown,
+								  Node *distinctExpr);
+static void BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql,
+						   DistributedJob *job, List **customExprs);
+static void AddPlaceholderScan(Query *combine, Query *query, CombineContext *context);
 static int	AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation);
 static Var *WorkerColumnVar(CombineContext *context, int column);
 static Node *CombineMutator(Node *node, CombineContext *context);
@@ -93,37 +91,13 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	RemoteSql	sql;
 	CombineContext context;
 	DistributedJob job;
-	List	   *values = NIL;
-	List	   *kinds = NIL;
 	List	   *customExprs;
 	Query	   *combine;
 	bool		fullPushdown;
 	bool		needsCombine;
-	ListCell   *cell;
-	List	   *conjuncts;
 	Node	   *distinctExpr = NULL;
 
-	if (query->setOperations != NULL || query->cteList != NIL || query->hasTargetSRFs ||
-		query->groupingSets != NIL || query->rowMarks != NIL || query->hasRecursive ||
-		query->limitOption == LIMIT_OPTION_WITH_TIES || query->jointree->fromlist == NIL)
-		return NULL;
-	memset(&info, 0, sizeof(info));
-	if (!AnalyzePushdownFrom(query, &info))
-		return NULL;
-
-	if (query->hasWindowFuncs)
-	{
-		if (!WindowsPartitionedByDistColumn(query, &info))
-			return NULL;
-		if (query->hasAggs && !GroupedByDistColumn(query, &info))
-			return NULL;
-		fullPushdown = true;
-	}
-	else if (query->hasAggs || query->groupClause != NIL || query->havingQual != NULL)
-		fullPushdown = GroupedByDistColumn(query, &info);
-	else
-		fullPushdown = true;
-	if (query->hasDistinctOn && !fullPushdown)
+	if (!ChoosePushdown(query, &info, &fullPushdown))
 		return NULL;
 
 	memset(&context, 0, sizeof(context));
@@ -131,8 +105,86 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	context.sql = &sql;
 	InitRemoteSql(&sql);
 	RemoteSqlPushQuery(&sql, query);
+	combine = MakeCombineQuery(query);
 
-	combine = makeNode(Query);
+	appendStringInfoString(&sql.buf, "SELECT ");
+	if (fullPushdown)
+		DeparseFullPushdownTargets(query, &context, combine);
+	else
+	{
+		distinctExpr = DistinctAggregateArgument(query);
+		if (distinctExpr == (Node *) query)
+			return NULL;
+		DeparsePartialAggregateTargets(query, &context, combine, distinctExpr);
+	}
+	if (context.failed)
+		RemoteSqlFail(&sql, context.failReason);
+	DeparseShardQueryRest(query, &sql, fullPushdown, distinctExpr);
+	RemoteSqlPopQuery(&sql);
+	FinishRemoteSql(&sql);
+	if (sql.failed)
+		return NULL;
+
+	BuildSelectJob(query, &info, &sql, &job, &customExprs);
+	needsCombine = !fullPushdown || query->sortClause != NIL || query->limitCount != NULL ||
+		query->limitOffset != NULL || query->distinctClause != NIL;
+	if (!needsCombine)
+	{
+		List	   *remoteTargetList = NIL;
+		ListCell   *cell;
+
+		foreach(cell, query->targetList)
+			remoteTargetList = lappend(remoteTargetList, lfirst(cell));
+		return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
+										  remoteTargetList);
+	}
+
+	AddPlaceholderScan(combine, query, &context);
+	return PlanCombineQuery(combine, MakeDistributedScan(&job, customExprs),
+							context.columnCount, cursorOptions, boundParams);
+}
+
+/*
+ * ChoosePushdown decides whether the query can be pushed down at all (false:
+ * plan it locally), and if so whether fully (*fullPushdown) or with
+ * partial aggregates combined on the coordinator.
+ */
+static bool
+ChoosePushdown(Query *query, PushdownInfo *info, bool *fullPushdown)
+{
+	if (query->setOperations != NULL || query->cteList != NIL || query->hasTargetSRFs ||
+		query->groupingSets != NIL || query->rowMarks != NIL || query->hasRecursive ||
+		query->limitOption == LIMIT_OPTION_WITH_TIES || query->jointree->fromlist == NIL)
+		return false;
+	memset(info, 0, sizeof(PushdownInfo));
+	if (!AnalyzePushdownFrom(query, info))
+		return false;
+
+	if (query->hasWindowFuncs)
+	{
+		if (!WindowsPartitionedByDistColumn(query, info))
+			return false;
+		if (query->hasAggs && !GroupedByDistColumn(query, info))
+			return false;
+		*fullPushdown = true;
+	}
+	else if (query->hasAggs || query->groupClause != NIL || query->havingQual != NULL)
+		*fullPushdown = GroupedByDistColumn(query, info);
+	else
+		*fullPushdown = true;
+	return !(query->hasDistinctOn && !*fullPushdown);
+}
+
+/*
+ * MakeCombineQuery starts the coordinator's query over the shards' rows:
+ * the original's ORDER BY, DISTINCT and LIMIT; its target list and range
+ * table come later.
+ */
+static Query *
+MakeCombineQuery(Query *query)
+{
+	Query	   *combine = makeNode(Query);
+
 	combine->commandType = CMD_SELECT;
 	combine->querySource = QSRC_ORIGINAL;
 	combine->queryId = query->queryId;
@@ -145,150 +197,184 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	combine->limitOption = query->limitOption;
 	combine->stmt_location = query->stmt_location;
 	combine->stmt_len = query->stmt_len;
+	return combine;
+}
 
-	appendStringInfoString(&sql.buf, "SELECT ");
-	if (fullPushdown)
+/*
+ * DeparseFullPushdownTargets: every target (junk too) is computed by the
+ * shards, DISTINCT [ON] included; the combine query returns the shards'
+ * columns.
+ */
+static void
+DeparseFullPushdownTargets(Query *query, CombineContext *context, Query *combine)
+{
+	RemoteSql  *sql = context->sql;
+	ListCell   *cell;
+
+	if (query->distinctClause != NIL && !query->hasDistinctOn)
+		appendStringInfoString(&sql->buf, "DISTINCT ");
+	else if (query->hasDistinctOn)
 	{
-		/* every target (junk too) is computed by the shards */
-		if (query->distinctClause != NIL && !query->hasDistinctOn)
-			appendStringInfoString(&sql.buf, "DISTINCT ");
-		else if (query->hasDistinctOn)
+		appendStringInfoString(&sql->buf, "DISTINCT ON (");
+		foreach(cell, query->distinctClause)
 		{
-			appendStringInfoString(&sql.buf, "DISTINCT ON (");
-			foreach(cell, query->distinctClause)
-			{
-				if (cell != list_head(query->distinctClause))
-					appendStringInfoString(&sql.buf, ", ");
-				DeparseRemoteExpr(&sql, get_sortgroupclause_expr(lfirst(cell), query->targetList));
-			}
-			appendStringInfoString(&sql.buf, ") ");
+			if (cell != list_head(query->distinctClause))
+				appendStringInfoString(&sql->buf, ", ");
+			DeparseRemoteExpr(sql, get_sortgroupclause_expr(lfirst(cell), query->targetList));
 		}
-		foreach(cell, query->targetList)
-		{
-			TargetEntry *tle = lfirst(cell);
-			TargetEntry *newTle;
-			int			column;
-			Node	   *expr = flatten_join_alias_vars(query, (Node *) tle->expr);
-
-			if (cell != list_head(query->targetList))
-				appendStringInfoString(&sql.buf, ", ");
-			DeparseRemoteExpr(&sql, expr);
-			column = AddWorkerColumn(&context, exprType(expr), exprTypmod(expr),
-									 exprCollation(expr));
-			newTle = makeTargetEntry((Expr *) WorkerColumnVar(&context, column),
-									 tle->resno, tle->resname, tle->resjunk);
-			newTle->ressortgroupref = tle->ressortgroupref;
-			combine->targetList = lappend(combine->targetList, newTle);
-		}
+		appendStringInfoString(&sql->buf, ") ");
 	}
-	else
+	foreach(cell, query->targetList)
 	{
-		/* shards group and compute partial aggregates; we combine them */
-		foreach(cell, query->groupClause)
-		{
-			Node	   *expr = get_sortgroupclause_expr(lfirst(cell), query->targetList);
+		TargetEntry *tle = lfirst(cell);
+		TargetEntry *newTle;
+		int			column;
+		Node	   *expr = flatten_join_alias_vars(query, (Node *) tle->expr);
 
-			context.groupExprs = lappend(context.groupExprs, expr);
-			if (cell != list_head(query->groupClause))
-				appendStringInfoString(&sql.buf, ", ");
-			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, expr));
-			AddWorkerColumn(&context, exprType(expr), exprTypmod(expr), exprCollation(expr));
-		}
-		distinctExpr = DistinctAggregateArgument(query);
-		if (distinctExpr == (Node *) query)
-			return NULL;
-		if (distinctExpr != NULL)
-		{
-			/* count(DISTINCT x): the shards also group by x */
-			if (context.columnCount > 0)
-				appendStringInfoString(&sql.buf, ", ");
-			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, distinctExpr));
-			context.distinctColumn = AddWorkerColumn(&context, exprType(distinctExpr),
-													 exprTypmod(distinctExpr),
-													 exprCollation(distinctExpr));
-		}
-		foreach(cell, query->targetList)
-		{
-			TargetEntry *tle = lfirst(cell);
-			TargetEntry *newTle;
-
-			newTle = makeTargetEntry((Expr *) CombineMutator((Node *) tle->expr, &context),
-									 tle->resno, tle->resname, tle->resjunk);
-			newTle->ressortgroupref = tle->ressortgroupref;
-			combine->targetList = lappend(combine->targetList, newTle);
-		}
-		combine->havingQual = CombineMutator(query->havingQual, &context);
-		combine->groupClause = query->groupClause;
-		combine->hasAggs = query->hasAggs;
-		if (context.columnCount == 0)
-			appendStringInfoString(&sql.buf, "NULL");
+		if (cell != list_head(query->targetList))
+			appendStringInfoString(&sql->buf, ", ");
+		DeparseRemoteExpr(sql, expr);
+		column = AddWorkerColumn(context, exprType(expr), exprTypmod(expr),
+								 exprCollation(expr));
+		newTle = makeTargetEntry((Expr *) WorkerColumnVar(context, column),
+								 tle->resno, tle->resname, tle->resjunk);
+		newTle->ressortgroupref = tle->ressortgroupref;
+		combine->targetList = lappend(combine->targetList, newTle);
 	}
-	if (context.failed)
-		RemoteSqlFail(&sql, context.failReason);
+}
 
-	appendStringInfoString(&sql.buf, " FROM ");
+/*
+ * DeparsePartialAggregateTargets: the shards group and compute partial
+ * aggregates (and group by distinctExpr too, when not NULL, for
+ * count(DISTINCT x)); the combine query regroups and combines them.
+ */
+static void
+DeparsePartialAggregateTargets(Query *query, CombineContext *context, Query *combine,
+							   Node *distinctExpr)
+{
+	RemoteSql  *sql = context->sql;
+	ListCell   *cell;
+
+	foreach(cell, query->groupClause)
+	{
+		Node	   *expr = get_sortgroupclause_expr(lfirst(cell), query->targetList);
+
+		context->groupExprs = lappend(context->groupExprs, expr);
+		if (cell != list_head(query->groupClause))
+			appendStringInfoString(&sql->buf, ", ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, expr));
+		AddWorkerColumn(context, exprType(expr), exprTypmod(expr), exprCollation(expr));
+	}
+	if (distinctExpr != NULL)
+	{
+		/* count(DISTINCT x): the shards also group by x */
+		if (context->columnCount > 0)
+			appendStringInfoString(&sql->buf, ", ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, distinctExpr));
+		context->distinctColumn = AddWorkerColumn(context, exprType(distinctExpr),
+												  exprTypmod(distinctExpr),
+												  exprCollation(distinctExpr));
+	}
+	foreach(cell, query->targetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+		TargetEntry *newTle;
+
+		newTle = makeTargetEntry((Expr *) CombineMutator((Node *) tle->expr, context),
+								 tle->resno, tle->resname, tle->resjunk);
+		newTle->ressortgroupref = tle->ressortgroupref;
+		combine->targetList = lappend(combine->targetList, newTle);
+	}
+	combine->havingQual = CombineMutator(query->havingQual, context);
+	combine->groupClause = query->groupClause;
+	combine->hasAggs = query->hasAggs;
+	if (context->columnCount == 0)
+		appendStringInfoString(&sql->buf, "NULL");
+}
+
+/*
+ * DeparseShardQueryRest appends what follows the shard query's target list:
+ * FROM, WHERE, GROUP BY, and with full pushdown HAVING, ORDER BY and LIMIT.
+ */
+static void
+DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *distinctExpr)
+{
+	ListCell   *cell;
+
+	appendStringInfoString(&sql->buf, " FROM ");
 	foreach(cell, query->jointree->fromlist)
 	{
 		if (cell != list_head(query->jointree->fromlist))
-			appendStringInfoString(&sql.buf, ", ");
-		DeparseRemoteFromItem(&sql, lfirst(cell));
+			appendStringInfoString(&sql->buf, ", ");
+		DeparseRemoteFromItem(sql, lfirst(cell));
 	}
 	if (query->jointree->quals != NULL)
 	{
-		appendStringInfoString(&sql.buf, " WHERE ");
-		DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, query->jointree->quals));
+		appendStringInfoString(&sql->buf, " WHERE ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
 	}
 	if (query->groupClause != NIL || distinctExpr != NULL)
 	{
-		appendStringInfoString(&sql.buf, " GROUP BY ");
+		appendStringInfoString(&sql->buf, " GROUP BY ");
 		foreach(cell, query->groupClause)
 		{
 			if (cell != list_head(query->groupClause))
-				appendStringInfoString(&sql.buf, ", ");
-			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query,
-															get_sortgroupclause_expr(lfirst(cell), query->targetList)));
+				appendStringInfoString(&sql->buf, ", ");
+			DeparseRemoteExpr(sql, flatten_join_alias_vars(query,
+														   get_sortgroupclause_expr(lfirst(cell), query->targetList)));
 		}
 		if (distinctExpr != NULL)
 		{
 			if (query->groupClause != NIL)
-				appendStringInfoString(&sql.buf, ", ");
-			DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, distinctExpr));
+				appendStringInfoString(&sql->buf, ", ");
+			DeparseRemoteExpr(sql, flatten_join_alias_vars(query, distinctExpr));
 		}
 	}
-	if (fullPushdown && query->havingQual != NULL)
+	if (!fullPushdown)
+		return;
+	if (query->havingQual != NULL)
 	{
-		appendStringInfoString(&sql.buf, " HAVING ");
-		DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, query->havingQual));
+		appendStringInfoString(&sql->buf, " HAVING ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->havingQual));
 	}
-	if (fullPushdown && query->sortClause != NIL)
+	if (query->sortClause != NIL)
 	{
-		appendStringInfoString(&sql.buf, " ORDER BY ");
-		DeparseRemoteOrderBy(&sql, query, query->sortClause,
+		appendStringInfoString(&sql->buf, " ORDER BY ");
+		DeparseRemoteOrderBy(sql, query, query->sortClause,
 							 (List *) flatten_join_alias_vars(query, (Node *) query->targetList));
 	}
-	if (fullPushdown && query->limitCount != NULL)
+	if (query->limitCount != NULL)
 	{
 		/* each shard's first LIMIT + OFFSET rows hold the result's */
-		appendStringInfoString(&sql.buf, " LIMIT ");
+		appendStringInfoString(&sql->buf, " LIMIT ");
 		if (query->limitOffset != NULL)
 		{
-			appendStringInfoString(&sql.buf, "(");
-			DeparseRemoteExpr(&sql, query->limitCount);
-			appendStringInfoString(&sql.buf, " OPERATOR(pg_catalog.+) ");
-			DeparseRemoteExpr(&sql, query->limitOffset);
-			appendStringInfoString(&sql.buf, ")");
+			appendStringInfoString(&sql->buf, "(");
+			DeparseRemoteExpr(sql, query->limitCount);
+			appendStringInfoString(&sql->buf, " OPERATOR(pg_catalog.+) ");
+			DeparseRemoteExpr(sql, query->limitOffset);
+			appendStringInfoString(&sql->buf, ")");
 		}
 		else
-			DeparseRemoteExpr(&sql, query->limitCount);
+			DeparseRemoteExpr(sql, query->limitCount);
 	}
-	RemoteSqlPopQuery(&sql);
-	FinishRemoteSql(&sql);
-	if (sql.failed)
-		return NULL;
+}
 
-	/* prune by the distribution columns of every (connected) hash table */
-	conjuncts = TopLevelConjuncts(query);
-	foreach(cell, info.hashRtindexes)
+/*
+ * BuildSelectJob fills the job of the shard query, pruned by the
+ * distribution columns of every (connected) hash table, and the planned
+ * expressions of its pruning values and parameters.
+ */
+static void
+BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql, DistributedJob *job,
+			   List **customExprs)
+{
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+	List	   *conjuncts = TopLevelConjuncts(query);
+	ListCell   *cell;
+
+	foreach(cell, info->hashRtindexes)
 	{
 		Index		rtindex = lfirst_int(cell);
 
@@ -297,418 +383,70 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 						  (Node *) conjuncts, &values, &kinds);
 	}
 
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_SELECT;
-	job.sqlParts = sql.parts;
-	job.relations = sql.relations;
-	job.anchor = RelationPosition(sql.relations, info.anchorRelid);
-	job.pruneCount = list_length(values);
-	job.pruneKinds = kinds;
-	job.paramCount = list_length(sql.paramExprs);
-	job.usePrepared = false;
-	job.insertDistColumn = -1;
-	customExprs = NIL;
-	foreach(cell, list_concat(values, sql.paramExprs))
-		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
-
-	needsCombine = !fullPushdown || query->sortClause != NIL || query->limitCount != NULL ||
-		query->limitOffset != NULL || query->distinctClause != NIL;
-	if (!needsCombine)
-	{
-		List	   *remoteTargetList = NIL;
-
-		foreach(cell, query->targetList)
-			remoteTargetList = lappend(remoteTargetList, lfirst(cell));
-		return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
-										  remoteTargetList);
-	}
-
-	/* the combine query reads the shard rows from the placeholder */
-	{
-		RangeTblEntry *rte = makeNode(RangeTblEntry);
-		RangeTblFunction *rtfunc = makeNode(RangeTblFunction);
-		FuncExpr   *placeholder;
-		List	   *names = NIL;
-		Oid			placeholderOid;
-		List	   *relids;
-		List	   *rtes;
-
-		placeholderOid = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
-												   makeString("distributed_result")),
-										0, NULL, false);
-		placeholder = makeFuncExpr(placeholderOid, RECORDOID, NIL, InvalidOid,
-								   InvalidOid, COERCE_EXPLICIT_CALL);
-		placeholder->funcretset = true;
-		for (int i = 1; i <= context.columnCount; i++)
-			names = lappend(names, makeString(psprintf("w%d", i)));
-		rtfunc->funcexpr = (Node *) placeholder;
-		rtfunc->funccolcount = context.columnCount;
-		rtfunc->funccolnames = names;
-		rtfunc->funccoltypes = context.columnTypes;
-		rtfunc->funccoltypmods = context.columnTypmods;
-		rtfunc->funccolcollations = context.columnCollations;
-		rte->rtekind = RTE_FUNCTION;
-		rte->functions = list_make1(rtfunc);
-		rte->eref = makeAlias("shards", names);
-		rte->alias = makeAlias("shards", NIL);
-		rte->inFromCl = true;
-		rte->lateral = false;
-		combine->rtable = list_make1(rte);
-		combine->jointree = makeFromExpr(list_make1(makeNode(RangeTblRef)), NULL);
-		((RangeTblRef *) linitial(combine->jointree->fromlist))->rtindex = 1;
-
-		/* the tables, for permission checks and plan invalidation */
-		CollectRelations(query, &relids, &rtes);
-		foreach(cell, rtes)
-		{
-			RangeTblEntry *copy = copyObject(lfirst(cell));
-
-			copy->inh = false;
-			combine->rtable = lappend(combine->rtable, copy);
-		}
-	}
-
-	return PlanCombineQuery(combine, MakeDistributedScan(&job, customExprs),
-							context.columnCount, cursorOptions, boundParams);
+	memset(job, 0, sizeof(DistributedJob));
+	job->kind = JOB_SELECT;
+	job->sqlParts = sql->parts;
+	job->relations = sql->relations;
+	job->anchor = RelationPosition(sql->relations, info->anchorRelid);
+	job->pruneCount = list_length(values);
+	job->pruneKinds = kinds;
+	job->paramCount = list_length(sql->paramExprs);
+	job->usePrepared = false;
+	job->insertDistColumn = -1;
+	*customExprs = NIL;
+	foreach(cell, list_concat(values, sql->paramExprs))
+		*customExprs = lappend(*customExprs, expression_planner(lfirst(cell)));
 }
 
 /*
- * AnalyzePushdownFrom checks that the FROM clause can run shard by shard
- * (see the file header) and finds its hash tables.
+ * AddPlaceholderScan makes the combine query read the shards' rows from the
+ * placeholder function scan, and adds the query's tables to its range
+ * table for permission checks and plan invalidation.
  */
-bool
-AnalyzePushdownFrom(Query *query, PushdownInfo *info)
+static void
+AddPlaceholderScan(Query *combine, Query *query, CombineContext *context)
 {
-	int			count = list_length(query->rtable);
-	int32		colocationId = -1;
-	int		   *groups;
-	List	   *conjuncts = NIL;
-	ListCell   *cell;
-	int			group = -1;
-	Index		rtindex;
-
-	groups = palloc(sizeof(int) * (count + 1));
-	for (rtindex = 1; rtindex <= count; rtindex++)
-	{
-		RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
-		DistTableCacheEntry *entry;
-
-		groups[rtindex] = rtindex;
-		if (rte->rtekind == RTE_JOIN)
-			continue;
-		if (rte->rtekind != RTE_RELATION)
-			return false;
-		entry = GetDistTableCacheEntry(rte->relid);
-		if (entry == NULL)
-			return false;
-		if (entry->method != DISTRIBUTE_BY_HASH)
-			continue;
-		if (colocationId >= 0 && entry->colocationId != colocationId)
-			return false;
-		colocationId = entry->colocationId;
-		info->colocationId = colocationId;
-		info->hashRtindexes = lappend_int(info->hashRtindexes, rtindex);
-		info->distVars = lappend(info->distVars,
-								 makeVar(rtindex, entry->distAttnum, entry->distType,
-										 entry->distTypmod, entry->distCollation, 0));
-		if (!OidIsValid(info->anchorRelid))
-			info->anchorRelid = rte->relid;
-	}
-	if (info->hashRtindexes == NIL)
-		return false;
-
-	/* distribution column equalities connect the hash tables */
-	CollectJoinTreeQuals((Node *) query->jointree, false, &conjuncts);
-	foreach(cell, conjuncts)
-	{
-		OpExpr	   *op = lfirst(cell);
-		Index		left;
-		Index		right;
-
-		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
-			continue;
-		if (IsDistColumnVar(linitial(op->args), query, 0, &left) &&
-			IsDistColumnVar(lsecond(op->args), query, 0, &right) &&
-			IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
-		{
-			int			from = groups[left];
-			int			to = groups[right];
-
-			for (rtindex = 1; rtindex <= count; rtindex++)
-			{
-				if (groups[rtindex] == from)
-					groups[rtindex] = to;
-			}
-		}
-	}
-	foreach(cell, info->hashRtindexes)
-	{
-		if (group >= 0 && groups[lfirst_int(cell)] != group)
-			return false;
-		group = groups[lfirst_int(cell)];
-	}
-
-	if (!CheckOuterJoins((Node *) query->jointree, query))
-		return false;
-	return SublinksAreColocated(query, info);
-}
-
-static bool
-JoinTreeHasHashTable(Node *jtnode, Query *query)
-{
-	if (IsA(jtnode, RangeTblRef))
-	{
-		RangeTblEntry *rte = rt_fetch(((RangeTblRef *) jtnode)->rtindex, query->rtable);
-
-		return rte->rtekind == RTE_RELATION && IsHashDistributedTable(rte->relid);
-	}
-	if (IsA(jtnode, JoinExpr))
-		return JoinTreeHasHashTable(((JoinExpr *) jtnode)->larg, query) ||
-			JoinTreeHasHashTable(((JoinExpr *) jtnode)->rarg, query);
-	if (IsA(jtnode, FromExpr))
-	{
-		ListCell   *cell;
-
-		foreach(cell, ((FromExpr *) jtnode)->fromlist)
-		{
-			if (JoinTreeHasHashTable(lfirst(cell), query))
-				return true;
-		}
-	}
-	return false;
-}
-
-/*
- * CheckOuterJoins: the preserved side of an outer join whose other side
- * reads a distributed table must read one too (else its unmatched rows
- * would come back once per shard).
- */
-static bool
-CheckOuterJoins(Node *jtnode, Query *query)
-{
-	if (IsA(jtnode, FromExpr))
-	{
-		ListCell   *cell;
-
-		foreach(cell, ((FromExpr *) jtnode)->fromlist)
-		{
-			if (!CheckOuterJoins(lfirst(cell), query))
-				return false;
-		}
-		return true;
-	}
-	if (IsA(jtnode, JoinExpr))
-	{
-		JoinExpr   *join = (JoinExpr *) jtnode;
-		bool		left = JoinTreeHasHashTable(join->larg, query);
-		bool		right = JoinTreeHasHashTable(join->rarg, query);
-
-		if ((join->jointype == JOIN_LEFT && right && !left) ||
-			(join->jointype == JOIN_RIGHT && left && !right) ||
-			(join->jointype == JOIN_FULL && left != right))
-			return false;
-		return CheckOuterJoins(join->larg, query) && CheckOuterJoins(join->rarg, query);
-	}
-	return true;
-}
-
-static bool
-SublinkRelationsWalker(Node *node, void *context)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, RangeTblEntry))
-	{
-		RangeTblEntry *rte = (RangeTblEntry *) node;
-
-		if (rte->rtekind == RTE_RELATION)
-			return !IsReferenceTable(rte->relid);
-		return false;
-	}
-	if (IsA(node, Query))
-		return query_tree_walker((Query *) node, SublinkRelationsWalker, context,
-								 QTW_EXAMINE_RTES_BEFORE);
-	return expression_tree_walker(node, SublinkRelationsWalker, context);
-}
-
-/* does a query (with its subqueries) read only reference tables? */
-static bool
-ReadsOnlyReferenceTables(Query *query)
-{
-	return !query_tree_walker(query, SublinkRelationsWalker, NULL, QTW_EXAMINE_RTES_BEFORE);
-}
-
-/*
- * SubqueryCorrelatedOnDistColumn: does a conjunct of the subquery equate
- * the distribution column of one of its hash tables with the distribution
- * column of one of the outer query's?
- */
-static bool
-SubqueryCorrelatedOnDistColumn(Query *subquery, Query *outer)
-{
-	List	   *conjuncts = TopLevelConjuncts(subquery);
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	RangeTblFunction *rtfunc = makeNode(RangeTblFunction);
+	FuncExpr   *placeholder;
+	List	   *names = NIL;
+	Oid			placeholderOid;
+	List	   *relids;
+	List	   *rtes;
 	ListCell   *cell;
 
-	foreach(cell, conjuncts)
+	placeholderOid = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
+											   makeString("distributed_result")),
+									0, NULL, false);
+	placeholder = makeFuncExpr(placeholderOid, RECORDOID, NIL, InvalidOid,
+							   InvalidOid, COERCE_EXPLICIT_CALL);
+	placeholder->funcretset = true;
+	for (int i = 1; i <= context->columnCount; i++)
+		names = lappend(names, makeString(psprintf("w%d", i)));
+	rtfunc->funcexpr = (Node *) placeholder;
+	rtfunc->funccolcount = context->columnCount;
+	rtfunc->funccolnames = names;
+	rtfunc->funccoltypes = context->columnTypes;
+	rtfunc->funccoltypmods = context->columnTypmods;
+	rtfunc->funccolcollations = context->columnCollations;
+	rte->rtekind = RTE_FUNCTION;
+	rte->functions = list_make1(rtfunc);
+	rte->eref = makeAlias("shards", names);
+	rte->alias = makeAlias("shards", NIL);
+	rte->inFromCl = true;
+	rte->lateral = false;
+	combine->rtable = list_make1(rte);
+	combine->jointree = makeFromExpr(list_make1(makeNode(RangeTblRef)), NULL);
+	((RangeTblRef *) linitial(combine->jointree->fromlist))->rtindex = 1;
+
+	CollectRelations(query, &relids, &rtes);
+	foreach(cell, rtes)
 	{
-		OpExpr	   *op = lfirst(cell);
-		Index		inner;
-		Index		outerIndex;
+		RangeTblEntry *copy = copyObject(lfirst(cell));
 
-		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
-			continue;
-		for (int side = 0; side < 2; side++)
-		{
-			if (IsDistColumnVar(list_nth(op->args, side), subquery, 0, &inner) &&
-				IsDistColumnVar(list_nth(op->args, 1 - side), outer, 1, &outerIndex) &&
-				IsHashEquality(op->opno,
-							   GetDistTableCacheEntry(rt_fetch(inner, subquery->rtable)->relid)))
-				return true;
-		}
+		copy->inh = false;
+		combine->rtable = lappend(combine->rtable, copy);
 	}
-	return false;
-}
-
-typedef struct SublinkCheckContext
-{
-	Query	   *query;
-	PushdownInfo *info;
-	bool		ok;
-} SublinkCheckContext;
-
-/*
- * SublinkIsColocated: can a subquery in an expression run shard by shard?
- * Yes when it reads only reference tables; or, for co-located tables,
- * when EXISTS (...) is correlated on the distribution column (the rows it
- * can see are in the outer row's shard), or when dist_col IN (SELECT
- * dist_col ...) has a plain subquery (no aggregation, DISTINCT or LIMIT,
- * which would be computed per shard).
- */
-static bool
-SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
-{
-	Query	   *subquery = (Query *) sublink->subselect;
-	PushdownInfo subinfo;
-
-	if (ReadsOnlyReferenceTables(subquery))
-		return true;
-	if (subquery->setOperations != NULL || subquery->cteList != NIL ||
-		subquery->hasTargetSRFs || subquery->rowMarks != NIL)
-		return false;
-	memset(&subinfo, 0, sizeof(subinfo));
-	if (!AnalyzePushdownFrom(subquery, &subinfo) ||
-		subinfo.colocationId != context->info->colocationId)
-		return false;
-
-	if (sublink->subLinkType == EXISTS_SUBLINK)
-		return SubqueryCorrelatedOnDistColumn(subquery, context->query);
-
-	if (sublink->subLinkType == ANY_SUBLINK)
-	{
-		OpExpr	   *test = (OpExpr *) sublink->testexpr;
-		TargetEntry *first;
-
-		if (subquery->hasAggs || subquery->groupClause != NIL ||
-			subquery->havingQual != NULL || subquery->distinctClause != NIL ||
-			subquery->limitCount != NULL || subquery->limitOffset != NULL ||
-			subquery->hasWindowFuncs)
-			return false;
-		if (test == NULL || !IsA(test, OpExpr) || list_length(test->args) != 2 ||
-			!IsA(lsecond(test->args), Param) ||
-			!IsDistColumnOf(linitial(test->args), context->query, context->info) ||
-			!IsHashEquality(test->opno, GetDistTableCacheEntry(context->info->anchorRelid)))
-			return false;
-		first = linitial(subquery->targetList);
-		return !first->resjunk && IsDistColumnOf((Node *) first->expr, subquery, &subinfo);
-	}
-	return false;
-}
-
-static bool
-SublinkCheckWalker(Node *node, SublinkCheckContext *context)
-{
-	if (node == NULL || !context->ok)
-		return false;
-	if (IsA(node, SubLink))
-	{
-		if (!SublinkIsColocated((SubLink *) node, context))
-		{
-			context->ok = false;
-			return true;
-		}
-		return SublinkCheckWalker(((SubLink *) node)->testexpr, context);
-	}
-	if (IsA(node, Query))
-		return false;
-	return expression_tree_walker(node, SublinkCheckWalker, context);
-}
-
-/* can every subquery in the query's expressions run shard by shard? */
-static bool
-SublinksAreColocated(Query *query, PushdownInfo *info)
-{
-	SublinkCheckContext context = {query, info, true};
-
-	if (!query->hasSubLinks)
-		return true;
-	query_tree_walker(query, SublinkCheckWalker, &context, QTW_IGNORE_RANGE_TABLE);
-	return context.ok;
-}
-
-/* is node a distribution column Var of one of the top-level hash tables? */
-bool
-IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
-{
-	ListCell   *cell;
-
-	node = flatten_join_alias_vars(query, node);
-	foreach(cell, info->distVars)
-	{
-		Var		   *distVar = lfirst(cell);
-		Var		   *var = (Var *) node;
-
-		while (var != NULL && IsA(var, RelabelType))
-			var = (Var *) ((RelabelType *) var)->arg;
-		if (var != NULL && IsA(var, Var) && var->varlevelsup == 0 &&
-			var->varno == distVar->varno && var->varattno == distVar->varattno)
-			return true;
-	}
-	return false;
-}
-
-bool
-GroupedByDistColumn(Query *query, PushdownInfo *info)
-{
-	ListCell   *cell;
-
-	foreach(cell, query->groupClause)
-	{
-		if (IsDistColumnOf(get_sortgroupclause_expr(lfirst(cell), query->targetList), query, info))
-			return true;
-	}
-	return false;
-}
-
-static bool
-WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info)
-{
-	ListCell   *cell;
-
-	foreach(cell, query->windowClause)
-	{
-		WindowClause *clause = lfirst(cell);
-		ListCell   *partCell;
-		bool		found = false;
-
-		foreach(partCell, clause->partitionClause)
-		{
-			if (IsDistColumnOf(get_sortgroupclause_expr(lfirst(partCell), query->targetList), query, info))
-				found = true;
-		}
-		if (!found)
-			return false;
-	}
-	return true;
 }
 
 /* registers a shard query column (1-based) */

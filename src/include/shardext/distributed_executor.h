@@ -86,8 +86,8 @@ typedef struct DistributedScanState
 
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
-extern void ExecuteRemoteExplain(DistributedScanState *state, RemoteTask *task,
-								 ExplainState *es);
+extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
+									   const char *command);
 
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,

@@ -70,7 +70,7 @@ extern void DeparseInsertStatement(Query *query, DistTableCacheEntry *entry,
 extern PlannedStmt *PlanInsertSelect(Query *query, int cursorOptions,
 									 ParamListInfo boundParams);
 
-/* pushdown_planner.c */
+/* pushdown_analysis.c */
 typedef struct PushdownInfo
 {
 	Oid			anchorRelid;
@@ -82,6 +82,9 @@ typedef struct PushdownInfo
 extern bool AnalyzePushdownFrom(Query *query, PushdownInfo *info);
 extern bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
 extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
+extern bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
+
+/* pushdown_planner.c */
 extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);
 

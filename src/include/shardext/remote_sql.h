@@ -51,8 +51,12 @@ extern void DeparseRemoteFromItem(RemoteSql *sql, Node *item);
 extern void DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause,
 								 List *targetList);
 extern char *RemoteTypeName(Oid typid, int32 typmod);
-extern bool ExprIsShippable(Node *node, Query *query, bool allowExecParams);
-
 extern char *BuildTaskSql(List *parts, List *shardNames);
+
+/* shippable.c */
+extern bool IsBuiltinObject(Oid oid);
+extern bool ExprNeedsRows(Node *node, bool allowExecParams);
+extern bool ExprNeedsCoordinator(Node *node);
+extern bool ExprIsShippable(Node *node, Query *query, bool allowExecParams);
 
 #endif							/* SHARDEXT_REMOTE_SQL_H */

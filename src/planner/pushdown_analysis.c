@@ -1,0 +1,369 @@
+/*-------------------------------------------------------------------------
+ *
+ * pushdown_analysis.c
+ *	  Whether a query's FROM clause, subqueries and window functions give
+ *	  the right answer when run shard by shard, for multi-shard SELECTs,
+ *	  co-located UPDATE/DELETE ... FROM and INSERT ... SELECT.
+ *
+ * The FROM clause is pushed down when it is correct shard by shard: the
+ * distributed tables are co-located and connected by equalities of their
+ * distribution columns (so rows that join live in shards of the same
+ * index), reference tables are only joined where they cannot produce
+ * unmatched rows once per shard, and subqueries in expressions read only
+ * reference tables or are co-located: EXISTS correlated on the
+ * distribution column, distribution column IN (SELECT distribution
+ * column ...).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+
+#include "shardext/planner.h"
+
+static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
+static bool CheckOuterJoins(Node *jtnode, Query *query);
+static bool SublinksAreColocated(Query *query, PushdownInfo *info);
+
+/*
+ * AnalyzePushdownFrom checks that the FROM clause can run shard by shard
+ * (see the file header) and finds its hash tables.
+ */
+bool
+AnalyzePushdownFrom(Query *query, PushdownInfo *info)
+{
+	int			count = list_length(query->rtable);
+	int32		colocationId = -1;
+	int		   *groups;
+	List	   *conjuncts = NIL;
+	ListCell   *cell;
+	int			group = -1;
+	Index		rtindex;
+
+	groups = palloc(sizeof(int) * (count + 1));
+	for (rtindex = 1; rtindex <= count; rtindex++)
+	{
+		RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
+		DistTableCacheEntry *entry;
+
+		groups[rtindex] = rtindex;
+		if (rte->rtekind == RTE_JOIN)
+			continue;
+		if (rte->rtekind != RTE_RELATION)
+			return false;
+		entry = GetDistTableCacheEntry(rte->relid);
+		if (entry == NULL)
+			return false;
+		if (entry->method != DISTRIBUTE_BY_HASH)
+			continue;
+		if (colocationId >= 0 && entry->colocationId != colocationId)
+			return false;
+		colocationId = entry->colocationId;
+		info->colocationId = colocationId;
+		info->hashRtindexes = lappend_int(info->hashRtindexes, rtindex);
+		info->distVars = lappend(info->distVars,
+								 makeVar(rtindex, entry->distAttnum, entry->distType,
+										 entry->distTypmod, entry->distCollation, 0));
+		if (!OidIsValid(info->anchorRelid))
+			info->anchorRelid = rte->relid;
+	}
+	if (info->hashRtindexes == NIL)
+		return false;
+
+	/* distribution column equalities connect the hash tables */
+	CollectJoinTreeQuals((Node *) query->jointree, false, &conjuncts);
+	foreach(cell, conjuncts)
+	{
+		OpExpr	   *op = lfirst(cell);
+		Index		left;
+		Index		right;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
+			continue;
+		if (IsDistColumnVar(linitial(op->args), query, 0, &left) &&
+			IsDistColumnVar(lsecond(op->args), query, 0, &right) &&
+			IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
+		{
+			int			from = groups[left];
+			int			to = groups[right];
+
+			for (rtindex = 1; rtindex <= count; rtindex++)
+			{
+				if (groups[rtindex] == from)
+					groups[rtindex] = to;
+			}
+		}
+	}
+	foreach(cell, info->hashRtindexes)
+	{
+		if (group >= 0 && groups[lfirst_int(cell)] != group)
+			return false;
+		group = groups[lfirst_int(cell)];
+	}
+
+	if (!CheckOuterJoins((Node *) query->jointree, query))
+		return false;
+	return SublinksAreColocated(query, info);
+}
+
+static bool
+JoinTreeHasHashTable(Node *jtnode, Query *query)
+{
+	if (IsA(jtnode, RangeTblRef))
+	{
+		RangeTblEntry *rte = rt_fetch(((RangeTblRef *) jtnode)->rtindex, query->rtable);
+
+		return rte->rtekind == RTE_RELATION && IsHashDistributedTable(rte->relid);
+	}
+	if (IsA(jtnode, JoinExpr))
+		return JoinTreeHasHashTable(((JoinExpr *) jtnode)->larg, query) ||
+			JoinTreeHasHashTable(((JoinExpr *) jtnode)->rarg, query);
+	if (IsA(jtnode, FromExpr))
+	{
+		ListCell   *cell;
+
+		foreach(cell, ((FromExpr *) jtnode)->fromlist)
+		{
+			if (JoinTreeHasHashTable(lfirst(cell), query))
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * CheckOuterJoins: the preserved side of an outer join whose other side
+ * reads a distributed table must read one too (else its unmatched rows
+ * would come back once per shard).
+ */
+static bool
+CheckOuterJoins(Node *jtnode, Query *query)
+{
+	if (IsA(jtnode, FromExpr))
+	{
+		ListCell   *cell;
+
+		foreach(cell, ((FromExpr *) jtnode)->fromlist)
+		{
+			if (!CheckOuterJoins(lfirst(cell), query))
+				return false;
+		}
+		return true;
+	}
+	if (IsA(jtnode, JoinExpr))
+	{
+		JoinExpr   *join = (JoinExpr *) jtnode;
+		bool		left = JoinTreeHasHashTable(join->larg, query);
+		bool		right = JoinTreeHasHashTable(join->rarg, query);
+
+		if ((join->jointype == JOIN_LEFT && right && !left) ||
+			(join->jointype == JOIN_RIGHT && left && !right) ||
+			(join->jointype == JOIN_FULL && left != right))
+			return false;
+		return CheckOuterJoins(join->larg, query) && CheckOuterJoins(join->rarg, query);
+	}
+	return true;
+}
+
+static bool
+SublinkRelationsWalker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_RELATION)
+			return !IsReferenceTable(rte->relid);
+		return false;
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, SublinkRelationsWalker, context,
+								 QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, SublinkRelationsWalker, context);
+}
+
+/* does a query (with its subqueries) read only reference tables? */
+static bool
+ReadsOnlyReferenceTables(Query *query)
+{
+	return !query_tree_walker(query, SublinkRelationsWalker, NULL, QTW_EXAMINE_RTES_BEFORE);
+}
+
+/*
+ * SubqueryCorrelatedOnDistColumn: does a conjunct of the subquery equate
+ * the distribution column of one of its hash tables with the distribution
+ * column of one of the outer query's?
+ */
+static bool
+SubqueryCorrelatedOnDistColumn(Query *subquery, Query *outer)
+{
+	List	   *conjuncts = TopLevelConjuncts(subquery);
+	ListCell   *cell;
+
+	foreach(cell, conjuncts)
+	{
+		OpExpr	   *op = lfirst(cell);
+		Index		inner;
+		Index		outerIndex;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
+			continue;
+		for (int side = 0; side < 2; side++)
+		{
+			if (IsDistColumnVar(list_nth(op->args, side), subquery, 0, &inner) &&
+				IsDistColumnVar(list_nth(op->args, 1 - side), outer, 1, &outerIndex) &&
+				IsHashEquality(op->opno,
+							   GetDistTableCacheEntry(rt_fetch(inner, subquery->rtable)->relid)))
+				return true;
+		}
+	}
+	return false;
+}
+
+typedef struct SublinkCheckContext
+{
+	Query	   *query;
+	PushdownInfo *info;
+	bool		ok;
+} SublinkCheckContext;
+
+/*
+ * SublinkIsColocated: can a subquery in an expression run shard by shard?
+ * Yes when it reads only reference tables; or, for co-located tables,
+ * when EXISTS (...) is correlated on the distribution column (the rows it
+ * can see are in the outer row's shard), or when dist_col IN (SELECT
+ * dist_col ...) has a plain subquery (no aggregation, DISTINCT or LIMIT,
+ * which would be computed per shard).
+ */
+static bool
+SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
+{
+	Query	   *subquery = (Query *) sublink->subselect;
+	PushdownInfo subinfo;
+
+	if (ReadsOnlyReferenceTables(subquery))
+		return true;
+	if (subquery->setOperations != NULL || subquery->cteList != NIL ||
+		subquery->hasTargetSRFs || subquery->rowMarks != NIL)
+		return false;
+	memset(&subinfo, 0, sizeof(subinfo));
+	if (!AnalyzePushdownFrom(subquery, &subinfo) ||
+		subinfo.colocationId != context->info->colocationId)
+		return false;
+
+	if (sublink->subLinkType == EXISTS_SUBLINK)
+		return SubqueryCorrelatedOnDistColumn(subquery, context->query);
+
+	if (sublink->subLinkType == ANY_SUBLINK)
+	{
+		OpExpr	   *test = (OpExpr *) sublink->testexpr;
+		TargetEntry *first;
+
+		if (subquery->hasAggs || subquery->groupClause != NIL ||
+			subquery->havingQual != NULL || subquery->distinctClause != NIL ||
+			subquery->limitCount != NULL || subquery->limitOffset != NULL ||
+			subquery->hasWindowFuncs)
+			return false;
+		if (test == NULL || !IsA(test, OpExpr) || list_length(test->args) != 2 ||
+			!IsA(lsecond(test->args), Param) ||
+			!IsDistColumnOf(linitial(test->args), context->query, context->info) ||
+			!IsHashEquality(test->opno, GetDistTableCacheEntry(context->info->anchorRelid)))
+			return false;
+		first = linitial(subquery->targetList);
+		return !first->resjunk && IsDistColumnOf((Node *) first->expr, subquery, &subinfo);
+	}
+	return false;
+}
+
+static bool
+SublinkCheckWalker(Node *node, SublinkCheckContext *context)
+{
+	if (node == NULL || !context->ok)
+		return false;
+	if (IsA(node, SubLink))
+	{
+		if (!SublinkIsColocated((SubLink *) node, context))
+		{
+			context->ok = false;
+			return true;
+		}
+		return SublinkCheckWalker(((SubLink *) node)->testexpr, context);
+	}
+	if (IsA(node, Query))
+		return false;
+	return expression_tree_walker(node, SublinkCheckWalker, context);
+}
+
+/* can every subquery in the query's expressions run shard by shard? */
+static bool
+SublinksAreColocated(Query *query, PushdownInfo *info)
+{
+	SublinkCheckContext context = {query, info, true};
+
+	if (!query->hasSubLinks)
+		return true;
+	query_tree_walker(query, SublinkCheckWalker, &context, QTW_IGNORE_RANGE_TABLE);
+	return context.ok;
+}
+
+/* is node a distribution column Var of one of the top-level hash tables? */
+bool
+IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
+{
+	ListCell   *cell;
+
+	node = flatten_join_alias_vars(query, node);
+	foreach(cell, info->distVars)
+	{
+		Var		   *distVar = lfirst(cell);
+		Var		   *var = (Var *) node;
+
+		while (var != NULL && IsA(var, RelabelType))
+			var = (Var *) ((RelabelType *) var)->arg;
+		if (var != NULL && IsA(var, Var) && var->varlevelsup == 0 &&
+			var->varno == distVar->varno && var->varattno == distVar->varattno)
+			return true;
+	}
+	return false;
+}
+
+bool
+GroupedByDistColumn(Query *query, PushdownInfo *info)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->groupClause)
+	{
+		if (IsDistColumnOf(get_sortgroupclause_expr(lfirst(cell), query->targetList), query, info))
+			return true;
+	}
+	return false;
+}
+
+bool
+WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->windowClause)
+	{
+		WindowClause *clause = lfirst(cell);
+		ListCell   *partCell;
+		bool		found = false;
+
+		foreach(partCell, clause->partitionClause)
+		{
+			if (IsDistColumnOf(get_sortgroupclause_expr(lfirst(partCell), query->targetList), query, info))
+				found = true;
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
