@@ -488,6 +488,9 @@ typedef struct CopyOutput
 	bool		binary;
 } CopyOutput;
 
+static uint64 CopyShardOut(CopyOutput *output, NodeConnection *conn, const char *command,
+						   bool binary);
+
 static void
 WriteCopyOutput(CopyOutput *output, const char *data, int length)
 {
@@ -670,11 +673,6 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 		ShardInterval *shard = &entry->shards[i];
 		NodeConnection *conn = GetNodeConnection(shard->placementNodeIds[0]);
 		char	   *command;
-		PGresult   *result;
-		int			skip = opts.binary ? 19 : 0;
-		bool		headerDone = !opts.binary;
-		char		held[2];
-		int			heldLength = 0;
 
 		if (entry->method == DISTRIBUTE_BY_REFERENCE && i > 0)
 			break;
@@ -682,64 +680,7 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 		command = psprintf("%sCOPY %s %s TO STDOUT %s", setCommand ? setCommand : "",
 						   QualifiedShardName(RelationGetRelid(rel), shard->shardId),
 						   AttnumListString(rel, attnums), remoteOptions);
-		BeginRemoteCopy(conn, command, PGRES_COPY_OUT);
-
-		for (;;)
-		{
-			char	   *data = NULL;
-			int			length = PQgetCopyData(conn->pgConn, &data, 1);
-			char	   *p = data;
-
-			if (length == 0)
-			{
-				WaitForRemoteSocket(conn, false);
-				continue;
-			}
-			if (length < 0)
-				break;
-
-			if (!headerDone)
-			{
-				/* skip the signature, flags and the extension area */
-				int			n = Min(skip, length);
-
-				if (skip == 19 && length >= 19)
-				{
-					uint32		extension;
-
-					memcpy(&extension, data + 15, 4);
-					skip += pg_ntoh32(extension);
-					n = Min(skip, length);
-				}
-				p += n;
-				length -= n;
-				skip -= n;
-				headerDone = (skip == 0);
-			}
-			if (opts.binary)
-			{
-				/* hold back the last two bytes: the trailer */
-				WriteCopyOutput(&output, held, heldLength);
-				if (length >= 2)
-				{
-					WriteCopyOutput(&output, p, length - 2);
-					memcpy(held, p + length - 2, 2);
-					heldLength = 2;
-				}
-				else
-				{
-					memcpy(held, p, length);
-					heldLength = length;
-				}
-			}
-			else
-				WriteCopyOutput(&output, p, length);
-			PQfreemem(data);
-			CHECK_FOR_INTERRUPTS();
-		}
-		result = FinishRemoteQuery(conn, command);
-		processed += strtou64(PQcmdTuples(result), NULL, 10);
-		PQclear(result);
+		processed += CopyShardOut(&output, conn, command, opts.binary);
 		if (resetCommand != NULL)
 			ExecuteRemoteCommand(conn, resetCommand);
 	}
@@ -751,5 +692,81 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 		WriteCopyOutput(&output, (char *) &trailer, 2);
 	}
 	EndCopyOutput(&output, stmt);
+	return processed;
+}
+
+/*
+ * CopyShardOut runs a COPY ... TO STDOUT of one shard and passes its data
+ * on to the client's output; binary data loses the header and trailer of
+ * each shard (the caller writes one of each).  Returns the rows copied.
+ */
+static uint64
+CopyShardOut(CopyOutput *output, NodeConnection *conn, const char *command, bool binary)
+{
+	PGresult   *result;
+	uint64		processed;
+	int			skip = binary ? 19 : 0;
+	bool		headerDone = !binary;
+	char		held[2];
+	int			heldLength = 0;
+
+	BeginRemoteCopy(conn, command, PGRES_COPY_OUT);
+
+	for (;;)
+	{
+		char	   *data = NULL;
+		int			length = PQgetCopyData(conn->pgConn, &data, 1);
+		char	   *p = data;
+
+		if (length == 0)
+		{
+			WaitForRemoteSocket(conn, false);
+			continue;
+		}
+		if (length < 0)
+			break;
+
+		if (!headerDone)
+		{
+			/* skip the signature, flags and the extension area */
+			int			n = Min(skip, length);
+
+			if (skip == 19 && length >= 19)
+			{
+				uint32		extension;
+
+				memcpy(&extension, data + 15, 4);
+				skip += pg_ntoh32(extension);
+				n = Min(skip, length);
+			}
+			p += n;
+			length -= n;
+			skip -= n;
+			headerDone = (skip == 0);
+		}
+		if (binary)
+		{
+			/* hold back the last two bytes: the trailer */
+			WriteCopyOutput(output, held, heldLength);
+			if (length >= 2)
+			{
+				WriteCopyOutput(output, p, length - 2);
+				memcpy(held, p + length - 2, 2);
+				heldLength = 2;
+			}
+			else
+			{
+				memcpy(held, p, length);
+				heldLength = length;
+			}
+		}
+		else
+			WriteCopyOutput(output, p, length);
+		PQfreemem(data);
+		CHECK_FOR_INTERRUPTS();
+	}
+	result = FinishRemoteQuery(conn, command);
+	processed = strtou64(PQcmdTuples(result), NULL, 10);
+	PQclear(result);
 	return processed;
 }

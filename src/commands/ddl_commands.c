@@ -48,6 +48,10 @@ static Oid	DistributedRelation(RangeVar *relation);
 static void RejectOnDistributedTable(RangeVar *relation, const char *command,
 									 const char *detail);
 static List *DistributedTablesOfIndexes(DropStmt *stmt);
+static List *IndexStmtRelations(IndexStmt *stmt);
+static List *DropIndexRelations(DropStmt *stmt);
+static List *RenameRelations(RenameStmt *stmt);
+static List *SetSchemaRelations(AlterObjectSchemaStmt *stmt);
 static void PropagateTruncate(TruncateStmt *stmt, List *relids);
 static void PropagateComment(CommentStmt *stmt);
 static void PropagateGrant(GrantStmt *stmt);
@@ -91,6 +95,114 @@ RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 }
 
 /*
+ * IndexStmtRelations: the distributed table a CREATE INDEX is for, as a
+ * list, or NIL when it is not for one.
+ */
+static List *
+IndexStmtRelations(IndexStmt *stmt)
+{
+	Oid			relid = DistributedRelation(stmt->relation);
+
+	if (!OidIsValid(relid))
+		return NIL;
+	if (stmt->concurrent)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("CREATE INDEX CONCURRENTLY is not supported on distributed "
+						"table \"%s\"", get_rel_name(relid)),
+				 errhint("Use CREATE INDEX: it builds the index on all shards in "
+						 "parallel, blocking writes (not reads) meanwhile.")));
+	return list_make1_oid(relid);
+}
+
+/*
+ * DropIndexRelations: the distributed tables whose indexes a DROP INDEX
+ * drops, or NIL (also for other DROP statements).
+ */
+static List *
+DropIndexRelations(DropStmt *stmt)
+{
+	List	   *relids;
+
+	if (stmt->removeType != OBJECT_INDEX)
+		return NIL;
+	relids = DistributedTablesOfIndexes(stmt);
+	if (relids == NIL)
+		return NIL;
+	if (stmt->concurrent)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("DROP INDEX CONCURRENTLY is not supported on distributed "
+						"table \"%s\"", get_rel_name(linitial_oid(relids))),
+				 errhint("Use DROP INDEX.")));
+	return relids;
+}
+
+/*
+ * RenameRelations: the distributed tables a rename concerns (with those
+ * related to them, see RelatedDistributedTables), or NIL when it concerns
+ * none.  Renaming a schema that holds distributed tables is rejected.
+ */
+static List *
+RenameRelations(RenameStmt *stmt)
+{
+	Oid			relid;
+
+	if (stmt->renameType == OBJECT_SCHEMA)
+	{
+		Oid			namespaceId = get_namespace_oid(stmt->subname, true);
+		ListCell   *cell;
+
+		foreach(cell, DistributedTableList())
+		{
+			if (get_rel_namespace(lfirst_oid(cell)) == namespaceId)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot rename schema \"%s\" because it contains "
+								"distributed table \"%s\"", stmt->subname,
+								get_rel_name(lfirst_oid(cell))),
+						 errhint("Move the tables to another schema with ALTER "
+								 "TABLE ... SET SCHEMA first.")));
+		}
+		return NIL;
+	}
+	if (stmt->relation == NULL)
+		return NIL;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_INDEX)
+		relid = IndexGetRelation(relid, false);
+	if (!OidIsValid(relid) || !IsDistributedTable(relid))
+		return NIL;
+	if (stmt->renameType != OBJECT_TABLE && stmt->renameType != OBJECT_COLUMN &&
+		stmt->renameType != OBJECT_TABCONSTRAINT &&
+		stmt->renameType != OBJECT_INDEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("this rename is not supported on distributed table \"%s\"",
+						get_rel_name(relid))));
+	return RelatedDistributedTables(relid);
+}
+
+/*
+ * SetSchemaRelations: the distributed table an ALTER ... SET SCHEMA moves,
+ * as a list, or NIL when it moves none.
+ */
+static List *
+SetSchemaRelations(AlterObjectSchemaStmt *stmt)
+{
+	Oid			relid = DistributedRelation(stmt->relation);
+
+	if (!OidIsValid(relid))
+		return NIL;
+	if (stmt->objectType != OBJECT_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("ALTER ... SET SCHEMA is only supported for distributed "
+						"tables themselves")));
+	return list_make1_oid(relid);
+}
+
+/*
  * ShardextPreprocessUtility handles a utility command that concerns
  * distributed tables: it runs the command locally and applies it to the
  * shards, and returns true.  It returns false (having done nothing) for
@@ -124,97 +236,28 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 
 		case T_IndexStmt:
-			{
-				IndexStmt *stmt = (IndexStmt *) parsetree;
-				Oid			relid = DistributedRelation(stmt->relation);
-
-				if (!OidIsValid(relid))
-					return false;
-				if (stmt->concurrent)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("CREATE INDEX CONCURRENTLY is not supported on distributed "
-									"table \"%s\"", get_rel_name(relid)),
-							 errhint("Use CREATE INDEX: it builds the index on all shards in "
-									 "parallel, blocking writes (not reads) meanwhile.")));
-				relids = list_make1_oid(relid);
-				break;
-			}
+			relids = IndexStmtRelations((IndexStmt *) parsetree);
+			if (relids == NIL)
+				return false;
+			break;
 
 		case T_DropStmt:
-			{
-				DropStmt   *stmt = (DropStmt *) parsetree;
-
-				if (stmt->removeType != OBJECT_INDEX)
-					return false;
-				relids = DistributedTablesOfIndexes(stmt);
-				if (relids == NIL)
-					return false;
-				if (stmt->concurrent)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("DROP INDEX CONCURRENTLY is not supported on distributed "
-									"table \"%s\"", get_rel_name(linitial_oid(relids))),
-							 errhint("Use DROP INDEX.")));
-				break;
-			}
+			relids = DropIndexRelations((DropStmt *) parsetree);
+			if (relids == NIL)
+				return false;
+			break;
 
 		case T_RenameStmt:
-			{
-				RenameStmt *stmt = (RenameStmt *) parsetree;
-				Oid			relid;
-
-				if (stmt->renameType == OBJECT_SCHEMA)
-				{
-					Oid			namespaceId = get_namespace_oid(stmt->subname, true);
-					ListCell   *cell;
-
-					foreach(cell, DistributedTableList())
-					{
-						if (get_rel_namespace(lfirst_oid(cell)) == namespaceId)
-							ereport(ERROR,
-									(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-									 errmsg("cannot rename schema \"%s\" because it contains "
-											"distributed table \"%s\"", stmt->subname,
-											get_rel_name(lfirst_oid(cell))),
-									 errhint("Move the tables to another schema with ALTER "
-											 "TABLE ... SET SCHEMA first.")));
-					}
-					return false;
-				}
-				if (stmt->relation == NULL)
-					return false;
-				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-				if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_INDEX)
-					relid = IndexGetRelation(relid, false);
-				if (!OidIsValid(relid) || !IsDistributedTable(relid))
-					return false;
-				if (stmt->renameType != OBJECT_TABLE && stmt->renameType != OBJECT_COLUMN &&
-					stmt->renameType != OBJECT_TABCONSTRAINT &&
-					stmt->renameType != OBJECT_INDEX)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("this rename is not supported on distributed table \"%s\"",
-									get_rel_name(relid))));
-				relids = RelatedDistributedTables(relid);
-				break;
-			}
+			relids = RenameRelations((RenameStmt *) parsetree);
+			if (relids == NIL)
+				return false;
+			break;
 
 		case T_AlterObjectSchemaStmt:
-			{
-				AlterObjectSchemaStmt *stmt = (AlterObjectSchemaStmt *) parsetree;
-				Oid			relid = DistributedRelation(stmt->relation);
-
-				if (!OidIsValid(relid))
-					return false;
-				if (stmt->objectType != OBJECT_TABLE)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("ALTER ... SET SCHEMA is only supported for distributed "
-									"tables themselves")));
-				relids = list_make1_oid(relid);
-				break;
-			}
+			relids = SetSchemaRelations((AlterObjectSchemaStmt *) parsetree);
+			if (relids == NIL)
+				return false;
+			break;
 
 		case T_TruncateStmt:
 			{

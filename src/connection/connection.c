@@ -95,18 +95,6 @@ GetCacheEntry(int32 nodeId)
 }
 
 /*
- * NodeConnectionIsHealthy tells whether a cached connection can take a new
- * command: open, idle, and not in a failed remote transaction.
- */
-bool
-NodeConnectionIsHealthy(NodeConnection *conn)
-{
-	return conn->pgConn != NULL &&
-		PQstatus(conn->pgConn) == CONNECTION_OK &&
-		!conn->queryInProgress;
-}
-
-/*
  * GetNodeConnection returns the session's first connection to a node for
  * the current user, opening it if needed.  Broken connections that are not
  * part of a remote transaction are replaced transparently.
@@ -220,18 +208,6 @@ DisconnectNodeConnection(NodeConnection *conn)
 		PQfinish(conn->pgConn);
 	conn->pgConn = NULL;
 	ReleaseConnectionWaitSet(conn);
-}
-
-/* CloseAllNodeConnections closes every cached connection */
-void
-CloseAllNodeConnections(void)
-{
-	List	   *connections = AllNodeConnections();
-	ListCell   *cell;
-
-	foreach(cell, connections)
-		CloseNodeConnection(lfirst(cell));
-	list_free(connections);
 }
 
 /*

@@ -218,19 +218,6 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 }
 
 /*
- * ShardCopySetSessionCommands gives commands (';'-terminated) to send
- * before each remote COPY and, at the end, to every connection used: for
- * settings that change how the workers read the input.
- */
-void
-ShardCopySetSessionCommands(ShardCopyState *state, const char *setCommand,
-							const char *resetCommand)
-{
-	state->setCommand = setCommand ? pstrdup(setCommand) : NULL;
-	state->resetCommand = resetCommand ? pstrdup(resetCommand) : NULL;
-}
-
-/*
  * AppendCopyTextValue appends a value escaped for COPY's text format.
  */
 void

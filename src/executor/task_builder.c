@@ -42,7 +42,29 @@ static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry
 static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
 									int first, int count);
 static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
+/* the rows of an INSERT, column after column of each row */
+typedef struct InsertRows
+{
+	int			count;
+	int			columns;
+	Datum	   *values;
+	bool	   *nulls;
+	Oid		   *types;			/* per column */
+} InsertRows;
+
 static void BuildInsertTasks(DistributedScanState *state);
+static List *LockShardsToModify(DistributedScanState *state, List *shardIndexes,
+								DistTableCacheEntry **anchor);
+static char *ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
+						  ShardInterval **taskShard);
+static void AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
+						  RemoteParams *params, bool write);
+static void EvaluateInsertRows(DistributedScanState *state, InsertRows *rows);
+static List **RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
+									 DistTableCacheEntry **entry);
+static char *BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
+							  const char *prefix, const char *suffix, RemoteParams *shared,
+							  RemoteParams **paramsOut);
 static int	ReadSubplanRows(DistributedScanState *state, Datum **valuesOut, bool **nullsOut,
 							Oid *types);
 static int	ChooseReadPlacement(ShardInterval *shard);
@@ -93,7 +115,6 @@ BuildDistributedTasks(DistributedScanState *state)
 	RemoteParams *params;
 	MemoryContext oldContext;
 	ListCell   *cell;
-	int			relationCount = list_length(job->relations);
 
 	if (state->tasksBuilt)
 		return;
@@ -111,129 +132,158 @@ BuildDistributedTasks(DistributedScanState *state)
 	if (job->anchor >= 0)
 		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
 	shardIndexes = SelectShardIndexes(state, anchor);
-
-	/*
-	 * Writers lock their shards in id order before looking at placements.  A
-	 * wait may have let a move commit (new placements: looked up below) or a
-	 * split (new shards: the positions chosen before name other ranges now),
-	 * so the shards are chosen again until the layout held still.
-	 */
 	if (job->kind == JOB_MODIFY)
-	{
-		Oid			target = list_nth_oid(job->relations, Max(job->anchor, 0));
-
-		for (;;)
-		{
-			DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
-			int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
-			int			layoutCount;
-			int64	   *layout = SnapshotShardIds(entry, &layoutCount);
-			int			n = 0;
-			bool		several = false;
-
-			foreach(cell, shardIndexes)
-			{
-				ShardInterval *shard = &entry->shards[lfirst_int(cell)];
-
-				ids[n++] = shard->shardId;
-				if (shard->placementCount > 1)
-					several = true;
-			}
-			if (n > 1)
-				several = true;
-			LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
-
-			if (job->anchor >= 0)
-				anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
-			if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
-				break;
-			shardIndexes = SelectShardIndexes(state, anchor);
-		}
-	}
+		shardIndexes = LockShardsToModify(state, shardIndexes, &anchor);
 
 	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
 
 	foreach(cell, shardIndexes)
 	{
-		int			shardIndex = lfirst_int(cell);
-		List	   *shardNames = NIL;
-		ShardInterval *taskShard = NULL;
-		char	   *sql;
+		ShardInterval *taskShard;
+		char	   *sql = ShardTaskSql(job, anchor, lfirst_int(cell), &taskShard);
 
-		for (int i = 0; i < relationCount; i++)
-		{
-			Oid			relid = list_nth_oid(job->relations, i);
-			DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
-			ShardInterval *shard;
-
-			if (entry == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-			if (entry->method == DISTRIBUTE_BY_HASH)
-			{
-				if (shardIndex >= entry->shardCount)
-					ereport(ERROR,
-							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-							 errmsg("shards of table \"%s\" changed during planning",
-									get_rel_name(relid)),
-							 errhint("Run the statement again.")));
-				shard = &entry->shards[shardIndex];
-				/* co-located shards of one index must cover the same hashes */
-				if (anchor != NULL &&
-					(shard->hashMin != anchor->shards[shardIndex].hashMin ||
-					 shard->hashMax != anchor->shards[shardIndex].hashMax))
-					ereport(ERROR,
-							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-							 errmsg("shards of tables \"%s\" and \"%s\" do not line up",
-									get_rel_name(anchor->relid), get_rel_name(relid)),
-							 errdetail("Joins of co-located tables run shard by shard."),
-							 errhint("Run the statement again once the shard operation has finished.")));
-			}
-			else
-				shard = &entry->shards[0];
-			if (i == Max(job->anchor, 0))
-				taskShard = shard;
-			shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
-		}
-		sql = BuildTaskSql(job->sqlParts, shardNames);
-
-		if (taskShard->placementCount == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("shard " INT64_FORMAT " has no placement", taskShard->shardId)));
-
-		if (job->kind == JOB_MODIFY)
-		{
-			/* every placement gets the write; the first one's rows are returned */
-			for (int p = 0; p < taskShard->placementCount; p++)
-			{
-				RemoteTask *task = palloc0(sizeof(RemoteTask));
-
-				task->sql = sql;
-				task->nodeId = taskShard->placementNodeIds[p];
-				task->shardId = taskShard->shardId;
-				task->params = params;
-				task->returnsRows = (p == 0);
-				state->tasks = lappend(state->tasks, task);
-			}
-		}
-		else
-		{
-			RemoteTask *task = palloc0(sizeof(RemoteTask));
-			int			choice;
-
-			choice = ChooseReadPlacement(taskShard);
-			task->sql = sql;
-			task->nodeId = taskShard->placementNodeIds[choice];
-			task->shardId = taskShard->shardId;
-			task->params = params;
-			task->returnsRows = true;
-			state->tasks = lappend(state->tasks, task);
-		}
+		AddShardTasks(state, taskShard, sql, params, job->kind == JOB_MODIFY);
 	}
 	state->tasksBuilt = true;
 	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * LockShardsToModify locks the shards a write chose, in id order, before
+ * their placements are looked at.  A wait may have let a move commit (new
+ * placements: looked up later) or a split (new shards: the positions chosen
+ * before name other ranges now), so the shards are chosen again until the
+ * layout held still.  Returns the final choice; *anchor is looked up again.
+ */
+static List *
+LockShardsToModify(DistributedScanState *state, List *shardIndexes,
+				   DistTableCacheEntry **anchor)
+{
+	DistributedJob *job = state->job;
+	Oid			target = list_nth_oid(job->relations, Max(job->anchor, 0));
+	ListCell   *cell;
+
+	for (;;)
+	{
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
+		int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
+		int			layoutCount;
+		int64	   *layout = SnapshotShardIds(entry, &layoutCount);
+		int			n = 0;
+		bool		several = false;
+
+		foreach(cell, shardIndexes)
+		{
+			ShardInterval *shard = &entry->shards[lfirst_int(cell)];
+
+			ids[n++] = shard->shardId;
+			if (shard->placementCount > 1)
+				several = true;
+		}
+		if (n > 1)
+			several = true;
+		LockShardsInOrder(ids, n, several ? ShardMultiWriteLockMode : ShardWriteLockMode);
+
+		if (job->anchor >= 0)
+			*anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+		if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
+			return shardIndexes;
+		shardIndexes = SelectShardIndexes(state, *anchor);
+	}
+}
+
+/*
+ * ShardTaskSql returns the SQL of the task for the shards at position
+ * shardIndex of the job's tables (the one shard of a reference table), and
+ * in *taskShard the shard whose placements run it.  The shards of
+ * co-located tables must still line up with the anchor's.
+ */
+static char *
+ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
+			 ShardInterval **taskShard)
+{
+	List	   *shardNames = NIL;
+	int			relationCount = list_length(job->relations);
+
+	*taskShard = NULL;
+	for (int i = 0; i < relationCount; i++)
+	{
+		Oid			relid = list_nth_oid(job->relations, i);
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+		ShardInterval *shard;
+
+		if (entry == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+		if (entry->method == DISTRIBUTE_BY_HASH)
+		{
+			if (shardIndex >= entry->shardCount)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("shards of table \"%s\" changed during planning",
+								get_rel_name(relid)),
+						 errhint("Run the statement again.")));
+			shard = &entry->shards[shardIndex];
+			/* co-located shards of one index must cover the same hashes */
+			if (anchor != NULL &&
+				(shard->hashMin != anchor->shards[shardIndex].hashMin ||
+				 shard->hashMax != anchor->shards[shardIndex].hashMax))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("shards of tables \"%s\" and \"%s\" do not line up",
+								get_rel_name(anchor->relid), get_rel_name(relid)),
+						 errdetail("Joins of co-located tables run shard by shard."),
+						 errhint("Run the statement again once the shard operation has finished.")));
+		}
+		else
+			shard = &entry->shards[0];
+		if (i == Max(job->anchor, 0))
+			*taskShard = shard;
+		shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
+	}
+	if ((*taskShard)->placementCount == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shard " INT64_FORMAT " has no placement", (*taskShard)->shardId)));
+	return BuildTaskSql(job->sqlParts, shardNames);
+}
+
+/*
+ * AddShardTasks adds the tasks of one shard: a write goes to every
+ * placement (the first one's rows are returned), a read to one.
+ */
+static void
+AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
+			  RemoteParams *params, bool write)
+{
+	if (write)
+	{
+		for (int p = 0; p < taskShard->placementCount; p++)
+		{
+			RemoteTask *task = palloc0(sizeof(RemoteTask));
+
+			task->sql = sql;
+			task->nodeId = taskShard->placementNodeIds[p];
+			task->shardId = taskShard->shardId;
+			task->params = params;
+			task->returnsRows = (p == 0);
+			state->tasks = lappend(state->tasks, task);
+		}
+	}
+	else
+	{
+		RemoteTask *task = palloc0(sizeof(RemoteTask));
+		int			choice;
+
+		choice = ChooseReadPlacement(taskShard);
+		task->sql = sql;
+		task->nodeId = taskShard->placementNodeIds[choice];
+		task->shardId = taskShard->shardId;
+		task->params = params;
+		task->returnsRows = true;
+		state->tasks = lappend(state->tasks, task);
+	}
 }
 
 /*
@@ -458,21 +508,13 @@ static void
 BuildInsertTasks(DistributedScanState *state)
 {
 	DistributedJob *job = state->job;
-	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
 	Oid			relid = linitial_oid(job->relations);
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
 	int			columns = job->insertColumnCount;
+	InsertRows	rows;
 	List	  **rowsByShard;
-	Datum	   *values;
-	bool	   *nulls;
-	Oid		   *types = palloc(sizeof(Oid) * columns);
-	int			rowCount = job->insertRowCount;
-	int64	   *lockIds;
-	int			lockCount = 0;
 	int			rowsPerTask;
 	RemoteParams *shared;
-	int64	   *layout;
-	int			layoutCount;
 
 	if (entry == NULL)
 		ereport(ERROR,
@@ -481,71 +523,8 @@ BuildInsertTasks(DistributedScanState *state)
 	shared = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
 	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
 
-	if (job->insertFromSubplan)
-		rowCount = ReadSubplanRows(state, &values, &nulls, types);
-	else
-	{
-		values = palloc(sizeof(Datum) * Max(rowCount * columns, 1));
-		nulls = palloc(sizeof(bool) * Max(rowCount * columns, 1));
-		for (int c = 0; c < columns; c++)
-			types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
-		for (int r = 0; r < rowCount; r++)
-		{
-			for (int c = 0; c < columns; c++)
-			{
-				ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
-
-				values[r * columns + c] = ExecEvalExpr(exprState, econtext,
-													   &nulls[r * columns + c]);
-			}
-		}
-	}
-
-	/*
-	 * Route the rows, lock their shards, and route them again if the wait
-	 * let a split change the shards (see BuildDistributedTasks).
-	 */
-route:
-	layout = SnapshotShardIds(entry, &layoutCount);
-	rowsByShard = palloc0(sizeof(List *) * entry->shardCount);
-	for (int r = 0; r < rowCount; r++)
-	{
-		int			shardIndex = 0;
-
-		if (job->insertDistColumn >= 0)
-		{
-			int			d = r * columns + job->insertDistColumn;
-
-			if (nulls[d])
-				ereport(ERROR,
-						(errcode(ERRCODE_NOT_NULL_VIOLATION),
-						 errmsg("cannot insert a NULL distribution column value into \"%s\"",
-								get_rel_name(relid)),
-						 errhint("Every row of a distributed table needs a distribution "
-								 "column value to choose its shard.")));
-			shardIndex = FindShardForValue(entry, values[d])->shardIndex;
-		}
-		rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
-	}
-
-	/* lock the shards written, in id order (shard order is id order here) */
-	lockCount = 0;
-	lockIds = palloc(sizeof(int64) * entry->shardCount);
-	for (int s = 0; s < entry->shardCount; s++)
-	{
-		if (rowsByShard[s] != NIL)
-			lockIds[lockCount++] = entry->shards[s].shardId;
-	}
-	LockShardsInOrder(lockIds, lockCount,
-					  entry->method == DISTRIBUTE_BY_REFERENCE ?
-					  ShardMultiWriteLockMode : ShardWriteLockMode);
-	entry = GetDistTableCacheEntry(relid);
-	if (entry == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-	if (ShardIdsChanged(entry, layout, layoutCount))
-		goto route;
+	EvaluateInsertRows(state, &rows);
+	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry);
 
 	for (int s = 0; s < entry->shardCount; s++)
 	{
@@ -553,69 +532,174 @@ route:
 		List	   *shardNames;
 		char	   *prefix;
 		char	   *suffix;
-		List	   *rows = rowsByShard[s];
+		List	   *shardRows = rowsByShard[s];
 		int			done = 0;
 
-		if (rows == NIL)
+		if (shardRows == NIL)
 			continue;
 		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
 		prefix = BuildTaskSql(job->sqlParts, shardNames);
 		suffix = BuildTaskSql(job->sqlSuffix, shardNames);
 
-		while (done < list_length(rows))
+		while (done < list_length(shardRows))
 		{
-			int			count = Min(rowsPerTask, list_length(rows) - done);
-			RemoteParams *params = palloc0(sizeof(RemoteParams));
-			StringInfoData sql;
-			int			n = shared->count;
+			int			count = Min(rowsPerTask, list_length(shardRows) - done);
+			RemoteParams *params;
+			char	   *sql;
 
-			params->count = shared->count + count * columns;
-			params->types = palloc0(sizeof(Oid) * params->count);
-			params->values = palloc0(sizeof(char *) * params->count);
-			params->lengths = palloc0(sizeof(int) * params->count);
-			params->formats = palloc0(sizeof(int) * params->count);
-			for (int i = 0; i < shared->count; i++)
-			{
-				params->types[i] = shared->types[i];
-				params->values[i] = shared->values[i];
-				params->lengths[i] = shared->lengths[i];
-				params->formats[i] = shared->formats[i];
-			}
-
-			initStringInfo(&sql);
-			appendStringInfoString(&sql, prefix);
-			appendStringInfoString(&sql, " VALUES ");
-			for (int i = 0; i < count; i++)
-			{
-				int			r = list_nth_int(rows, done + i);
-
-				appendStringInfoString(&sql, i > 0 ? ", (" : "(");
-				for (int c = 0; c < columns; c++)
-				{
-					appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
-									 RemoteTypeName(types[c], -1));
-					EncodeParam(params, n, values[r * columns + c], nulls[r * columns + c],
-								types[c]);
-					n++;
-				}
-				appendStringInfoChar(&sql, ')');
-			}
-			appendStringInfoString(&sql, suffix);
+			sql = BuildInsertBatch(&rows, shardRows, done, count, prefix, suffix,
+								   shared, &params);
 			done += count;
-
-			for (int p = 0; p < shard->placementCount; p++)
-			{
-				RemoteTask *task = palloc0(sizeof(RemoteTask));
-
-				task->sql = sql.data;
-				task->nodeId = shard->placementNodeIds[p];
-				task->shardId = shard->shardId;
-				task->params = params;
-				task->returnsRows = (p == 0);
-				state->tasks = lappend(state->tasks, task);
-			}
+			AddShardTasks(state, shard, sql, params, true);
 		}
 	}
+}
+
+/*
+ * EvaluateInsertRows evaluates the rows of an INSERT ... VALUES, or reads
+ * those of the subplan of an INSERT ... SELECT, with their column types.
+ */
+static void
+EvaluateInsertRows(DistributedScanState *state, InsertRows *rows)
+{
+	DistributedJob *job = state->job;
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	int			columns = job->insertColumnCount;
+
+	rows->columns = columns;
+	rows->types = palloc(sizeof(Oid) * columns);
+	if (job->insertFromSubplan)
+	{
+		rows->count = ReadSubplanRows(state, &rows->values, &rows->nulls, rows->types);
+		return;
+	}
+	rows->count = job->insertRowCount;
+	rows->values = palloc(sizeof(Datum) * Max(rows->count * columns, 1));
+	rows->nulls = palloc(sizeof(bool) * Max(rows->count * columns, 1));
+	for (int c = 0; c < columns; c++)
+		rows->types[c] = exprType((Node *) ((ExprState *) list_nth(state->insertExprStates, c))->expr);
+	for (int r = 0; r < rows->count; r++)
+	{
+		for (int c = 0; c < columns; c++)
+		{
+			ExprState  *exprState = list_nth(state->insertExprStates, r * columns + c);
+
+			rows->values[r * columns + c] = ExecEvalExpr(exprState, econtext,
+														 &rows->nulls[r * columns + c]);
+		}
+	}
+}
+
+/*
+ * RouteAndLockInsertRows returns, per shard index of the table, the rows
+ * that go there, with the shards written locked in id order; when the wait
+ * let a split change the shards (see LockShardsToModify), the rows are
+ * routed again.  *entry is the table's cache entry after the locks.
+ */
+static List **
+RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
+					   DistTableCacheEntry **entry)
+{
+	DistributedJob *job = state->job;
+	Oid			relid = linitial_oid(job->relations);
+
+	for (;;)
+	{
+		int			layoutCount;
+		int64	   *layout = SnapshotShardIds(*entry, &layoutCount);
+		List	  **rowsByShard = palloc0(sizeof(List *) * (*entry)->shardCount);
+		int64	   *lockIds;
+		int			lockCount = 0;
+
+		for (int r = 0; r < rows->count; r++)
+		{
+			int			shardIndex = 0;
+
+			if (job->insertDistColumn >= 0)
+			{
+				int			d = r * rows->columns + job->insertDistColumn;
+
+				if (rows->nulls[d])
+					ereport(ERROR,
+							(errcode(ERRCODE_NOT_NULL_VIOLATION),
+							 errmsg("cannot insert a NULL distribution column value into \"%s\"",
+									get_rel_name(relid)),
+							 errhint("Every row of a distributed table needs a distribution "
+									 "column value to choose its shard.")));
+				shardIndex = FindShardForValue(*entry, rows->values[d])->shardIndex;
+			}
+			rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
+		}
+
+		/* lock the shards written, in id order (shard order is id order here) */
+		lockIds = palloc(sizeof(int64) * (*entry)->shardCount);
+		for (int s = 0; s < (*entry)->shardCount; s++)
+		{
+			if (rowsByShard[s] != NIL)
+				lockIds[lockCount++] = (*entry)->shards[s].shardId;
+		}
+		LockShardsInOrder(lockIds, lockCount,
+						  (*entry)->method == DISTRIBUTE_BY_REFERENCE ?
+						  ShardMultiWriteLockMode : ShardWriteLockMode);
+		*entry = GetDistTableCacheEntry(relid);
+		if (*entry == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+		if (!ShardIdsChanged(*entry, layout, layoutCount))
+			return rowsByShard;
+	}
+}
+
+/*
+ * BuildInsertBatch returns the INSERT of count rows of a shard (from the
+ * first-th of shardRows on), their values as parameters after the shared
+ * ones, in *paramsOut.
+ */
+static char *
+BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
+				 const char *prefix, const char *suffix, RemoteParams *shared,
+				 RemoteParams **paramsOut)
+{
+	int			columns = rows->columns;
+	RemoteParams *params = palloc0(sizeof(RemoteParams));
+	StringInfoData sql;
+	int			n = shared->count;
+
+	params->count = shared->count + count * columns;
+	params->types = palloc0(sizeof(Oid) * params->count);
+	params->values = palloc0(sizeof(char *) * params->count);
+	params->lengths = palloc0(sizeof(int) * params->count);
+	params->formats = palloc0(sizeof(int) * params->count);
+	for (int i = 0; i < shared->count; i++)
+	{
+		params->types[i] = shared->types[i];
+		params->values[i] = shared->values[i];
+		params->lengths[i] = shared->lengths[i];
+		params->formats[i] = shared->formats[i];
+	}
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, prefix);
+	appendStringInfoString(&sql, " VALUES ");
+	for (int i = 0; i < count; i++)
+	{
+		int			r = list_nth_int(shardRows, first + i);
+
+		appendStringInfoString(&sql, i > 0 ? ", (" : "(");
+		for (int c = 0; c < columns; c++)
+		{
+			appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
+							 RemoteTypeName(rows->types[c], -1));
+			EncodeParam(params, n, rows->values[r * columns + c],
+						rows->nulls[r * columns + c], rows->types[c]);
+			n++;
+		}
+		appendStringInfoChar(&sql, ')');
+	}
+	appendStringInfoString(&sql, suffix);
+	*paramsOut = params;
+	return sql.data;
 }
 
 /*

@@ -73,6 +73,12 @@ static Var *WorkerColumnVar(CombineContext *context, int column);
 static Node *CombineMutator(Node *node, CombineContext *context);
 static Node *DistinctAggregateArgument(Query *query);
 static Node *SplitAggregate(Aggref *aggref, CombineContext *context);
+static Node *CombineDistinctAggregate(Aggref *aggref, CombineContext *context);
+static Aggref *CombineColumn(CombineContext *context, const char *schema, const char *name,
+							 Oid type, int column);
+static Node *SplitAverage(Aggref *aggref, Node *arg, CombineContext *context);
+static Node *SplitVariance(Aggref *aggref, const char *name, Node *arg,
+						   CombineContext *context);
 static Aggref *MakeAggref(Oid aggfnoid, Oid resultType, Oid inputCollation, List *args);
 static Oid	LookupAggregate(const char *schema, const char *name, int nargs, Oid *argtypes);
 static PlannedStmt *PlanCombineQuery(Query *combine, CustomScan *scan, int columnCount,
@@ -597,20 +603,7 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 	if (aggref->aggdistinct != NIL && context->distinctColumn > 0 &&
 		aggref->aggorder == NIL && aggref->aggfilter == NULL &&
 		list_length(aggref->args) == 1 && aggref->agglevelsup == 0)
-	{
-		/* the shards grouped by the argument: aggregate its distinct values */
-		Aggref	   *combine = copyObject(aggref);
-		TargetEntry *tle = linitial(combine->args);
-		SortGroupClause *sgc = linitial(combine->aggdistinct);
-
-		tle->expr = (Expr *) WorkerColumnVar(context, context->distinctColumn);
-		tle->ressortgroupref = 1;
-		sgc->tleSortGroupRef = 1;
-		combine->aggtranstype = InvalidOid;
-		combine->aggno = -1;
-		combine->aggtransno = -1;
-		return (Node *) combine;
-	}
+		return CombineDistinctAggregate(aggref, context);
 	if (namespace != PG_CATALOG_NAMESPACE || aggref->aggorder != NIL ||
 		aggref->aggdistinct != NIL || aggref->aggkind != AGGKIND_NORMAL ||
 		aggref->agglevelsup != 0 || list_length(aggref->args) > 2)
@@ -627,13 +620,10 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 
 	if (strcmp(name, "count") == 0)
 	{
-		Oid			int8Type = INT8OID;
-
 		column = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
 							   INT8OID, -1, InvalidOid);
-		return (Node *) MakeAggref(LookupAggregate(SHARDEXT_SCHEMA_NAME, "sum_counts", 1, &int8Type),
-								   INT8OID, InvalidOid,
-								   list_make1(WorkerColumnVar(context, column)));
+		return (Node *) CombineColumn(context, SHARDEXT_SCHEMA_NAME, "sum_counts", INT8OID,
+									  column);
 	}
 	if (strcmp(name, "sum") == 0 && list_length(aggref->args) == 1)
 	{
@@ -655,66 +645,7 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 								   list_make1(WorkerColumnVar(context, column)));
 	}
 	if (strcmp(name, "avg") == 0 && list_length(aggref->args) == 1)
-	{
-		Oid			int8Type = INT8OID;
-		Oid			numericType = NUMERICOID;
-		Oid			float8Type = FLOAT8OID;
-		int			sumColumn;
-		int			countColumn;
-		Node	   *sum;
-		Node	   *count;
-
-		if (argType == INT2OID || argType == INT4OID)
-		{
-			sumColumn = AppendPartial(context, "pg_catalog.sum", arg, NULL, NULL, aggref,
-									  INT8OID, -1, InvalidOid);
-			sum = (Node *) MakeAggref(LookupAggregate(SHARDEXT_SCHEMA_NAME, "sum_int8", 1, &int8Type),
-									  INT8OID, InvalidOid,
-									  list_make1(WorkerColumnVar(context, sumColumn)));
-			sum = (Node *) makeFuncExpr(F_NUMERIC_INT8, NUMERICOID, list_make1(sum),
-										InvalidOid, InvalidOid, COERCE_EXPLICIT_CAST);
-		}
-		else if (argType == INT8OID || argType == NUMERICOID)
-		{
-			sumColumn = AppendPartial(context, "pg_catalog.sum", arg, NULL, NULL, aggref,
-									  NUMERICOID, -1, InvalidOid);
-			sum = (Node *) MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
-									  NUMERICOID, InvalidOid,
-									  list_make1(WorkerColumnVar(context, sumColumn)));
-		}
-		else if (argType == FLOAT4OID || argType == FLOAT8OID)
-		{
-			sumColumn = AppendPartial(context, "pg_catalog.sum", arg, "::pg_catalog.float8",
-									  NULL, aggref, FLOAT8OID, -1, InvalidOid);
-			sum = (Node *) MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &float8Type),
-									  FLOAT8OID, InvalidOid,
-									  list_make1(WorkerColumnVar(context, sumColumn)));
-		}
-		else
-		{
-			context->failed = true;
-			context->failReason = "an average of this type";
-			return (Node *) aggref;
-		}
-		countColumn = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
-									INT8OID, -1, InvalidOid);
-		count = (Node *) MakeAggref(LookupAggregate(SHARDEXT_SCHEMA_NAME, "sum_counts", 1, &int8Type),
-									INT8OID, InvalidOid,
-									list_make1(WorkerColumnVar(context, countColumn)));
-		if (resultType == NUMERICOID)
-			return (Node *) makeFuncExpr(F_NUMERIC_DIV, NUMERICOID,
-										 list_make2(sum,
-													makeFuncExpr(F_NUMERIC_INT8, NUMERICOID,
-																 list_make1(count), InvalidOid,
-																 InvalidOid, COERCE_EXPLICIT_CAST)),
-										 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-		return (Node *) makeFuncExpr(F_FLOAT8DIV, FLOAT8OID,
-									 list_make2(sum,
-												makeFuncExpr(F_FLOAT8_INT8, FLOAT8OID,
-															 list_make1(count), InvalidOid,
-															 InvalidOid, COERCE_EXPLICIT_CAST)),
-									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-	}
+		return SplitAverage(aggref, arg, context);
 	if ((strcmp(name, "min") == 0 || strcmp(name, "max") == 0 ||
 		 strcmp(name, "bool_and") == 0 || strcmp(name, "bool_or") == 0 ||
 		 strcmp(name, "every") == 0 || strcmp(name, "bit_and") == 0 ||
@@ -741,44 +672,7 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 		 strcmp(name, "stddev_samp") == 0 || strcmp(name, "stddev_pop") == 0) &&
 		list_length(aggref->args) == 1 &&
 		(argType == INT2OID || argType == INT4OID || argType == INT8OID || argType == NUMERICOID))
-	{
-		/*
-		 * Exact numeric sums per shard; shardext.combine_variance applies
-		 * the arithmetic of PostgreSQL's numeric_stddev_internal to them.
-		 */
-		Oid			int8Type = INT8OID;
-		Oid			numericType = NUMERICOID;
-		int			countColumn;
-		int			sumColumn;
-		int			squaresColumn;
-		Oid			combineFn;
-		Oid			argtypes[5] = {INT8OID, NUMERICOID, NUMERICOID, BOOLOID, BOOLOID};
-		bool		sample = strcmp(name, "var_pop") != 0 && strcmp(name, "stddev_pop") != 0;
-		bool		root = strncmp(name, "stddev", 6) == 0;
-
-		countColumn = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
-									INT8OID, -1, InvalidOid);
-		sumColumn = AppendPartial(context, "pg_catalog.sum", arg, "::pg_catalog.numeric",
-								  NULL, aggref, NUMERICOID, -1, InvalidOid);
-		squaresColumn = AppendPartial(context, "pg_catalog.sum", arg, SQUARE_AS_NUMERIC,
-									  NULL, aggref, NUMERICOID, -1, InvalidOid);
-		combineFn = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
-											  makeString("combine_variance")),
-								   5, argtypes, false);
-		return (Node *) makeFuncExpr(combineFn, NUMERICOID,
-									 list_make5(MakeAggref(LookupAggregate(SHARDEXT_SCHEMA_NAME, "sum_counts", 1, &int8Type),
-														   INT8OID, InvalidOid,
-														   list_make1(WorkerColumnVar(context, countColumn))),
-												MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
-														   NUMERICOID, InvalidOid,
-														   list_make1(WorkerColumnVar(context, sumColumn))),
-												MakeAggref(LookupAggregate("pg_catalog", "sum", 1, &numericType),
-														   NUMERICOID, InvalidOid,
-														   list_make1(WorkerColumnVar(context, squaresColumn))),
-												makeBoolConst(sample, false),
-												makeBoolConst(root, false)),
-									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-	}
+		return SplitVariance(aggref, name, arg, context);
 	if ((strcmp(name, "array_agg") == 0 || strcmp(name, "jsonb_agg") == 0 ||
 		 strcmp(name, "json_agg") == 0) &&
 		list_length(aggref->args) == 1)
@@ -799,6 +693,135 @@ SplitAggregate(Aggref *aggref, CombineContext *context)
 	context->failed = true;
 	context->failReason = "an aggregate that cannot be split";
 	return (Node *) aggref;
+}
+
+/*
+ * CombineDistinctAggregate: the shards grouped by the argument of agg(DISTINCT
+ * x), so the coordinator aggregates the distinct values they return.
+ */
+static Node *
+CombineDistinctAggregate(Aggref *aggref, CombineContext *context)
+{
+	Aggref	   *combine = copyObject(aggref);
+	TargetEntry *tle = linitial(combine->args);
+	SortGroupClause *sgc = linitial(combine->aggdistinct);
+
+	tle->expr = (Expr *) WorkerColumnVar(context, context->distinctColumn);
+	tle->ressortgroupref = 1;
+	sgc->tleSortGroupRef = 1;
+	combine->aggtranstype = InvalidOid;
+	combine->aggno = -1;
+	combine->aggtransno = -1;
+	return (Node *) combine;
+}
+
+/*
+ * CombineColumn is the aggregate schema.name(type) of a shard query column:
+ * how the coordinator combines a partial aggregate.
+ */
+static Aggref *
+CombineColumn(CombineContext *context, const char *schema, const char *name, Oid type,
+			  int column)
+{
+	return MakeAggref(LookupAggregate(schema, name, 1, &type), type, InvalidOid,
+					  list_make1(WorkerColumnVar(context, column)));
+}
+
+/*
+ * SplitAverage: the shards return sums and counts; the coordinator divides
+ * the sum of the sums by the sum of the counts, in the result type of avg.
+ */
+static Node *
+SplitAverage(Aggref *aggref, Node *arg, CombineContext *context)
+{
+	Oid			argType = exprType(arg);
+	Oid			resultType = aggref->aggtype;
+	int			sumColumn;
+	int			countColumn;
+	Node	   *sum;
+	Node	   *count;
+
+	if (argType == INT2OID || argType == INT4OID)
+	{
+		sumColumn = AppendPartial(context, "pg_catalog.sum", arg, NULL, NULL, aggref,
+								  INT8OID, -1, InvalidOid);
+		sum = (Node *) CombineColumn(context, SHARDEXT_SCHEMA_NAME, "sum_int8", INT8OID,
+									 sumColumn);
+		sum = (Node *) makeFuncExpr(F_NUMERIC_INT8, NUMERICOID, list_make1(sum),
+									InvalidOid, InvalidOid, COERCE_EXPLICIT_CAST);
+	}
+	else if (argType == INT8OID || argType == NUMERICOID)
+	{
+		sumColumn = AppendPartial(context, "pg_catalog.sum", arg, NULL, NULL, aggref,
+								  NUMERICOID, -1, InvalidOid);
+		sum = (Node *) CombineColumn(context, "pg_catalog", "sum", NUMERICOID, sumColumn);
+	}
+	else if (argType == FLOAT4OID || argType == FLOAT8OID)
+	{
+		sumColumn = AppendPartial(context, "pg_catalog.sum", arg, "::pg_catalog.float8",
+								  NULL, aggref, FLOAT8OID, -1, InvalidOid);
+		sum = (Node *) CombineColumn(context, "pg_catalog", "sum", FLOAT8OID, sumColumn);
+	}
+	else
+	{
+		context->failed = true;
+		context->failReason = "an average of this type";
+		return (Node *) aggref;
+	}
+	countColumn = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
+								INT8OID, -1, InvalidOid);
+	count = (Node *) CombineColumn(context, SHARDEXT_SCHEMA_NAME, "sum_counts", INT8OID,
+								   countColumn);
+	if (resultType == NUMERICOID)
+		return (Node *) makeFuncExpr(F_NUMERIC_DIV, NUMERICOID,
+									 list_make2(sum,
+												makeFuncExpr(F_NUMERIC_INT8, NUMERICOID,
+															 list_make1(count), InvalidOid,
+															 InvalidOid, COERCE_EXPLICIT_CAST)),
+									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	return (Node *) makeFuncExpr(F_FLOAT8DIV, FLOAT8OID,
+								 list_make2(sum,
+											makeFuncExpr(F_FLOAT8_INT8, FLOAT8OID,
+														 list_make1(count), InvalidOid,
+														 InvalidOid, COERCE_EXPLICIT_CAST)),
+								 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+}
+
+/*
+ * SplitVariance: exact numeric counts, sums and sums of squares per shard;
+ * shardext.combine_variance applies the arithmetic of PostgreSQL's
+ * numeric_stddev_internal to their totals.
+ */
+static Node *
+SplitVariance(Aggref *aggref, const char *name, Node *arg, CombineContext *context)
+{
+	int			countColumn;
+	int			sumColumn;
+	int			squaresColumn;
+	Oid			combineFn;
+	Oid			argtypes[5] = {INT8OID, NUMERICOID, NUMERICOID, BOOLOID, BOOLOID};
+	bool		sample = strcmp(name, "var_pop") != 0 && strcmp(name, "stddev_pop") != 0;
+	bool		root = strncmp(name, "stddev", 6) == 0;
+
+	countColumn = AppendPartial(context, "pg_catalog.count", arg, NULL, NULL, aggref,
+								INT8OID, -1, InvalidOid);
+	sumColumn = AppendPartial(context, "pg_catalog.sum", arg, "::pg_catalog.numeric",
+							  NULL, aggref, NUMERICOID, -1, InvalidOid);
+	squaresColumn = AppendPartial(context, "pg_catalog.sum", arg, SQUARE_AS_NUMERIC,
+								  NULL, aggref, NUMERICOID, -1, InvalidOid);
+	combineFn = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
+										  makeString("combine_variance")),
+							   5, argtypes, false);
+	return (Node *) makeFuncExpr(combineFn, NUMERICOID,
+								 list_make5(CombineColumn(context, SHARDEXT_SCHEMA_NAME,
+														  "sum_counts", INT8OID, countColumn),
+											CombineColumn(context, "pg_catalog", "sum",
+														  NUMERICOID, sumColumn),
+											CombineColumn(context, "pg_catalog", "sum",
+														  NUMERICOID, squaresColumn),
+											makeBoolConst(sample, false),
+											makeBoolConst(root, false)),
+								 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
 }
 
 typedef struct DistinctContext

@@ -200,36 +200,6 @@ RemoteTransactionMarkModified(NodeConnection *conn)
 	conn->xactModified = true;
 }
 
-bool
-RemoteTransactionInProgress(NodeConnection *conn)
-{
-	return conn->xactState != REMOTE_XACT_NONE;
-}
-
-/*
- * NodeHasModifyingConnection tells whether a connection of the current user
- * to the node other than exceptIndex wrote in this transaction.  Statements
- * that must see earlier writes or DDL use that connection.
- */
-bool
-NodeHasModifyingConnection(int32 nodeId, int exceptIndex)
-{
-	List	   *connections = NodeConnectionList(nodeId);
-	ListCell   *cell;
-	bool		found = false;
-
-	foreach(cell, connections)
-	{
-		NodeConnection *conn = lfirst(cell);
-
-		if (foreach_current_index(cell) != exceptIndex &&
-			conn->xactState != REMOTE_XACT_NONE && conn->xactModified)
-			found = true;
-	}
-	list_free(connections);
-	return found;
-}
-
 /*
  * NodeHasOtherConnectionInTransaction tells whether a connection of the
  * current user to the node other than exceptIndex is in the transaction.

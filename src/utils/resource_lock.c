@@ -36,25 +36,6 @@ LockShardResource(int64 shardId, LOCKMODE mode)
 		AcceptInvalidationMessages();
 }
 
-/* TryLockShardResource is LockShardResource without waiting */
-bool
-TryLockShardResource(int64 shardId, LOCKMODE mode)
-{
-	LOCKTAG		tag;
-
-	SetShardLockTag(&tag, shardId);
-	return LockAcquire(&tag, mode, false, true) != LOCKACQUIRE_NOT_AVAIL;
-}
-
-void
-UnlockShardResource(int64 shardId, LOCKMODE mode)
-{
-	LOCKTAG		tag;
-
-	SetShardLockTag(&tag, shardId);
-	LockRelease(&tag, mode, false);
-}
-
 /*
  * LockShardsInOrder locks each of count shards (sorting ids in place) in
  * shard id order, the order every writer and move uses, so that two of them

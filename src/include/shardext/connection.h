@@ -79,8 +79,6 @@ extern List *NodeConnectionList(int32 nodeId);
 extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);
 extern void DisconnectNodeConnection(NodeConnection *conn);
-extern void CloseAllNodeConnections(void);
-extern bool NodeConnectionIsHealthy(NodeConnection *conn);
 extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,
 												bool replication, bool errorOnFailure);
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);

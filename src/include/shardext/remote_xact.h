@@ -16,8 +16,6 @@ extern void InitializeRemoteTransactions(void);
 extern void RemoteTransactionBegin(NodeConnection *conn);
 extern char *RemoteTransactionBeginCommand(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
-extern bool RemoteTransactionInProgress(NodeConnection *conn);
-extern bool NodeHasModifyingConnection(int32 nodeId, int exceptIndex);
 extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
 extern char *RemotePreparedGidPrefix(void);
 

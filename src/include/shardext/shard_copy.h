@@ -19,8 +19,6 @@ typedef struct ShardCopyState ShardCopyState;
 
 extern ShardCopyState *BeginShardCopy(Oid relid, int connectionsPerNode,
 									  const char *columnList, const char *copyOptions);
-extern void ShardCopySetSessionCommands(ShardCopyState *state, const char *setCommand,
-										const char *resetCommand);
 extern ShardInterval *ShardCopyShardForValue(ShardCopyState *state, Datum value,
 											 bool isnull);
 extern void ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot, uint64 line);

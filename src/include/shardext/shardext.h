@@ -10,7 +10,6 @@
 
 #define SHARDEXT_EXTENSION_NAME "shardext"
 #define SHARDEXT_SCHEMA_NAME "shardext"
-#define SHARDEXT_APPLICATION_NAME "shardext"
 
 /* the shared memory pieces of each module (shardext.c sums and initialises them) */
 extern Size SnowflakeShmemSize(void);
