@@ -134,6 +134,34 @@ DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 }
 
 /*
+ * InitInsertJob fills the job of a shard INSERT whose rows are routed by the
+ * coordinator: its SQL around the rows (see DeparseInsertStatement) and
+ * what the rows look like.  *paramExprs are the expressions of the
+ * statement's own parameters (ON CONFLICT, RETURNING), to evaluate at
+ * execution.
+ */
+void
+InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry, List *columns,
+			  int distColumn, List **paramExprs)
+{
+	RemoteSql	prefix;
+	RemoteSql	suffix;
+
+	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
+	memset(job, 0, sizeof(DistributedJob));
+	job->kind = JOB_INSERT;
+	job->sqlParts = prefix.parts;
+	job->sqlSuffix = suffix.parts;
+	job->relations = prefix.relations;
+	job->anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
+	job->paramCount = list_length(suffix.paramExprs);
+	job->hasReturning = query->returningList != NIL;
+	job->insertColumnCount = list_length(columns);
+	job->insertDistColumn = distColumn;
+	*paramExprs = suffix.paramExprs;
+}
+
+/*
  * DeparseInsertStatement deparses the parts of a shard INSERT around its
  * rows: "INSERT INTO <shard> AS alias (columns)" into prefix, and the
  * ON CONFLICT and RETURNING clauses into suffix (whose parameters, if any,
@@ -197,8 +225,7 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 	List	   *rows;
 	List	   *columns = NIL;
 	List	   *customExprs = NIL;
-	RemoteSql	prefix;
-	RemoteSql	suffix;
+	List	   *paramExprs;
 	DistributedJob job;
 
 	ListCell   *cell;
@@ -268,22 +295,11 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 		}
 	}
 
-	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
-
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_INSERT;
-	job.sqlParts = prefix.parts;
-	job.sqlSuffix = suffix.parts;
-	job.relations = prefix.relations;
-	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
-	job.paramCount = list_length(suffix.paramExprs);
-	job.hasReturning = query->returningList != NIL;
+	InitInsertJob(&job, query, entry, columns, distColumn, &paramExprs);
 	job.usePrepared = (list_length(rows) == 1);
 	job.insertRowCount = list_length(rows);
-	job.insertColumnCount = list_length(columns);
-	job.insertDistColumn = distColumn;
 
-	foreach(cell, suffix.paramExprs)
+	foreach(cell, paramExprs)
 		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
 	foreach(cell, rows)
 	{

@@ -188,8 +188,7 @@ PlanCoordinatorInsertSelect(Query *query, DistTableCacheEntry *entry, int cursor
 	List	   *targetList = NIL;
 	ListCell   *cell;
 	int			resno = 1;
-	RemoteSql	prefix;
-	RemoteSql	suffix;
+	List	   *paramExprs;
 	DistributedJob job;
 	CustomScan *scan;
 	PlannedStmt *plan;
@@ -211,21 +210,11 @@ PlanCoordinatorInsertSelect(Query *query, DistTableCacheEntry *entry, int cursor
 
 	plan = ShardextPlanner(select, NULL, cursorOptions, boundParams);
 
-	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_INSERT;
-	job.sqlParts = prefix.parts;
-	job.sqlSuffix = suffix.parts;
-	job.relations = prefix.relations;
-	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
-	job.paramCount = list_length(suffix.paramExprs);
-	job.hasReturning = query->returningList != NIL;
-	job.insertColumnCount = list_length(columns);
-	job.insertDistColumn = distColumn;
+	InitInsertJob(&job, query, entry, columns, distColumn, &paramExprs);
 	job.insertFromSubplan = true;
 
 	scan = MakeDistributedScan(&job, NIL);
-	foreach(cell, suffix.paramExprs)
+	foreach(cell, paramExprs)
 		scan->custom_exprs = lappend(scan->custom_exprs, expression_planner(lfirst(cell)));
 	scan->custom_plans = list_make1(plan->planTree);
 	SetDistributedScanTargetList(scan, query->returningList);

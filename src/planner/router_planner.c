@@ -52,6 +52,9 @@ typedef struct RouterContext
 	bool		failed;
 } RouterContext;
 
+static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
+static void CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
+									  const char *command);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
 static bool AnalyzeSublinksWalker(Node *node, void *context);
 static bool ContainsAnyVar(Node *node);
@@ -574,24 +577,16 @@ RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 }
 
 /*
- * PlanDistributedModify plans UPDATE or DELETE on a distributed or
- * reference table: the statement runs on every shard its WHERE clause
- * leaves (every placement of them).  Other tables may appear only when
- * they are reference tables.
+ * DeparseModifyStatement deparses an UPDATE or DELETE of the target's shard
+ * up to its RETURNING clause: SET (the distribution column cannot change),
+ * the other FROM items (FROM / USING) and WHERE.
  */
-PlannedStmt *
-PlanDistributedModify(Query *query)
+static void
+DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
-	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
-	const char *command = query->commandType == CMD_UPDATE ? "UPDATE" : "DELETE";
-	RemoteSql	sql;
-	DistributedJob job;
-	List	   *values = NIL;
-	List	   *kinds = NIL;
 	List	   *fromItems = NIL;
 	ListCell   *cell;
-	List	   *customExprs;
 
 	foreach(cell, query->jointree->fromlist)
 	{
@@ -602,15 +597,13 @@ PlanDistributedModify(Query *query)
 		fromItems = lappend(fromItems, item);
 	}
 
-	InitRemoteSql(&sql);
-	RemoteSqlPushQuery(&sql, query);
 	if (query->commandType == CMD_UPDATE)
 	{
 		bool		first = true;
 
-		appendStringInfoString(&sql.buf, "UPDATE ONLY ");
-		RemoteSqlAppendRelation(&sql, target->relid);
-		appendStringInfo(&sql.buf, " %s SET ", RemoteSqlAlias(&sql, 0, query->resultRelation));
+		appendStringInfoString(&sql->buf, "UPDATE ONLY ");
+		RemoteSqlAppendRelation(sql, target->relid);
+		appendStringInfo(&sql->buf, " %s SET ", RemoteSqlAlias(sql, 0, query->resultRelation));
 		foreach(cell, query->targetList)
 		{
 			TargetEntry *tle = lfirst(cell);
@@ -624,45 +617,48 @@ PlanDistributedModify(Query *query)
 								get_attname(target->relid, tle->resno, false),
 								get_rel_name(target->relid)),
 						 errhint("Delete the row and insert it with the new value instead.")));
-			appendStringInfo(&sql.buf, "%s%s = ", first ? "" : ", ",
+			appendStringInfo(&sql->buf, "%s%s = ", first ? "" : ", ",
 							 quote_identifier(get_attname(target->relid, tle->resno, false)));
 			first = false;
-			DeparseRemoteExpr(&sql, (Node *) tle->expr);
+			DeparseRemoteExpr(sql, (Node *) tle->expr);
 		}
 		if (fromItems != NIL)
-			appendStringInfoString(&sql.buf, " FROM ");
+			appendStringInfoString(&sql->buf, " FROM ");
 	}
 	else
 	{
-		appendStringInfoString(&sql.buf, "DELETE FROM ONLY ");
-		RemoteSqlAppendRelation(&sql, target->relid);
-		appendStringInfo(&sql.buf, " %s", RemoteSqlAlias(&sql, 0, query->resultRelation));
+		appendStringInfoString(&sql->buf, "DELETE FROM ONLY ");
+		RemoteSqlAppendRelation(sql, target->relid);
+		appendStringInfo(&sql->buf, " %s", RemoteSqlAlias(sql, 0, query->resultRelation));
 		if (fromItems != NIL)
-			appendStringInfoString(&sql.buf, " USING ");
+			appendStringInfoString(&sql->buf, " USING ");
 	}
 	foreach(cell, fromItems)
 	{
 		if (cell != list_head(fromItems))
-			appendStringInfoString(&sql.buf, ", ");
-		DeparseRemoteFromItem(&sql, lfirst(cell));
+			appendStringInfoString(&sql->buf, ", ");
+		DeparseRemoteFromItem(sql, lfirst(cell));
 	}
 	if (query->jointree->quals != NULL)
 	{
-		appendStringInfoString(&sql.buf, " WHERE ");
-		DeparseRemoteExpr(&sql, flatten_join_alias_vars(query, query->jointree->quals));
+		appendStringInfoString(&sql->buf, " WHERE ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
 	}
-	DeparseReturning(&sql, query->returningList);
-	RemoteSqlPopQuery(&sql);
-	FinishRemoteSql(&sql);
-	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
-		RemoteSqlFail(&sql, "a volatile function");
-	RejectUnshippable(&sql, query, command);
+}
 
-	/*
-	 * Other tables must be on every node (reference tables), or co-located
-	 * with the target and joined to it on the distribution column, so that
-	 * each shard's rows meet all the rows they can match there.
-	 */
+/*
+ * CheckModifyReadsColocated: the other tables an UPDATE or DELETE reads
+ * (relations: those of its SQL) must be on every node (reference tables),
+ * or co-located with the target and joined to it on the distribution
+ * column, so that each shard's rows meet all the rows they can match there.
+ */
+static void
+CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
+						  const char *command)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	ListCell   *cell;
+
 	if (entry->method == DISTRIBUTE_BY_HASH)
 	{
 		PushdownInfo info;
@@ -680,7 +676,7 @@ PlanDistributedModify(Query *query)
 	}
 	else
 	{
-		foreach(cell, sql.relations)
+		foreach(cell, relations)
 		{
 			if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
 				ereport(ERROR,
@@ -691,7 +687,36 @@ PlanDistributedModify(Query *query)
 						 errhint("Read the other table's values first, or join only reference tables.")));
 		}
 	}
+}
 
+/*
+ * PlanDistributedModify plans UPDATE or DELETE on a distributed or
+ * reference table: the statement runs on every shard its WHERE clause
+ * leaves (every placement of them).  Other tables may appear only when
+ * they are reference tables.
+ */
+PlannedStmt *
+PlanDistributedModify(Query *query)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
+	const char *command = query->commandType == CMD_UPDATE ? "UPDATE" : "DELETE";
+	RemoteSql	sql;
+	DistributedJob job;
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+	List	   *customExprs;
+
+	InitRemoteSql(&sql);
+	RemoteSqlPushQuery(&sql, query);
+	DeparseModifyStatement(&sql, query, entry);
+	DeparseReturning(&sql, query->returningList);
+	RemoteSqlPopQuery(&sql);
+	FinishRemoteSql(&sql);
+	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
+		RemoteSqlFail(&sql, "a volatile function");
+	RejectUnshippable(&sql, query, command);
+	CheckModifyReadsColocated(query, entry, sql.relations, command);
 	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
 					  &values, &kinds);
 

@@ -65,6 +65,8 @@ extern Node *DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
 /* insert_planner.c */
 extern void DeparseInsertStatement(Query *query, DistTableCacheEntry *entry,
 								   List *columns, RemoteSql *prefix, RemoteSql *suffix);
+extern void InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry,
+						  List *columns, int distColumn, List **paramExprs);
 
 /* insert_select.c */
 extern PlannedStmt *PlanInsertSelect(Query *query, int cursorOptions,
