@@ -4,7 +4,8 @@
  *	  Every configuration variable of shardext, defined in one place.
  *
  * Modules read the C variables declared in shardext/guc.h; nothing else
- * calls DefineCustom*Variable.
+ * calls DefineCustom*Variable.  The variables are defined in groups, one
+ * function per area.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,6 +38,9 @@ bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
+int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
+int			ShardextSnowflakeMaxClockSkew = 100;
+int			ShardextSnowflakeClockOffset = 0;
 
 static const struct config_enum_entry multi_node_commit_options[] = {
 	{"2pc", MULTI_NODE_COMMIT_2PC, false},
@@ -50,9 +54,13 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
 	{NULL, 0, false}
 };
-int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
-int			ShardextSnowflakeMaxClockSkew = 100;
-int			ShardextSnowflakeClockOffset = 0;
+
+static void RegisterConnectionGucs(void);
+static void RegisterTableGucs(void);
+static void RegisterPlannerGucs(void);
+static void RegisterTransactionGucs(void);
+static void RegisterMoveGucs(void);
+static void RegisterSnowflakeGucs(void);
 
 /*
  * RegisterShardextGucs defines all shardext.* variables and reserves the
@@ -61,15 +69,19 @@ int			ShardextSnowflakeClockOffset = 0;
 void
 RegisterShardextGucs(void)
 {
-	DefineCustomIntVariable("shardext.shard_count",
-							"Number of shards create_distributed_table() creates when shard_count is not given.",
-							NULL,
-							&ShardextShardCount,
-							32, 1, 64000,
-							PGC_USERSET,
-							0,
-							NULL, NULL, NULL);
+	RegisterConnectionGucs();
+	RegisterTableGucs();
+	RegisterPlannerGucs();
+	RegisterTransactionGucs();
+	RegisterMoveGucs();
+	RegisterSnowflakeGucs();
+	MarkGUCPrefixReserved("shardext");
+}
 
+/* the settings of the connections to the nodes */
+static void
+RegisterConnectionGucs(void)
+{
 	DefineCustomIntVariable("shardext.connect_timeout",
 							"Time to wait for a connection to a node before giving up.",
 							NULL,
@@ -98,6 +110,20 @@ RegisterShardextGucs(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+}
+
+/* the settings of distributed tables and their DDL */
+static void
+RegisterTableGucs(void)
+{
+	DefineCustomIntVariable("shardext.shard_count",
+							"Number of shards create_distributed_table() creates when shard_count is not given.",
+							NULL,
+							&ShardextShardCount,
+							32, 1, 64000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("shardext.enable_ddl_propagation",
 							 "Apply DDL on distributed tables to their shards.",
@@ -107,7 +133,36 @@ RegisterShardextGucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+}
 
+/* the settings of planning and EXPLAIN */
+static void
+RegisterPlannerGucs(void)
+{
+	DefineCustomBoolVariable("shardext.explain_all_tasks",
+							 "EXPLAIN shows every task of a distributed query, not only one.",
+							 NULL,
+							 &ShardextExplainAllTasks,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.enable_pushdown",
+							 "Push joins, aggregates, sorting and limits down to the shards.",
+							 "When off, every query on distributed tables pulls the rows it "
+							 "needs to the coordinator (for testing).",
+							 &ShardextEnablePushdown,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
+/* the settings of distributed transactions, their recovery and deadlock detection */
+static void
+RegisterTransactionGucs(void)
+{
 	DefineCustomEnumVariable("shardext.multi_node_commit",
 							 "How a transaction that wrote on several nodes commits.",
 							 "'2pc' commits it with two-phase commit; 'reject' makes a "
@@ -151,6 +206,12 @@ RegisterShardextGucs(void)
 							 PGC_SUSET,
 							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+}
+
+/* the settings of shard moves and splits */
+static void
+RegisterMoveGucs(void)
+{
 	DefineCustomIntVariable("shardext.move_max_lag",
 							"Replication lag below which an online shard move goes on to "
 							"verification and cutover.",
@@ -222,6 +283,29 @@ RegisterShardextGucs(void)
 							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   NULL, NULL, NULL);
 
+	DefineCustomStringVariable("shardext.move_test_pause_phase",
+							   "For testing only: a shard move pauses when it enters this phase.",
+							   "Lets fault tests interrupt a move at a chosen phase.",
+							   &ShardextMoveTestPausePhase,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_test_pause_ms",
+							"For testing only: how long shardext.move_test_pause_phase pauses.",
+							NULL,
+							&ShardextMoveTestPauseMs,
+							60000, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+}
+
+/* the settings of snowflake ids */
+static void
+RegisterSnowflakeGucs(void)
+{
 	DefineCustomIntVariable("shardext.node_id",
 							"Node id that snowflake_id() puts into the ids of this server.",
 							"-1 (the default) takes the node id the coordinator assigned when it "
@@ -252,43 +336,4 @@ RegisterShardextGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("shardext.explain_all_tasks",
-							 "EXPLAIN shows every task of a distributed query, not only one.",
-							 NULL,
-							 &ShardextExplainAllTasks,
-							 false,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("shardext.enable_pushdown",
-							 "Push joins, aggregates, sorting and limits down to the shards.",
-							 "When off, every query on distributed tables pulls the rows it "
-							 "needs to the coordinator (for testing).",
-							 &ShardextEnablePushdown,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomStringVariable("shardext.move_test_pause_phase",
-							   "For testing only: a shard move pauses when it enters this phase.",
-							   "Lets fault tests interrupt a move at a chosen phase.",
-							   &ShardextMoveTestPausePhase,
-							   "",
-							   PGC_SUSET,
-							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							   NULL, NULL, NULL);
-
-	DefineCustomIntVariable("shardext.move_test_pause_ms",
-							"For testing only: how long shardext.move_test_pause_phase pauses.",
-							NULL,
-							&ShardextMoveTestPauseMs,
-							60000, 0, 3600 * 1000,
-							PGC_SUSET,
-							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							NULL, NULL, NULL);
-
-	MarkGUCPrefixReserved("shardext");
 }
