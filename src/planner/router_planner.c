@@ -56,6 +56,9 @@ static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheE
 static void CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 									  const char *command);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
+static bool PinByValue(RouterLevel *level, Node *clause);
+static bool PinByEquality(RouterLevel *level, Node *clause);
+static void CheckLevelPins(RouterLevel *level, RouterContext *context);
 static bool AnalyzeSublinksWalker(Node *node, void *context);
 static bool ContainsAnyVar(Node *node);
 static bool ContainsAnyVarWalker(Node *node, void *context);
@@ -326,9 +329,7 @@ AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context)
 	RouterLevel level;
 	List	   *conjuncts;
 	bool		changed = true;
-	int			rtableLength = list_length(query->rtable);
 	ListCell   *cell;
-	Index		rtindex;
 	SublinkWalkerContext walker;
 
 	if (context->failed)
@@ -340,99 +341,146 @@ AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context)
 		return;
 	}
 	level.query = query;
-	level.pins = palloc0(sizeof(Node *) * Max(rtableLength, 1));
+	level.pins = palloc0(sizeof(Node *) * Max(list_length(query->rtable), 1));
 	level.parent = parent;
 	conjuncts = TopLevelConjuncts(query);
 
+	/* pins spread over equalities: repeat until none is added */
 	while (changed)
 	{
 		changed = false;
 		foreach(cell, conjuncts)
 		{
 			Node	   *clause = lfirst(cell);
-			OpExpr	   *op;
-			Index		left;
-			Index		right;
 
-			/* distribution column = value */
-			for (rtindex = 1; rtindex <= rtableLength; rtindex++)
-			{
-				RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
-				DistTableCacheEntry *entry;
-				int			kind;
-				Node	   *value;
-
-				if (level.pins[rtindex - 1] != NULL || rte->rtekind != RTE_RELATION)
-					continue;
-				entry = GetDistTableCacheEntry(rte->relid);
-				if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
-					continue;
-				value = DistributionPinValue(clause, rtindex, 0, entry, &kind);
-				if (value != NULL && kind == PRUNE_EQUAL)
-				{
-					level.pins[rtindex - 1] = value;
-					changed = true;
-				}
-			}
-
-			if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
-				continue;
-			op = (OpExpr *) clause;
-			if (!op_hashjoinable(op->opno, exprType(linitial(op->args))) &&
-				!op_mergejoinable(op->opno, exprType(linitial(op->args))))
-				continue;
-
-			/* distribution column = distribution column of this level */
-			if (IsDistColumnVar(linitial(op->args), query, 0, &left) &&
-				IsDistColumnVar(lsecond(op->args), query, 0, &right) &&
-				IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
-			{
-				if (level.pins[left - 1] != NULL && level.pins[right - 1] == NULL)
-				{
-					level.pins[right - 1] = level.pins[left - 1];
-					changed = true;
-				}
-				else if (level.pins[right - 1] != NULL && level.pins[left - 1] == NULL)
-				{
-					level.pins[left - 1] = level.pins[right - 1];
-					changed = true;
-				}
-			}
-
-			/* distribution column = distribution column of an outer level */
-			for (int side = 0; side < 2; side++)
-			{
-				Node	   *mine = list_nth(op->args, side);
-				Var		   *outer = (Var *) StripRelabel(list_nth(op->args, 1 - side));
-				RouterLevel *outerLevel = parent;
-				Index		outerIndex;
-
-				if (!IsDistColumnVar(mine, query, 0, &left) || level.pins[left - 1] != NULL ||
-					!IsA(outer, Var) || outer->varlevelsup == 0)
-					continue;
-				for (int up = 1; outerLevel != NULL && up < (int) outer->varlevelsup; up++)
-					outerLevel = outerLevel->parent;
-				if (outerLevel == NULL ||
-					!IsDistColumnVar((Node *) outer, outerLevel->query, outer->varlevelsup,
-									 &outerIndex) ||
-					outerLevel->pins[outerIndex - 1] == NULL ||
-					!IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
-					continue;
-				level.pins[left - 1] = outerLevel->pins[outerIndex - 1];
-				changed = true;
-			}
+			changed |= PinByValue(&level, clause);
+			changed |= PinByEquality(&level, clause);
 		}
 	}
 
-	/* every hash table pinned, to the same value, in one colocation group */
-	for (rtindex = 1; rtindex <= rtableLength && !context->failed; rtindex++)
+	CheckLevelPins(&level, context);
+
+	walker.level = &level;
+	walker.router = context;
+	if (!context->failed)
+		query_tree_walker(query, AnalyzeSublinksWalker, &walker, QTW_IGNORE_RANGE_TABLE);
+}
+
+/*
+ * PinByValue pins the hash tables of the level whose distribution column
+ * the clause compares with a value (distribution column = value); returns
+ * whether it pinned one that was not pinned yet.
+ */
+static bool
+PinByValue(RouterLevel *level, Node *clause)
+{
+	Query	   *query = level->query;
+	bool		changed = false;
+
+	for (Index rtindex = 1; rtindex <= list_length(query->rtable); rtindex++)
+	{
+		RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
+		DistTableCacheEntry *entry;
+		int			kind;
+		Node	   *value;
+
+		if (level->pins[rtindex - 1] != NULL || rte->rtekind != RTE_RELATION)
+			continue;
+		entry = GetDistTableCacheEntry(rte->relid);
+		if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
+			continue;
+		value = DistributionPinValue(clause, rtindex, 0, entry, &kind);
+		if (value != NULL && kind == PRUNE_EQUAL)
+		{
+			level->pins[rtindex - 1] = value;
+			changed = true;
+		}
+	}
+	return changed;
+}
+
+/*
+ * PinByEquality passes a pin on over an equality of distribution columns:
+ * between two tables of the level, or from a table of an outer level to one
+ * of this level.  Returns whether it pinned a table that was not pinned yet.
+ */
+static bool
+PinByEquality(RouterLevel *level, Node *clause)
+{
+	Query	   *query = level->query;
+	OpExpr	   *op;
+	Index		left;
+	Index		right;
+	bool		changed = false;
+
+	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
+		return false;
+	op = (OpExpr *) clause;
+	if (!op_hashjoinable(op->opno, exprType(linitial(op->args))) &&
+		!op_mergejoinable(op->opno, exprType(linitial(op->args))))
+		return false;
+
+	/* distribution column = distribution column of this level */
+	if (IsDistColumnVar(linitial(op->args), query, 0, &left) &&
+		IsDistColumnVar(lsecond(op->args), query, 0, &right) &&
+		IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
+	{
+		if (level->pins[left - 1] != NULL && level->pins[right - 1] == NULL)
+		{
+			level->pins[right - 1] = level->pins[left - 1];
+			changed = true;
+		}
+		else if (level->pins[right - 1] != NULL && level->pins[left - 1] == NULL)
+		{
+			level->pins[left - 1] = level->pins[right - 1];
+			changed = true;
+		}
+	}
+
+	/* distribution column = distribution column of an outer level */
+	for (int side = 0; side < 2; side++)
+	{
+		Node	   *mine = list_nth(op->args, side);
+		Var		   *outer = (Var *) StripRelabel(list_nth(op->args, 1 - side));
+		RouterLevel *outerLevel = level->parent;
+		Index		outerIndex;
+
+		if (!IsDistColumnVar(mine, query, 0, &left) || level->pins[left - 1] != NULL ||
+			!IsA(outer, Var) || outer->varlevelsup == 0)
+			continue;
+		for (int up = 1; outerLevel != NULL && up < (int) outer->varlevelsup; up++)
+			outerLevel = outerLevel->parent;
+		if (outerLevel == NULL ||
+			!IsDistColumnVar((Node *) outer, outerLevel->query, outer->varlevelsup,
+							 &outerIndex) ||
+			outerLevel->pins[outerIndex - 1] == NULL ||
+			!IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
+			continue;
+		level->pins[left - 1] = outerLevel->pins[outerIndex - 1];
+		changed = true;
+	}
+	return changed;
+}
+
+/*
+ * CheckLevelPins: every hash table of the level must be pinned, to the same
+ * value, in one colocation group (with those of the other levels); subqueries
+ * in FROM are analyzed as levels of their own.  Sets context->failed when
+ * not.
+ */
+static void
+CheckLevelPins(RouterLevel *level, RouterContext *context)
+{
+	Query	   *query = level->query;
+
+	for (Index rtindex = 1; rtindex <= list_length(query->rtable) && !context->failed; rtindex++)
 	{
 		RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
 		DistTableCacheEntry *entry;
 
 		if (rte->rtekind == RTE_SUBQUERY)
 		{
-			AnalyzeRouterLevel(rte->subquery, &level, context);
+			AnalyzeRouterLevel(rte->subquery, level, context);
 			continue;
 		}
 		if (rte->rtekind == RTE_JOIN)
@@ -450,23 +498,18 @@ AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context)
 		}
 		if (entry->method != DISTRIBUTE_BY_HASH)
 			continue;
-		if (level.pins[rtindex - 1] == NULL ||
+		if (level->pins[rtindex - 1] == NULL ||
 			(context->colocationId >= 0 && context->colocationId != entry->colocationId) ||
-			(context->pin != NULL && !equal(context->pin, level.pins[rtindex - 1])))
+			(context->pin != NULL && !equal(context->pin, level->pins[rtindex - 1])))
 		{
 			context->failed = true;
 			break;
 		}
 		context->colocationId = entry->colocationId;
-		context->pin = level.pins[rtindex - 1];
+		context->pin = level->pins[rtindex - 1];
 		if (!OidIsValid(context->anchorRelid))
 			context->anchorRelid = rte->relid;
 	}
-
-	walker.level = &level;
-	walker.router = context;
-	if (!context->failed)
-		query_tree_walker(query, AnalyzeSublinksWalker, &walker, QTW_IGNORE_RANGE_TABLE);
 }
 
 /* expression_planner on each expression of a list */
