@@ -99,6 +99,12 @@ typedef struct UsingExpression
 
 static TableSchemaState *CaptureTableState(Oid relid);
 static void CheckTableChanges(TableSchemaState *before, TableSchemaState *after);
+static List *ShardMoveAndRenameCommands(TableSchemaState *before, TableSchemaState *after,
+										int64 shardId, char **shardNameOut);
+static List *ShardRemovedObjectCommands(TableSchemaState *before, TableSchemaState *after,
+										int64 shardId, const char *shardName);
+static List *ShardAddedObjectCommands(TableSchemaState *before, TableSchemaState *after,
+									  int64 shardId, const char *shardName);
 static List *ShardChangeCommands(TableSchemaState *before, TableSchemaState *after,
 								 int64 shardId, List *usingExpressions);
 static void AppendColumnChanges(StringInfo buf, const char *shardName,
@@ -557,10 +563,37 @@ ShardChangeCommands(TableSchemaState *before, TableSchemaState *after, int64 sha
 					List *usingExpressions)
 {
 	List	   *commands = NIL;
+	char	   *shardName;
+	StringInfoData buf;
+
+	commands = ShardMoveAndRenameCommands(before, after, shardId, &shardName);
+	commands = list_concat(commands, ShardRemovedObjectCommands(before, after, shardId,
+																shardName));
+	initStringInfo(&buf);
+	AppendColumnChanges(&buf, shardName, before, after, usingExpressions);
+	if (buf.len > 0)
+		commands = lappend(commands, buf.data);
+	commands = list_concat(commands, ShardAddedObjectCommands(before, after, shardId,
+															  shardName));
+	if (before->owner != after->owner)
+		commands = lappend(commands,
+						   psprintf("ALTER TABLE %s OWNER TO %s", shardName,
+									quote_identifier(GetUserNameFromId(after->owner, false))));
+	return commands;
+}
+
+/*
+ * ShardMoveAndRenameCommands: the shard follows its table to another schema
+ * and to a new name.  *shardNameOut is the shard's (quoted, qualified) name
+ * after them.
+ */
+static List *
+ShardMoveAndRenameCommands(TableSchemaState *before, TableSchemaState *after, int64 shardId,
+						   char **shardNameOut)
+{
+	List	   *commands = NIL;
 	char	   *shardName = quote_qualified_identifier(before->schemaName,
 													   ShardNameFromParts(before->relname, shardId));
-	StringInfoData buf;
-	ListCell   *cell;
 
 	if (strcmp(before->schemaName, after->schemaName) != 0)
 	{
@@ -581,7 +614,21 @@ ShardChangeCommands(TableSchemaState *before, TableSchemaState *after, int64 sha
 											   ShardNameFromParts(after->relname, shardId));
 	}
 
-	/* constraints and indexes that went away (or were renamed) */
+	*shardNameOut = shardName;
+	return commands;
+}
+
+/*
+ * ShardRemovedObjectCommands drops (or renames) the shard's constraints and
+ * indexes that went away (or were renamed) on the table.
+ */
+static List *
+ShardRemovedObjectCommands(TableSchemaState *before, TableSchemaState *after, int64 shardId,
+						   const char *shardName)
+{
+	List	   *commands = NIL;
+	ListCell   *cell;
+
 	foreach(cell, before->constraints)
 	{
 		ConstraintState *old = lfirst(cell);
@@ -620,13 +667,21 @@ ShardChangeCommands(TableSchemaState *before, TableSchemaState *after, int64 sha
 																   ShardNameFromParts(old->name, shardId)),
 										quote_identifier(ShardNameFromParts(new->name, shardId))));
 	}
+	return commands;
+}
 
-	initStringInfo(&buf);
-	AppendColumnChanges(&buf, shardName, before, after, usingExpressions);
-	if (buf.len > 0)
-		commands = lappend(commands, buf.data);
+/*
+ * ShardAddedObjectCommands adds the table's new indexes, then its new
+ * constraints (which may use an existing index), and validates the ones
+ * validated since.
+ */
+static List *
+ShardAddedObjectCommands(TableSchemaState *before, TableSchemaState *after, int64 shardId,
+						 const char *shardName)
+{
+	List	   *commands = NIL;
+	ListCell   *cell;
 
-	/* new indexes, then new constraints (which may use an existing index) */
 	foreach(cell, after->indexes)
 	{
 		IndexState *new = lfirst(cell);
@@ -666,11 +721,6 @@ ShardChangeCommands(TableSchemaState *before, TableSchemaState *after, int64 sha
 		else
 			commands = lappend(commands, ShardConstraintCommand(new->oid, shardName, shardId));
 	}
-
-	if (before->owner != after->owner)
-		commands = lappend(commands,
-						   psprintf("ALTER TABLE %s OWNER TO %s", shardName,
-									quote_identifier(GetUserNameFromId(after->owner, false))));
 	return commands;
 }
 

@@ -32,6 +32,9 @@
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
+static List *FetchedColumns(Oid relid, Bitmapset *attrs);
+static void DeparseFallbackScan(RemoteSql *sql, PlannerInfo *root, Index rti, List *attnums,
+								List *remoteQuals);
 static Plan *PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 							  List *tlist, List *clauses, List *custom_plans);
 
@@ -116,16 +119,13 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	List	   *remoteQuals = NIL;
 	List	   *localQuals = NIL;
 	Bitmapset  *attrs = NULL;
-	List	   *attnums = NIL;
+	List	   *attnums;
 	List	   *values = NIL;
 	List	   *kinds = NIL;
 	RemoteSql	sql;
 	DistributedJob job;
 	CustomScan *scan;
 	ListCell   *cell;
-	int			attno;
-	Relation	relation;
-	int			natts;
 
 	foreach(cell, clauses)
 	{
@@ -143,61 +143,9 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	/* the columns the plan above and the local quals use */
 	pull_varattnos((Node *) rel->reltarget->exprs, rti, &attrs);
 	pull_varattnos((Node *) localQuals, rti, &attrs);
+	attnums = FetchedColumns(rte->relid, attrs);
 
-	relation = table_open(rte->relid, NoLock);
-	natts = RelationGetDescr(relation)->natts;
-	if (bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs))
-	{
-		for (attno = 1; attno <= natts; attno++)
-		{
-			if (!TupleDescAttr(RelationGetDescr(relation), attno - 1)->attisdropped)
-				attnums = lappend_int(attnums, attno);
-		}
-	}
-	else
-	{
-		int			member = -1;
-
-		while ((member = bms_next_member(attrs, member)) >= 0)
-		{
-			attno = member + FirstLowInvalidHeapAttributeNumber;
-			if (attno < 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("system columns of distributed table \"%s\" cannot be read",
-								get_rel_name(rte->relid)),
-						 errhint("Rows of a distributed table live on several nodes; "
-								 "use a key column instead of ctid or similar.")));
-			if (attno > 0)
-				attnums = lappend_int(attnums, attno);
-		}
-	}
-	table_close(relation, NoLock);
-
-	InitRemoteSql(&sql);
-	sql.allowExecParams = true;
-	RemoteSqlPushQuery(&sql, root->parse);
-	appendStringInfoString(&sql.buf, "SELECT ");
-	foreach(cell, attnums)
-	{
-		appendStringInfo(&sql.buf, "%s%s.%s", cell == list_head(attnums) ? "" : ", ",
-						 RemoteSqlAlias(&sql, 0, rti),
-						 quote_identifier(get_attname(rte->relid, lfirst_int(cell), false)));
-	}
-	appendStringInfoString(&sql.buf, " FROM ONLY ");
-	RemoteSqlAppendRelation(&sql, rte->relid);
-	appendStringInfo(&sql.buf, " %s", RemoteSqlAlias(&sql, 0, rti));
-	foreach(cell, remoteQuals)
-	{
-		appendStringInfoString(&sql.buf, cell == list_head(remoteQuals) ? " WHERE " : " AND ");
-		DeparseRemoteExpr(&sql, lfirst(cell));
-	}
-	RemoteSqlPopQuery(&sql);
-	FinishRemoteSql(&sql);
-	if (sql.failed)
-		elog(ERROR, "could not deparse a scan of \"%s\": %s",
-			 get_rel_name(rte->relid), sql.failReason);
-
+	DeparseFallbackScan(&sql, root, rti, attnums, remoteQuals);
 	FindPruningValues(root->parse, rti, entry, (Node *) remoteQuals, &values, &kinds);
 
 	memset(&job, 0, sizeof(job));
@@ -219,4 +167,86 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	scan->scan.plan.qual = localQuals;
 	scan->custom_scan_tlist = NIL;
 	return (Plan *) scan;
+}
+
+/*
+ * FetchedColumns returns the attribute numbers of the columns to fetch,
+ * given the attributes used (pull_varattnos): all of them for a whole-row
+ * reference; system columns cannot be read from the shards.
+ */
+static List *
+FetchedColumns(Oid relid, Bitmapset *attrs)
+{
+	List	   *attnums = NIL;
+	Relation	relation;
+	int			natts;
+	int			attno;
+
+	relation = table_open(relid, NoLock);
+	natts = RelationGetDescr(relation)->natts;
+	if (bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs))
+	{
+		for (attno = 1; attno <= natts; attno++)
+		{
+			if (!TupleDescAttr(RelationGetDescr(relation), attno - 1)->attisdropped)
+				attnums = lappend_int(attnums, attno);
+		}
+	}
+	else
+	{
+		int			member = -1;
+
+		while ((member = bms_next_member(attrs, member)) >= 0)
+		{
+			attno = member + FirstLowInvalidHeapAttributeNumber;
+			if (attno < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("system columns of distributed table \"%s\" cannot be read",
+								get_rel_name(relid)),
+						 errhint("Rows of a distributed table live on several nodes; "
+								 "use a key column instead of ctid or similar.")));
+			if (attno > 0)
+				attnums = lappend_int(attnums, attno);
+		}
+	}
+	table_close(relation, NoLock);
+	return attnums;
+}
+
+/*
+ * DeparseFallbackScan deparses the scan of one distributed table (rti of
+ * the query) that the shards run: the columns, and the quals they can
+ * evaluate.
+ */
+static void
+DeparseFallbackScan(RemoteSql *sql, PlannerInfo *root, Index rti, List *attnums,
+					List *remoteQuals)
+{
+	RangeTblEntry *rte = planner_rt_fetch(rti, root);
+	ListCell   *cell;
+
+	InitRemoteSql(sql);
+	sql->allowExecParams = true;
+	RemoteSqlPushQuery(sql, root->parse);
+	appendStringInfoString(&sql->buf, "SELECT ");
+	foreach(cell, attnums)
+	{
+		appendStringInfo(&sql->buf, "%s%s.%s", cell == list_head(attnums) ? "" : ", ",
+						 RemoteSqlAlias(sql, 0, rti),
+						 quote_identifier(get_attname(rte->relid, lfirst_int(cell), false)));
+	}
+	appendStringInfoString(&sql->buf, " FROM ONLY ");
+	RemoteSqlAppendRelation(sql, rte->relid);
+	appendStringInfo(&sql->buf, " %s", RemoteSqlAlias(sql, 0, rti));
+	foreach(cell, remoteQuals)
+	{
+		appendStringInfoString(&sql->buf, cell == list_head(remoteQuals) ? " WHERE " : " AND ");
+		DeparseRemoteExpr(sql, lfirst(cell));
+	}
+	RemoteSqlPopQuery(sql);
+	FinishRemoteSql(sql);
+	if (sql->failed)
+		elog(ERROR, "could not deparse a scan of \"%s\": %s",
+			 get_rel_name(rte->relid), sql->failReason);
 }
