@@ -134,6 +134,40 @@ DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 }
 
 /*
+ * InsertColumns returns the non-junk target entries of an INSERT and where
+ * among them the distribution column is; a row of a hash-distributed table
+ * needs a value for it.
+ */
+List *
+InsertColumns(Query *query, DistTableCacheEntry *entry, int *distColumn)
+{
+	List	   *columns = NIL;
+	ListCell   *cell;
+	int			position = 0;
+
+	*distColumn = -1;
+	foreach(cell, query->targetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		if (tle->resjunk)
+			continue;
+		columns = lappend(columns, tle);
+		if (entry->method == DISTRIBUTE_BY_HASH && tle->resno == entry->distAttnum)
+			*distColumn = position;
+		position++;
+	}
+	if (entry->method == DISTRIBUTE_BY_HASH && *distColumn < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("cannot insert into distributed table \"%s\" without a value for distribution column \"%s\"",
+						get_rel_name(entry->relid),
+						get_attname(entry->relid, entry->distAttnum, false)),
+				 errhint("Give the distribution column a value or a default.")));
+	return columns;
+}
+
+/*
  * InitInsertJob fills the job of a shard INSERT whose rows are routed by the
  * coordinator: its SQL around the rows (see DeparseInsertStatement) and
  * what the rows look like.  *paramExprs are the expressions of the
@@ -223,14 +257,12 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 	List	   *fromlist = query->jointree->fromlist;
 	Index		valuesIndex = 0;
 	List	   *rows;
-	List	   *columns = NIL;
+	List	   *columns;
 	List	   *customExprs = NIL;
 	List	   *paramExprs;
 	DistributedJob job;
-
 	ListCell   *cell;
-	int			distColumn = -1;
-	int			position = 0;
+	int			distColumn;
 
 	if (list_length(fromlist) == 1 && IsA(linitial(fromlist), RangeTblRef))
 	{
@@ -249,24 +281,7 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 						get_rel_name(target->relid)),
 				 errhint("Use INSERT ... SELECT instead.")));
 
-	foreach(cell, query->targetList)
-	{
-		TargetEntry *tle = lfirst(cell);
-
-		if (tle->resjunk)
-			continue;
-		columns = lappend(columns, tle);
-		if (entry->method == DISTRIBUTE_BY_HASH && tle->resno == entry->distAttnum)
-			distColumn = position;
-		position++;
-	}
-	if (entry->method == DISTRIBUTE_BY_HASH && distColumn < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_NOT_NULL_VIOLATION),
-				 errmsg("cannot insert into distributed table \"%s\" without a value for distribution column \"%s\"",
-						get_rel_name(target->relid),
-						get_attname(target->relid, entry->distAttnum, false)),
-				 errhint("Give the distribution column a value or a default.")));
+	columns = InsertColumns(query, entry, &distColumn);
 
 	/* the rows, each a list of column values */
 	if (valuesIndex == 0)

@@ -31,37 +31,6 @@ static PlannedStmt *PlanPushdownInsertSelect(Query *query, DistTableCacheEntry *
 											 Index sourceIndex);
 static PlannedStmt *PlanCoordinatorInsertSelect(Query *query, DistTableCacheEntry *entry,
 												int cursorOptions, ParamListInfo boundParams);
-static List *InsertColumns(Query *query, DistTableCacheEntry *entry, int *distColumn);
-
-/* the non-junk target entries of an INSERT, and where the distribution column is */
-static List *
-InsertColumns(Query *query, DistTableCacheEntry *entry, int *distColumn)
-{
-	List	   *columns = NIL;
-	ListCell   *cell;
-	int			position = 0;
-
-	*distColumn = -1;
-	foreach(cell, query->targetList)
-	{
-		TargetEntry *tle = lfirst(cell);
-
-		if (tle->resjunk)
-			continue;
-		columns = lappend(columns, tle);
-		if (entry->method == DISTRIBUTE_BY_HASH && tle->resno == entry->distAttnum)
-			*distColumn = position;
-		position++;
-	}
-	if (entry->method == DISTRIBUTE_BY_HASH && *distColumn < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_NOT_NULL_VIOLATION),
-				 errmsg("cannot insert into distributed table \"%s\" without a value for distribution column \"%s\"",
-						get_rel_name(entry->relid),
-						get_attname(entry->relid, entry->distAttnum, false)),
-				 errhint("Give the distribution column a value or a default.")));
-	return columns;
-}
 
 PlannedStmt *
 PlanInsertSelect(Query *query, int cursorOptions, ParamListInfo boundParams)

@@ -65,6 +65,7 @@ extern Node *DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
 /* insert_planner.c */
 extern void DeparseInsertStatement(Query *query, DistTableCacheEntry *entry,
 								   List *columns, RemoteSql *prefix, RemoteSql *suffix);
+extern List *InsertColumns(Query *query, DistTableCacheEntry *entry, int *distColumn);
 extern void InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry,
 						  List *columns, int distColumn, List **paramExprs);
 
