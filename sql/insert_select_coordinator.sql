@@ -1,6 +1,7 @@
 --
 -- insert_select_coordinator: INSERT ... SELECT that goes through the
--- coordinator (rows re-routed by hash), in several batches
+-- coordinator (rows re-routed by hash), in several batches; RETURNING of
+-- rows that went to several shards comes back in the order of the rows
 --
 SET work_mem = '64kB';		-- make the rows the statement reads spill to disk
 CREATE TABLE isc (id bigint, k int CHECK (k >= 0), v text);
@@ -29,6 +30,34 @@ INSERT INTO isc SELECT g, g % 1000, 'tx' FROM generate_series(1, 20000) g;
 SELECT count(*) FILTER (WHERE v = 'tx') AS in_transaction FROM isc;
 ROLLBACK;
 SELECT count(*) FILTER (WHERE v = 'tx') AS after_rollback FROM isc;
+
+-- RETURNING hands rows back in the order they were given, as PostgreSQL
+-- does (ORMs match generated ids to the objects they inserted by position)
+DELETE FROM isc;
+INSERT INTO isc (k, v) VALUES (5, 'r1'), (6, 'r2'), (7, 'r3'), (5, 'r4'), (8, 'r5'), (900, 'r6')
+RETURNING k, v;
+DO $$
+DECLARE
+	r			record;
+	n			int := 0;
+BEGIN
+	FOR r IN INSERT INTO isc (id, k, v)
+		SELECT g, (g * 7919) % 1000, 'o' || g FROM generate_series(1, 25000) g ORDER BY g
+		RETURNING id, v
+	LOOP
+		n := n + 1;
+		IF r.id <> n OR r.v <> 'o' || n THEN
+			RAISE EXCEPTION 'row % came back as (%, %)', n, r.id, r.v;
+		END IF;
+	END LOOP;
+	RAISE NOTICE '% rows came back in the order they were inserted', n;
+END $$;
+-- rows skipped by ON CONFLICT DO NOTHING return nothing
+CREATE UNIQUE INDEX isc_k_id ON isc (k, id);
+INSERT INTO isc (id, k, v) VALUES (-1, 1, 'n1'), (-2, 2, 'n2'), (-3, 3, 'n3'), (1, 919, 'dup')
+ON CONFLICT DO NOTHING RETURNING id, k, v;
+INSERT INTO isc (id, k, v) VALUES (-4, 4, 'n4'), (1, 919, 'dup'), (-5, 5, 'n5')
+ON CONFLICT (k, id) DO UPDATE SET v = 'updated' RETURNING id, k, v;
 
 DROP TABLE isc;
 RESET work_mem;

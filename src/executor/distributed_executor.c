@@ -102,6 +102,9 @@ static bool DistributedScanRecheck(ScanState *node, TupleTableSlot *slot);
 static void StartExecution(DistributedScanState *state);
 static void SendFirstTasks(DistributedScanState *state);
 static bool StartNextInsertBatch(DistributedScanState *state);
+static void FinishScan(DistributedScanState *state);
+static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
+static void CollectReturnedRows(DistributedScanState *state);
 static void AssignTasksToConnections(DistributedScanState *state);
 static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
 										 int index);
@@ -282,17 +285,20 @@ DistributedScanNext(ScanState *node)
 
 	if (state->finished)
 		return slot;
-
-	result = NextRemoteResult(state, &task);
-	while (result == NULL && StartNextInsertBatch(state))
-		result = NextRemoteResult(state, &task);
-	if (result == NULL)
+	for (;;)
 	{
-		/* the command tag is set right after the run: count rows now */
-		state->finished = true;
-		if (state->job->kind != JOB_SELECT)
-			node->ps.state->es_processed += state->affectedRows;
-		return slot;
+		if (state->orderReturning)
+		{
+			if (NextReturnedRowInOrder(state, slot))
+				return slot;
+		}
+		else if ((result = NextRemoteResult(state, &task)) != NULL)
+			break;
+		if (!StartNextInsertBatch(state))
+		{
+			FinishScan(state);
+			return slot;
+		}
 	}
 	PG_TRY();
 	{
@@ -304,6 +310,99 @@ DistributedScanNext(ScanState *node)
 	}
 	PG_END_TRY();
 	return slot;
+}
+
+/*
+ * FinishScan notes that every task is done; the command tag is set right
+ * after the run, so the rows written are counted now.
+ */
+static void
+FinishScan(DistributedScanState *state)
+{
+	state->finished = true;
+	if (state->job->kind != JOB_SELECT)
+		state->css.ss.ps.state->es_processed += state->affectedRows;
+}
+
+/*
+ * NextReturnedRowInOrder stores in slot the next RETURNING row of an INSERT
+ * whose rows went to several shards, in the order of the rows, as
+ * PostgreSQL does (clients match them to the rows they sent): the rows of
+ * the statement or batch are collected first, then handed out by
+ * position.  Returns false when the batch has no more.
+ */
+static bool
+NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot)
+{
+	if (state->orderedRows == NULL)
+		CollectReturnedRows(state);
+	while (state->orderedNext < state->insertRowCount)
+	{
+		MinimalTuple tuple = state->orderedRows[state->orderedNext++];
+
+		if (tuple != NULL)
+		{
+			ExecStoreMinimalTuple(tuple, state->bufferSlot, false);
+			ExecCopySlot(slot, state->bufferSlot);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * CollectReturnedRows reads the RETURNING rows of every task and puts them
+ * at the places of the rows they came from.  A task given fewer rows back
+ * than it inserted (ON CONFLICT DO NOTHING skipped some) does not say
+ * which were skipped: its rows keep their order, at its first places.
+ */
+static void
+CollectReturnedRows(DistributedScanState *state)
+{
+	TupleTableSlot *slot = state->css.ss.ss_ScanTupleSlot;
+	MemoryContext taskContext = state->job->insertFromSubplan ?
+		state->batchContext : state->execContext;
+	RemoteTask *task;
+	PGresult   *result;
+	ListCell   *cell;
+
+	while ((result = NextRemoteResult(state, &task)) != NULL)
+	{
+		MemoryContext oldContext;
+
+		MemoryContextReset(state->rowContext);
+		PG_TRY();
+		{
+			StoreRemoteRow(state, result, slot, state->rowContext);
+		}
+		PG_FINALLY();
+		{
+			PQclear(result);
+		}
+		PG_END_TRY();
+		if (list_length(task->returnedRows) >= task->rowCount)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("shard " INT64_FORMAT " returned more rows than were inserted",
+							task->shardId)));
+		oldContext = MemoryContextSwitchTo(taskContext);
+		task->returnedRows = lappend(task->returnedRows, ExecCopySlotMinimalTuple(slot));
+		MemoryContextSwitchTo(oldContext);
+	}
+	ExecClearTuple(slot);
+
+	state->orderedRows = MemoryContextAllocZero(taskContext, sizeof(MinimalTuple) *
+												Max(state->insertRowCount, 1));
+	state->orderedNext = 0;
+	foreach(cell, state->tasks)
+	{
+		ListCell   *rowCell;
+		int			k = 0;
+
+		task = lfirst(cell);
+		foreach(rowCell, task->returnedRows)
+			state->orderedRows[task->rowPositions[k++]] = lfirst(rowCell);
+	}
 }
 
 /*
@@ -1063,6 +1162,8 @@ ReScanDistributedScan(CustomScanState *node)
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;
 	state->subplanDone = false;
+	state->orderReturning = false;
+	state->orderedRows = NULL;
 	ForgetSourceRows(state);
 	MemoryContextReset(state->execContext);
 	state->batchContext = AllocSetContextCreate(state->execContext,

@@ -57,8 +57,10 @@ static List *LockShardsToModify(DistributedScanState *state, List *shardIndexes,
 								DistTableCacheEntry **anchor);
 static char *ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
 						  ShardInterval **taskShard);
-static void AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
-						  RemoteParams *params, bool write);
+static RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *taskShard,
+								 char *sql, RemoteParams *params, bool write);
+static void NoteRowPositions(DistributedScanState *state, RemoteTask *task,
+							 List *shardRows, int first, int count);
 static void EvaluateInsertRows(DistributedScanState *state, InsertRows *rows);
 static List **RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 									 DistTableCacheEntry **entry);
@@ -251,39 +253,31 @@ ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
 
 /*
  * AddShardTasks adds the tasks of one shard: a write goes to every
- * placement (the first one's rows are returned), a read to one.
+ * placement (the first one's rows are returned), a read to one.  Returns
+ * the task whose rows are returned.
  */
-static void
+static RemoteTask *
 AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
 			  RemoteParams *params, bool write)
 {
-	if (write)
-	{
-		for (int p = 0; p < taskShard->placementCount; p++)
-		{
-			RemoteTask *task = palloc0(sizeof(RemoteTask));
+	int			first = write ? 0 : ChooseReadPlacement(taskShard);
+	int			last = write ? taskShard->placementCount - 1 : first;
+	RemoteTask *returning = NULL;
 
-			task->sql = sql;
-			task->nodeId = taskShard->placementNodeIds[p];
-			task->shardId = taskShard->shardId;
-			task->params = params;
-			task->returnsRows = (p == 0);
-			state->tasks = lappend(state->tasks, task);
-		}
-	}
-	else
+	for (int p = first; p <= last; p++)
 	{
 		RemoteTask *task = palloc0(sizeof(RemoteTask));
-		int			choice;
 
-		choice = ChooseReadPlacement(taskShard);
 		task->sql = sql;
-		task->nodeId = taskShard->placementNodeIds[choice];
+		task->nodeId = taskShard->placementNodeIds[p];
 		task->shardId = taskShard->shardId;
 		task->params = params;
-		task->returnsRows = true;
+		task->returnsRows = (p == first);
+		if (task->returnsRows)
+			returning = task;
 		state->tasks = lappend(state->tasks, task);
 	}
+	return returning;
 }
 
 /*
@@ -525,6 +519,9 @@ BuildInsertTasks(DistributedScanState *state)
 
 	EvaluateInsertRows(state, &rows);
 	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry);
+	state->insertRowCount = rows.count;
+	state->orderReturning = false;
+	state->orderedRows = NULL;
 
 	for (int s = 0; s < entry->shardCount; s++)
 	{
@@ -534,6 +531,7 @@ BuildInsertTasks(DistributedScanState *state)
 		char	   *suffix;
 		List	   *shardRows = rowsByShard[s];
 		int			done = 0;
+		RemoteTask *task;
 
 		if (shardRows == NIL)
 			continue;
@@ -549,10 +547,30 @@ BuildInsertTasks(DistributedScanState *state)
 
 			sql = BuildInsertBatch(&rows, shardRows, done, count, prefix, suffix,
 								   shared, &params);
+			task = AddShardTasks(state, shard, sql, params, true);
+			if (job->hasReturning)
+				NoteRowPositions(state, task, shardRows, done, count);
 			done += count;
-			AddShardTasks(state, shard, sql, params, true);
 		}
 	}
+}
+
+/*
+ * NoteRowPositions records which rows of the statement a task inserts, so
+ * that its RETURNING rows can be handed out in the order of the rows, as
+ * PostgreSQL does.  That takes collecting them first: it is done only when
+ * more than one task returns rows.
+ */
+static void
+NoteRowPositions(DistributedScanState *state, RemoteTask *task, List *shardRows,
+				 int first, int count)
+{
+	task->rowPositions = palloc(sizeof(int) * count);
+	task->rowCount = count;
+	for (int i = 0; i < count; i++)
+		task->rowPositions[i] = list_nth_int(shardRows, first + i);
+	if (first > 0 || count < state->insertRowCount)
+		state->orderReturning = true;
 }
 
 /*

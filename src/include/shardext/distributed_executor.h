@@ -41,6 +41,10 @@ typedef struct RemoteTask
 	uint64		affectedRows;
 	Tuplestorestate *buffer;	/* rows read ahead to free the connection */
 	TaskConnection *taskConn;
+	/* INSERT ... RETURNING over several shards: the rows' places in the statement */
+	int		   *rowPositions;
+	int			rowCount;
+	List	   *returnedRows;	/* MinimalTuples kept until every task is done */
 } RemoteTask;
 
 /* a connection the scan uses and the tasks queued on it */
@@ -80,6 +84,11 @@ typedef struct DistributedScanState
 	Oid		   *typioparams;
 	int32	   *typmods;
 	TupleTableSlot *bufferSlot;
+	/* RETURNING rows of a multi-shard INSERT, handed out in the rows' order */
+	bool		orderReturning;
+	int			insertRowCount; /* rows of the statement or batch */
+	MinimalTuple *orderedRows;	/* by position; NULL where a row returned nothing */
+	int			orderedNext;
 	uint64		affectedRows;
 	double		explainTime;
 } DistributedScanState;
