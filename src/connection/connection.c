@@ -189,6 +189,7 @@ CloseNodeConnection(NodeConnection *conn)
 {
 	DisconnectNodeConnection(conn);
 	conn->queryInProgress = false;
+	conn->pipelineStage = PIPELINE_NONE;
 	conn->claimed = false;
 	conn->xactState = REMOTE_XACT_NONE;
 	conn->xactModified = false;
@@ -359,6 +360,7 @@ CloseDedicatedConnection(NodeConnection *conn)
 		return;
 	DisconnectNodeConnection(conn);
 	conn->queryInProgress = false;
+	conn->pipelineStage = PIPELINE_NONE;
 }
 
 /*

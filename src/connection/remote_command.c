@@ -506,10 +506,23 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 			return false;
 		result = PQgetResult(pgConn);
 		if (result == NULL)
-			break;
+		{
+			/* a pipeline ends with its Sync, not with the end of a command */
+			if (conn->pipelineStage == PIPELINE_NONE)
+				break;
+			continue;
+		}
 
 		switch (PQresultStatus(result))
 		{
+			case PGRES_PIPELINE_SYNC:
+				if (!PQexitPipelineMode(pgConn))
+				{
+					PQclear(result);
+					return false;
+				}
+				conn->pipelineStage = PIPELINE_NONE;
+				break;
 			case PGRES_COPY_IN:
 				PQputCopyEnd(pgConn, "transaction aborted");
 				break;

@@ -109,6 +109,9 @@ static void AssignTasksToConnections(DistributedScanState *state);
 static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
 										 int index);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
+static void StartPipeline(NodeConnection *conn, const char *beginCommand);
+static void UseSingleRowMode(NodeConnection *conn);
+static bool PipelineResult(NodeConnection *conn, PGresult **result);
 static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut);
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
@@ -805,17 +808,24 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		if (state->job->kind != JOB_SELECT)
 			RemoteTransactionMarkModified(conn);
 		beginCommand = RemoteTransactionBeginCommand(conn);
-		/* only a statement without parameters can share a simple query */
-		if (beginCommand != NULL && (state->job->usePrepared || params->count > 0))
-		{
-			ExecuteRemoteCommand(conn, beginCommand);
-			beginCommand = NULL;
-		}
 	}
 	SyncRemoteTimeZone(conn);
 
 	if (state->job->usePrepared)
 		statementName = PreparedStatementName(conn, task->sql, params);
+
+	/*
+	 * A statement with parameters cannot share a simple query with BEGIN;
+	 * a pipeline sends both at once.  Savepoints still take a round trip.
+	 */
+	if (beginCommand != NULL && (state->job->usePrepared || params->count > 0))
+	{
+		if (strchr(beginCommand, ';') != NULL)
+			ExecuteRemoteCommand(conn, beginCommand);
+		else
+			StartPipeline(conn, beginCommand);
+		beginCommand = NULL;
+	}
 
 	if (beginCommand != NULL)
 	{
@@ -831,11 +841,13 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	else
 		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
 							   params->values, params->lengths, params->formats, 0);
+	if (conn->pipelineStage != PIPELINE_NONE)
+		ok = ok && PQpipelineSync(conn->pgConn);
 	if (!ok)
 		ConnectionFailed(conn);
 	conn->queryInProgress = true;
-	if (!PQsetSingleRowMode(conn->pgConn))
-		elog(WARNING, "could not use single-row mode on node %s:%d", conn->host, conn->port);
+	if (conn->pipelineStage == PIPELINE_NONE)
+		UseSingleRowMode(conn);
 	FlushConnection(conn);
 
 	es = GetConnectionExecState(conn);
@@ -894,6 +906,76 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 }
 
 /*
+ * StartPipeline puts a connection in pipeline mode and queues BEGIN; the
+ * statement and a Sync follow (see SendTask), and PipelineResult reads
+ * the results.
+ */
+static void
+StartPipeline(NodeConnection *conn, const char *beginCommand)
+{
+	if (!PQenterPipelineMode(conn->pgConn) ||
+		!PQsendQueryParams(conn->pgConn, beginCommand, 0, NULL, NULL, NULL, NULL, 0))
+		ConnectionFailed(conn);
+	conn->pipelineStage = PIPELINE_BEGIN;
+}
+
+/*
+ * UseSingleRowMode makes the statement at the head of the connection's
+ * queue return its rows one at a time, which PollConnection relies on.
+ */
+static void
+UseSingleRowMode(NodeConnection *conn)
+{
+	if (!PQsetSingleRowMode(conn->pgConn))
+		elog(ERROR, "could not use single-row mode on node %s:%d", conn->host, conn->port);
+}
+
+/*
+ * PipelineResult follows a pipelined BEGIN and statement through their
+ * results: it consumes those of BEGIN, the ends of commands and the Sync,
+ * and returns true for what is the statement's (*result), or true with a
+ * NULL *result at the end of the pipeline, as for a statement sent alone.
+ */
+static bool
+PipelineResult(NodeConnection *conn, PGresult **result)
+{
+	PGresult   *r = *result;
+
+	switch (conn->pipelineStage)
+	{
+		case PIPELINE_BEGIN:
+			if (r == NULL)
+			{
+				conn->pipelineStage = PIPELINE_STATEMENT;
+				UseSingleRowMode(conn);
+			}
+			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+				ReportRemoteError(conn, r, ERROR, "BEGIN");
+			else
+				PQclear(r);
+			return false;
+		case PIPELINE_STATEMENT:
+			if (r != NULL)
+				return true;
+			conn->pipelineStage = PIPELINE_SYNC;
+			return false;
+		case PIPELINE_SYNC:
+			if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
+				elog(ERROR, "unexpected result from node %s:%d at the end of a pipeline",
+					 conn->host, conn->port);
+			PQclear(r);
+			if (!PQexitPipelineMode(conn->pgConn))
+				ConnectionFailed(conn);
+			conn->pipelineStage = PIPELINE_NONE;
+			*result = NULL;
+			return true;
+		case PIPELINE_NONE:
+			break;
+	}
+	return true;
+}
+
+/*
  * PollConnection reads what has arrived on a connection without waiting.
  * Returns true with a row in *resultOut; false when more input is needed
  * or its task finished (then tc->current is NULL).
@@ -908,6 +990,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 	{
 		PGresult   *result = PQgetResult(conn->pgConn);
 
+		if (conn->pipelineStage != PIPELINE_NONE && !PipelineResult(conn, &result))
+			continue;
 		if (result == NULL)
 		{
 			conn->queryInProgress = false;

@@ -25,6 +25,15 @@ typedef enum RemoteXactState
 	REMOTE_XACT_FAILED			/* an error happened inside the block */
 } RemoteXactState;
 
+/* where the results of a pipelined BEGIN and statement have got to */
+typedef enum RemotePipelineStage
+{
+	PIPELINE_NONE,				/* not in pipeline mode */
+	PIPELINE_BEGIN,				/* reading the results of BEGIN */
+	PIPELINE_STATEMENT,			/* reading the statement's results */
+	PIPELINE_SYNC				/* waiting for the end of the pipeline */
+} RemotePipelineStage;
+
 typedef struct NodeConnection
 {
 	int32		nodeId;
@@ -36,6 +45,8 @@ typedef struct NodeConnection
 
 	/* set while a command was sent and its results are not all read */
 	bool		queryInProgress;
+	/* BEGIN sent in one pipeline with a statement: see SendTask */
+	RemotePipelineStage pipelineStage;
 	/* claimed by an executing statement; not handed out again meanwhile */
 	bool		claimed;
 
