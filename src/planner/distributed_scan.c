@@ -40,6 +40,24 @@ IsDistributedScan(Plan *plan)
 #define BoolNode(x) ((Node *) makeInteger((x) ? 1 : 0))
 
 /*
+ * InitDistributedJob starts a job of the given kind on the shard SQL
+ * sqlParts over relations, with paramCount parameters: no pruning values,
+ * no anchor table and no INSERT columns yet.
+ */
+void
+InitDistributedJob(DistributedJob *job, DistributedJobKind kind, List *sqlParts,
+				   List *relations, int paramCount)
+{
+	memset(job, 0, sizeof(DistributedJob));
+	job->kind = kind;
+	job->sqlParts = sqlParts;
+	job->relations = relations;
+	job->anchor = -1;
+	job->paramCount = paramCount;
+	job->insertDistColumn = -1;
+}
+
+/*
  * MakeDistributedScan returns a CustomScan (without target lists, which
  * the caller sets) that runs job; customExprs is the list described in
  * distributed_plan.h.

@@ -148,16 +148,11 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	DeparseFallbackScan(&sql, root, rti, attnums, remoteQuals);
 	FindPruningValues(root->parse, rti, entry, (Node *) remoteQuals, &values, &kinds);
 
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_SELECT;
-	job.sqlParts = sql.parts;
-	job.relations = sql.relations;
+	InitDistributedJob(&job, JOB_SELECT, sql.parts, sql.relations,
+					   list_length(sql.paramExprs));
 	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
 	job.pruneCount = list_length(values);
 	job.pruneKinds = kinds;
-	job.paramCount = list_length(sql.paramExprs);
-	job.usePrepared = false;
-	job.insertDistColumn = -1;
 	job.scanAttnums = attnums;
 	job.pullFallback = true;
 

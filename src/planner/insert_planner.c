@@ -182,13 +182,10 @@ InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry, Lis
 	RemoteSql	suffix;
 
 	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
-	memset(job, 0, sizeof(DistributedJob));
-	job->kind = JOB_INSERT;
-	job->sqlParts = prefix.parts;
+	InitDistributedJob(job, JOB_INSERT, prefix.parts, prefix.relations,
+					   list_length(suffix.paramExprs));
 	job->sqlSuffix = suffix.parts;
-	job->relations = prefix.relations;
 	job->anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
-	job->paramCount = list_length(suffix.paramExprs);
 	job->hasReturning = query->returningList != NIL;
 	job->insertColumnCount = list_length(columns);
 	job->insertDistColumn = distColumn;

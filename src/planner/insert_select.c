@@ -124,14 +124,10 @@ PlanPushdownInsertSelect(Query *query, DistTableCacheEntry *entry, Index sourceI
 		sql.parts = list_concat(sql.parts, suffix.parts);
 	}
 
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_MODIFY;
-	job.sqlParts = sql.parts;
-	job.relations = sql.relations;
+	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
+					   list_length(sql.paramExprs));
 	job.anchor = 0;
-	job.paramCount = list_length(sql.paramExprs);
 	job.hasReturning = query->returningList != NIL;
-	job.insertDistColumn = -1;
 	{
 		List	   *customExprs = NIL;
 

@@ -389,16 +389,11 @@ BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql, DistributedJob 
 						  (Node *) conjuncts, &values, &kinds);
 	}
 
-	memset(job, 0, sizeof(DistributedJob));
-	job->kind = JOB_SELECT;
-	job->sqlParts = sql->parts;
-	job->relations = sql->relations;
+	InitDistributedJob(job, JOB_SELECT, sql->parts, sql->relations,
+					   list_length(sql->paramExprs));
 	job->anchor = RelationPosition(sql->relations, info->anchorRelid);
 	job->pruneCount = list_length(values);
 	job->pruneKinds = kinds;
-	job->paramCount = list_length(sql->paramExprs);
-	job->usePrepared = false;
-	job->insertDistColumn = -1;
 	*customExprs = NIL;
 	foreach(cell, list_concat(values, sql->paramExprs))
 		*customExprs = lappend(*customExprs, expression_planner(lfirst(cell)));

@@ -566,10 +566,8 @@ PlanRouterQuery(Query *query)
 	if (sql.failed)
 		return NULL;
 
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_SELECT;
-	job.sqlParts = sql.parts;
-	job.relations = sql.relations;
+	InitDistributedJob(&job, JOB_SELECT, sql.parts, sql.relations,
+					   list_length(sql.paramExprs));
 	job.anchor = OidIsValid(context.anchorRelid) ?
 		RelationPosition(sql.relations, context.anchorRelid) : -1;
 	if (context.pin != NULL)
@@ -578,11 +576,9 @@ PlanRouterQuery(Query *query)
 		job.pruneKinds = list_make1_int(PRUNE_EQUAL);
 		customExprs = list_make1(expression_planner((Expr *) context.pin));
 	}
-	job.paramCount = list_length(sql.paramExprs);
 	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
 	/* a text with parameters is reused: prepare it once per connection */
 	job.usePrepared = (sql.paramExprs != NIL);
-	job.insertDistColumn = -1;
 
 	foreach(cell, query->targetList)
 	{
@@ -763,17 +759,13 @@ PlanDistributedModify(Query *query)
 	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
 					  &values, &kinds);
 
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_MODIFY;
-	job.sqlParts = sql.parts;
-	job.relations = sql.relations;
+	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
+					   list_length(sql.paramExprs));
 	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
 	job.pruneCount = list_length(values);
 	job.pruneKinds = kinds;
-	job.paramCount = list_length(sql.paramExprs);
 	job.hasReturning = query->returningList != NIL;
 	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
-	job.insertDistColumn = -1;
 	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
 
 	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),

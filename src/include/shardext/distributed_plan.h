@@ -58,6 +58,8 @@ typedef struct DistributedJob
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */
+extern void InitDistributedJob(DistributedJob *job, DistributedJobKind kind,
+							   List *sqlParts, List *relations, int paramCount);
 extern CustomScan *MakeDistributedScan(DistributedJob *job, List *customExprs);
 extern DistributedJob *DistributedJobFromScan(CustomScan *scan);
 extern void RegisterDistributedScanMethods(void);
