@@ -196,6 +196,22 @@ INSERT INTO battery (query) VALUES
 ('WITH t AS (SELECT status, avg(amount) a FROM d_orders GROUP BY 1) SELECT t1.status, t2.status FROM t t1, t t2 WHERE t1.a < t2.a ORDER BY 1, 2'),
 ('SELECT count(*) FROM d_orders o WHERE o.customer_id IN (SELECT customer_id FROM d_items GROUP BY customer_id HAVING count(*) > 120)'),
 ('SELECT x.id, x.r FROM (SELECT id, rank() OVER (ORDER BY amount DESC, id) r FROM d_orders) x WHERE x.r <= 5 ORDER BY 2'),
+-- subqueries in FROM that run shard by shard (pushed down) and that do not
+('SELECT o.customer_id, count(*), max(s.n) FROM d_orders o JOIN (SELECT customer_id, count(*) n FROM d_items GROUP BY customer_id) s ON s.customer_id = o.customer_id GROUP BY 1 ORDER BY 1'),
+('SELECT count(*), sum(s.amount) FROM (SELECT customer_id, amount FROM d_orders WHERE qty > 1) s JOIN d_items i ON i.customer_id = s.customer_id WHERE i.n = 2'),
+('SELECT t.c, count(*) FROM (SELECT DISTINCT customer_id, status FROM d_orders) s JOIN (SELECT customer_id, sum(n) c FROM d_items GROUP BY 1) t USING (customer_id) GROUP BY 1 ORDER BY 1'),
+('SELECT count(*) FROM (SELECT DISTINCT status FROM d_orders) s'),
+('SELECT count(*), sum(c) FROM (SELECT status, count(*) c FROM d_orders GROUP BY status) s JOIN d_items i ON i.sku = s.status'),
+('SELECT s.status, s.c FROM (SELECT status, count(*) c FROM d_orders GROUP BY status) s JOIN (SELECT status FROM d_ref) r USING (status) ORDER BY 1'),
+('SELECT count(*) FROM (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) a JOIN (SELECT customer_id, sum(n) n FROM d_items GROUP BY 1) b ON a.customer_id = b.customer_id AND a.q > b.n'),
+('SELECT count(*) FROM (SELECT customer_id, id FROM d_orders) a JOIN (SELECT customer_id, order_id FROM d_items) b ON a.id = b.order_id'),
+('SELECT a.customer_id, a.r FROM (SELECT customer_id, rank() OVER (PARTITION BY customer_id ORDER BY amount DESC, id) r FROM d_orders) a JOIN d_items i USING (customer_id) WHERE a.r = 1 AND i.n = 3 ORDER BY 1, 2 LIMIT 12'),
+('SELECT a.r, count(*) FROM (SELECT customer_id, rank() OVER (ORDER BY amount DESC, id) r FROM d_orders) a JOIN d_items i USING (customer_id) WHERE a.r < 4 GROUP BY 1 ORDER BY 1'),
+('SELECT o.status, r.label, count(*) FROM d_orders o LEFT JOIN (SELECT status, label FROM d_ref WHERE weight > 1) r ON r.status = o.status GROUP BY 1, 2 ORDER BY 1'),
+('SELECT count(*) FROM (SELECT status, label FROM d_ref) r LEFT JOIN (SELECT customer_id, status FROM d_orders) o ON o.status = r.status'),
+('SELECT x.customer_id, x.m FROM (SELECT y.customer_id, max(y.t) m FROM (SELECT customer_id, id, amount * qty t FROM d_orders) y GROUP BY 1) x ORDER BY 2 DESC, 1 LIMIT 5'),
+('SELECT count(*) FROM (SELECT customer_id AS c, count(*) FROM d_orders GROUP BY customer_id HAVING count(*) > 50) s JOIN d_orders o ON o.customer_id = s.c'),
+('SELECT count(*) FROM (SELECT customer_id::bigint AS c FROM d_orders) s JOIN d_items i ON i.customer_id = s.c'),
 -- set operations
 ('(SELECT id FROM d_orders ORDER BY id LIMIT 3) UNION ALL (SELECT order_id FROM d_items ORDER BY order_id DESC LIMIT 2)'),
 ('SELECT customer_id, count(*) FROM d_orders WHERE customer_id = 3 GROUP BY 1 UNION ALL SELECT customer_id, count(*) FROM d_items WHERE customer_id = 3 GROUP BY 1'),
@@ -224,6 +240,26 @@ SELECT n, compare(query) FROM battery ORDER BY n;
 SET shardext.enable_pushdown TO off;
 SELECT n, compare(query) FROM battery ORDER BY n;
 RESET shardext.enable_pushdown;
+
+-- which of the subqueries in FROM run shard by shard: a subquery whose
+-- rows each belong to one shard (grouped or DISTINCT by the distribution
+-- column, or not grouped), joined on the distribution column
+CREATE FUNCTION pushed_down(query text) RETURNS bool LANGUAGE plpgsql AS $fn$
+DECLARE
+	line text;
+BEGIN
+	FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+		IF line ~ '(rows pulled|Subquery Scan on distributed_subplan)' THEN
+			RETURN false;
+		END IF;
+	END LOOP;
+	RETURN true;
+END
+$fn$;
+SELECT n, pushed_down(query), query FROM battery
+WHERE n BETWEEN (SELECT n FROM battery WHERE query ~ 'max\(s.n\) FROM d_orders o JOIN')
+	AND (SELECT n FROM battery WHERE query ~ 'customer_id::bigint AS c')
+ORDER BY n;
 
 -- how many queries the battery has (at least 80)
 SELECT count(*) >= 80 AS enough_queries FROM battery;

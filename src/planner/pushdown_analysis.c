@@ -25,25 +25,34 @@
 
 #include "shardext/planner.h"
 
+static bool JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anchorRelid);
+static bool DistColumnUnit(Node *node, PushdownInfo *info, Index *rtindex);
+static bool SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
+								bool *readsHashTables);
+static bool DistinctOnDistColumn(Query *query, PushdownInfo *info);
+static bool ReadsOnlyReferenceTables(Query *query);
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
 static bool CheckOuterJoins(Node *jtnode, Query *query);
 static bool SublinksAreColocated(Query *query, PushdownInfo *info);
 
 /*
  * AnalyzePushdownFrom checks that the FROM clause can run shard by shard
- * (see the file header) and finds its hash tables.
+ * (see the file header) and finds its hash tables.  A subquery in FROM is
+ * a unit of its own when it runs shard by shard too (SubqueryIsColocated);
+ * its output columns that carry a distribution column join like one.
  */
 bool
 AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 {
 	int			count = list_length(query->rtable);
-	int32		colocationId = -1;
 	int		   *groups;
+	List	   *units = NIL;	/* range table indexes of hash tables and subqueries */
 	List	   *conjuncts = NIL;
 	ListCell   *cell;
 	int			group = -1;
 	Index		rtindex;
 
+	info->colocationId = -1;
 	groups = palloc(sizeof(int) * (count + 1));
 	for (rtindex = 1; rtindex <= count; rtindex++)
 	{
@@ -53,6 +62,16 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 		groups[rtindex] = rtindex;
 		if (rte->rtekind == RTE_JOIN)
 			continue;
+		if (rte->rtekind == RTE_SUBQUERY)
+		{
+			bool		readsHashTables;
+
+			if (!SubqueryIsColocated(rte, rtindex, info, &readsHashTables))
+				return false;
+			if (readsHashTables)
+				units = lappend_int(units, rtindex);
+			continue;
+		}
 		if (rte->rtekind != RTE_RELATION)
 			return false;
 		entry = GetDistTableCacheEntry(rte->relid);
@@ -60,21 +79,18 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 			return false;
 		if (entry->method != DISTRIBUTE_BY_HASH)
 			continue;
-		if (colocationId >= 0 && entry->colocationId != colocationId)
+		if (!JoinColocationGroup(info, entry->colocationId, rte->relid))
 			return false;
-		colocationId = entry->colocationId;
-		info->colocationId = colocationId;
+		units = lappend_int(units, rtindex);
 		info->hashRtindexes = lappend_int(info->hashRtindexes, rtindex);
 		info->distVars = lappend(info->distVars,
 								 makeVar(rtindex, entry->distAttnum, entry->distType,
 										 entry->distTypmod, entry->distCollation, 0));
-		if (!OidIsValid(info->anchorRelid))
-			info->anchorRelid = rte->relid;
 	}
-	if (info->hashRtindexes == NIL)
+	if (units == NIL)
 		return false;
 
-	/* distribution column equalities connect the hash tables */
+	/* distribution column equalities connect the units */
 	CollectJoinTreeQuals((Node *) query->jointree, false, &conjuncts);
 	foreach(cell, conjuncts)
 	{
@@ -84,9 +100,9 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 
 		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
 			continue;
-		if (IsDistColumnVar(linitial(op->args), query, 0, &left) &&
-			IsDistColumnVar(lsecond(op->args), query, 0, &right) &&
-			IsHashEquality(op->opno, GetDistTableCacheEntry(rt_fetch(left, query->rtable)->relid)))
+		if (DistColumnUnit(linitial(op->args), info, &left) &&
+			DistColumnUnit(lsecond(op->args), info, &right) &&
+			IsHashEquality(op->opno, GetDistTableCacheEntry(info->anchorRelid)))
 		{
 			int			from = groups[left];
 			int			to = groups[right];
@@ -98,7 +114,7 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 			}
 		}
 	}
-	foreach(cell, info->hashRtindexes)
+	foreach(cell, units)
 	{
 		if (group >= 0 && groups[lfirst_int(cell)] != group)
 			return false;
@@ -110,6 +126,118 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 	return SublinksAreColocated(query, info);
 }
 
+/*
+ * JoinColocationGroup adds a unit of the given colocation group; false
+ * when the query already reads another group.
+ */
+static bool
+JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anchorRelid)
+{
+	if (info->colocationId >= 0 && info->colocationId != colocationId)
+		return false;
+	info->colocationId = colocationId;
+	if (!OidIsValid(info->anchorRelid))
+		info->anchorRelid = anchorRelid;
+	return true;
+}
+
+/*
+ * DistColumnUnit: is node one of the query's distribution column Vars (of
+ * a hash table or a subquery's output)?  Sets *rtindex to its unit.
+ */
+static bool
+DistColumnUnit(Node *node, PushdownInfo *info, Index *rtindex)
+{
+	Var		   *var = (Var *) StripRelabel(node);
+	ListCell   *cell;
+
+	if (var == NULL || !IsA(var, Var) || var->varlevelsup != 0)
+		return false;
+	foreach(cell, info->distVars)
+	{
+		Var		   *distVar = lfirst(cell);
+
+		if (var->varno == distVar->varno && var->varattno == distVar->varattno)
+		{
+			*rtindex = var->varno;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * SubqueryIsColocated: does a subquery in FROM give, on each shard, exactly
+ * its rows that belong to that shard?  It does when its own FROM runs shard
+ * by shard and nothing above it mixes rows of different shards: no LIMIT or
+ * OFFSET, aggregates and DISTINCT only by a distribution column, windows
+ * partitioned by one.  A subquery of reference tables only gives the same
+ * rows everywhere (LIMIT could pick different ones: refused).  Security
+ * barrier views are planned locally, where the barrier holds.  Its output
+ * columns that are distribution columns become distribution Vars of the
+ * outer query.
+ */
+static bool
+SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
+					bool *readsHashTables)
+{
+	Query	   *subquery = rte->subquery;
+	PushdownInfo subinfo;
+	ListCell   *cell;
+
+	*readsHashTables = false;
+	/* a security barrier view's quals must stay below the caller's */
+	if (rte->lateral || rte->security_barrier ||
+		subquery->setOperations != NULL || subquery->cteList != NIL ||
+		subquery->hasTargetSRFs || subquery->rowMarks != NIL ||
+		subquery->groupingSets != NIL || subquery->hasRecursive ||
+		subquery->limitCount != NULL || subquery->limitOffset != NULL)
+		return false;
+	if (ReadsOnlyReferenceTables(subquery))
+		return true;
+
+	memset(&subinfo, 0, sizeof(subinfo));
+	if (!AnalyzePushdownFrom(subquery, &subinfo))
+		return false;
+	if ((subquery->hasAggs || subquery->groupClause != NIL || subquery->havingQual != NULL) &&
+		!GroupedByDistColumn(subquery, &subinfo))
+		return false;
+	if (subquery->hasWindowFuncs && !WindowsPartitionedByDistColumn(subquery, &subinfo))
+		return false;
+	if (subquery->distinctClause != NIL && !DistinctOnDistColumn(subquery, &subinfo))
+		return false;
+	if (!JoinColocationGroup(info, subinfo.colocationId, subinfo.anchorRelid))
+		return false;
+
+	foreach(cell, subquery->targetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+		Node	   *expr = (Node *) tle->expr;
+
+		if (!tle->resjunk && IsDistColumnOf(expr, subquery, &subinfo))
+			info->distVars = lappend(info->distVars,
+									 makeVar(rtindex, tle->resno, exprType(expr),
+											 exprTypmod(expr), exprCollation(expr), 0));
+	}
+	*readsHashTables = true;
+	return true;
+}
+
+/* does the DISTINCT [ON] list of a query include a distribution column? */
+static bool
+DistinctOnDistColumn(Query *query, PushdownInfo *info)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->distinctClause)
+	{
+		if (IsDistColumnOf(get_sortgroupclause_expr(lfirst(cell), query->targetList),
+						   query, info))
+			return true;
+	}
+	return false;
+}
+
 static bool
 JoinTreeHasHashTable(Node *jtnode, Query *query)
 {
@@ -117,6 +245,8 @@ JoinTreeHasHashTable(Node *jtnode, Query *query)
 	{
 		RangeTblEntry *rte = rt_fetch(((RangeTblRef *) jtnode)->rtindex, query->rtable);
 
+		if (rte->rtekind == RTE_SUBQUERY)
+			return !ReadsOnlyReferenceTables(rte->subquery);
 		return rte->rtekind == RTE_RELATION && IsHashDistributedTable(rte->relid);
 	}
 	if (IsA(jtnode, JoinExpr))

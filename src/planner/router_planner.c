@@ -62,7 +62,6 @@ static void CheckLevelPins(RouterLevel *level, RouterContext *context);
 static bool AnalyzeSublinksWalker(Node *node, void *context);
 static bool ContainsAnyVar(Node *node);
 static bool ContainsAnyVarWalker(Node *node, void *context);
-static Node *StripRelabel(Node *node);
 static Node *CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool array);
 static List *PlanExprs(List *exprs);
 static void DeparseReturning(RemoteSql *sql, List *returningList);
@@ -71,7 +70,7 @@ static void RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 /*
  * StripRelabel removes binary-compatible relabelling on top of a node.
  */
-static Node *
+Node *
 StripRelabel(Node *node)
 {
 	while (node != NULL && IsA(node, RelabelType))

@@ -54,6 +54,7 @@ extern PlannedStmt *PlanDistributedInsert(Query *query, int cursorOptions,
 extern void FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *entry,
 							  Node *quals, List **values, List **kinds);
 extern bool IsHashEquality(Oid opno, DistTableCacheEntry *entry);
+extern Node *StripRelabel(Node *node);
 extern bool IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex);
 extern void CollectConjuncts(Node *node, List **conjuncts);
 extern void CollectJoinTreeQuals(Node *jtnode, bool innerOnly, List **conjuncts);
