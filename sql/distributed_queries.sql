@@ -212,6 +212,16 @@ INSERT INTO battery (query) VALUES
 ('SELECT x.customer_id, x.m FROM (SELECT y.customer_id, max(y.t) m FROM (SELECT customer_id, id, amount * qty t FROM d_orders) y GROUP BY 1) x ORDER BY 2 DESC, 1 LIMIT 5'),
 ('SELECT count(*) FROM (SELECT customer_id AS c, count(*) FROM d_orders GROUP BY customer_id HAVING count(*) > 50) s JOIN d_orders o ON o.customer_id = s.c'),
 ('SELECT count(*) FROM (SELECT customer_id::bigint AS c FROM d_orders) s JOIN d_items i ON i.customer_id = s.c'),
+('SELECT count(*), sum(x) FROM (SELECT customer_id, qty x FROM d_orders UNION ALL SELECT customer_id, n FROM d_items) u'),
+('SELECT u.customer_id, count(*) FROM (SELECT customer_id FROM d_orders UNION ALL SELECT customer_id FROM d_items WHERE n > 1) u GROUP BY 1 ORDER BY 1'),
+('SELECT count(*) FROM (SELECT customer_id, status FROM d_orders UNION SELECT customer_id, sku FROM d_items) u'),
+('SELECT count(*) FROM (SELECT status FROM d_orders UNION SELECT sku FROM d_items) u'),
+('SELECT count(*), sum(w) FROM (SELECT weight w FROM d_ref UNION ALL SELECT qty FROM d_orders) u'),
+('SELECT count(*) FROM (SELECT customer_id, id FROM d_orders UNION ALL SELECT customer_id, order_id FROM d_items) u JOIN d_orders o ON o.customer_id = u.customer_id WHERE o.id < 100'),
+('SELECT count(*) FROM (SELECT customer_id FROM d_orders UNION ALL SELECT k FROM d_other) u'),
+('SELECT count(*), sum(a), sum(b) FROM (SELECT customer_id a, id b FROM d_orders UNION ALL SELECT order_id::int, customer_id FROM d_items) u'),
+('SELECT count(*) FROM (SELECT customer_id FROM d_orders INTERSECT SELECT customer_id FROM d_items) u'),
+('SELECT u.c, count(*) FROM (SELECT customer_id c FROM d_orders UNION ALL (SELECT customer_id FROM d_items UNION SELECT customer_id FROM d_orders WHERE qty = 0)) u GROUP BY 1 HAVING count(*) > 100 ORDER BY 1'),
 -- set operations
 ('(SELECT id FROM d_orders ORDER BY id LIMIT 3) UNION ALL (SELECT order_id FROM d_items ORDER BY order_id DESC LIMIT 2)'),
 ('SELECT customer_id, count(*) FROM d_orders WHERE customer_id = 3 GROUP BY 1 UNION ALL SELECT customer_id, count(*) FROM d_items WHERE customer_id = 3 GROUP BY 1'),
@@ -258,7 +268,7 @@ END
 $fn$;
 SELECT n, pushed_down(query), query FROM battery
 WHERE n BETWEEN (SELECT n FROM battery WHERE query ~ 'max\(s.n\) FROM d_orders o JOIN')
-	AND (SELECT n FROM battery WHERE query ~ 'customer_id::bigint AS c')
+	AND (SELECT n FROM battery WHERE query ~ 'HAVING count\(\*\) > 100 ORDER BY 1')
 ORDER BY n;
 
 -- how many queries the battery has (at least 80)

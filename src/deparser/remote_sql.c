@@ -68,6 +68,8 @@ static void DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc);
 static void DeparseSubLink(RemoteSql *sql, SubLink *sublink);
 static void DeparseExprList(RemoteSql *sql, List *exprs);
 static void DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
+static void DeparseSetOperationQuery(RemoteSql *sql, Query *query);
+static void DeparseSetOperand(RemoteSql *sql, Query *query, Node *node);
 static bool IsGucSensitiveType(Oid typid);
 
 void
@@ -1053,6 +1055,50 @@ DeparseRemoteFromItem(RemoteSql *sql, Node *item)
 }
 
 /*
+ * DeparseSetOperationQuery appends a UNION / INTERSECT / EXCEPT of SELECTs
+ * without ORDER BY or LIMIT of its own.
+ */
+static void
+DeparseSetOperationQuery(RemoteSql *sql, Query *query)
+{
+	if (query->sortClause != NIL || query->limitCount != NULL || query->limitOffset != NULL)
+	{
+		RemoteSqlFail(sql, "ORDER BY or LIMIT of a set operation");
+		return;
+	}
+	RemoteSqlPushQuery(sql, query);
+	DeparseSetOperand(sql, query, query->setOperations);
+	RemoteSqlPopQuery(sql);
+}
+
+static void
+DeparseSetOperand(RemoteSql *sql, Query *query, Node *node)
+{
+	StringInfo	buf = &sql->buf;
+
+	if (IsA(node, RangeTblRef))
+	{
+		RangeTblEntry *rte = rt_fetch(((RangeTblRef *) node)->rtindex, query->rtable);
+
+		appendStringInfoChar(buf, '(');
+		DeparseRemoteSelect(sql, rte->subquery);
+		appendStringInfoChar(buf, ')');
+	}
+	else
+	{
+		SetOperationStmt *op = castNode(SetOperationStmt, node);
+		const char *name = op->op == SETOP_UNION ? "UNION" :
+			op->op == SETOP_INTERSECT ? "INTERSECT" : "EXCEPT";
+
+		appendStringInfoChar(buf, '(');
+		DeparseSetOperand(sql, query, op->larg);
+		appendStringInfo(buf, " %s%s ", name, op->all ? " ALL" : "");
+		DeparseSetOperand(sql, query, op->rarg);
+		appendStringInfoChar(buf, ')');
+	}
+}
+
+/*
  * DeparseRemoteSelect appends a whole SELECT (a subquery or a query pushed
  * down as it is).  Output columns are in target list order without junk.
  */
@@ -1065,6 +1111,11 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 
 	if (sql->failed)
 		return;
+	if (query->setOperations != NULL && query->cteList == NIL)
+	{
+		DeparseSetOperationQuery(sql, query);
+		return;
+	}
 	if (query->commandType != CMD_SELECT || query->setOperations != NULL ||
 		query->cteList != NIL || query->groupingSets != NIL ||
 		query->rowMarks != NIL || query->hasTargetSRFs || query->utilityStmt != NULL)

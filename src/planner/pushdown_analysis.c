@@ -29,6 +29,10 @@ static bool JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anch
 static bool DistColumnUnit(Node *node, PushdownInfo *info, Index *rtindex);
 static bool SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
 								bool *readsHashTables);
+static bool SetOperationIsColocated(Query *subquery, Index rtindex, PushdownInfo *info,
+									bool *readsHashTables);
+static bool SetOperandIsColocated(Query *subquery, Node *node, PushdownInfo *info,
+								  bool *distColumns, bool *removesDuplicates);
 static bool DistinctOnDistColumn(Query *query, PushdownInfo *info);
 static bool ReadsOnlyReferenceTables(Query *query);
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
@@ -187,14 +191,15 @@ SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
 
 	*readsHashTables = false;
 	/* a security barrier view's quals must stay below the caller's */
-	if (rte->lateral || rte->security_barrier ||
-		subquery->setOperations != NULL || subquery->cteList != NIL ||
+	if (rte->lateral || rte->security_barrier || subquery->cteList != NIL ||
 		subquery->hasTargetSRFs || subquery->rowMarks != NIL ||
 		subquery->groupingSets != NIL || subquery->hasRecursive ||
 		subquery->limitCount != NULL || subquery->limitOffset != NULL)
 		return false;
 	if (ReadsOnlyReferenceTables(subquery))
 		return true;
+	if (subquery->setOperations != NULL)
+		return SetOperationIsColocated(subquery, rtindex, info, readsHashTables);
 
 	memset(&subinfo, 0, sizeof(subinfo));
 	if (!AnalyzePushdownFrom(subquery, &subinfo))
@@ -221,6 +226,101 @@ SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
 	}
 	*readsHashTables = true;
 	return true;
+}
+
+/*
+ * SetOperationIsColocated: a UNION [ALL] of subqueries that each run shard by
+ * shard, in one colocation group, runs shard by shard too -- UNION (which
+ * removes duplicates) only when one of its columns is a distribution column
+ * in every branch, so that equal rows are in one shard.  The columns that
+ * are a distribution column in every branch are distribution Vars of the
+ * outer query.
+ */
+static bool
+SetOperationIsColocated(Query *subquery, Index rtindex, PushdownInfo *info,
+						bool *readsHashTables)
+{
+	SetOperationStmt *top = (SetOperationStmt *) subquery->setOperations;
+	int			columns = list_length(top->colTypes);
+	bool	   *distColumns = palloc(sizeof(bool) * columns);
+	bool		removesDuplicates = false;
+	bool		anyDistColumn = false;
+
+	if (subquery->sortClause != NIL)
+		return false;
+	for (int i = 0; i < columns; i++)
+		distColumns[i] = true;
+	if (!SetOperandIsColocated(subquery, (Node *) top, info, distColumns, &removesDuplicates))
+		return false;
+
+	for (int i = 0; i < columns; i++)
+	{
+		if (!distColumns[i])
+			continue;
+		anyDistColumn = true;
+		info->distVars = lappend(info->distVars,
+								 makeVar(rtindex, i + 1, list_nth_oid(top->colTypes, i),
+										 list_nth_int(top->colTypmods, i),
+										 list_nth_oid(top->colCollations, i), 0));
+	}
+	if (removesDuplicates && !anyDistColumn)
+		return false;
+	*readsHashTables = true;
+	return true;
+}
+
+/*
+ * SetOperandIsColocated checks one branch or UNION of a set operation and
+ * clears distColumns[i] where the branch's column i is not a distribution
+ * column.  A branch of reference tables only would be repeated by every
+ * shard: refused.
+ */
+static bool
+SetOperandIsColocated(Query *subquery, Node *node, PushdownInfo *info,
+					  bool *distColumns, bool *removesDuplicates)
+{
+	if (IsA(node, SetOperationStmt))
+	{
+		SetOperationStmt *op = (SetOperationStmt *) node;
+
+		if (op->op != SETOP_UNION)
+			return false;
+		if (!op->all)
+			*removesDuplicates = true;
+		return SetOperandIsColocated(subquery, op->larg, info, distColumns, removesDuplicates) &&
+			SetOperandIsColocated(subquery, op->rarg, info, distColumns, removesDuplicates);
+	}
+	if (IsA(node, RangeTblRef))
+	{
+		Index		leafIndex = ((RangeTblRef *) node)->rtindex;
+		RangeTblEntry *leaf = rt_fetch(leafIndex, subquery->rtable);
+		PushdownInfo leafInfo;
+		bool		readsHashTables;
+		int			column = 0;
+		ListCell   *cell;
+
+		memset(&leafInfo, 0, sizeof(leafInfo));
+		leafInfo.colocationId = -1;
+		if (leaf->rtekind != RTE_SUBQUERY ||
+			!SubqueryIsColocated(leaf, leafIndex, &leafInfo, &readsHashTables) ||
+			!readsHashTables ||
+			!JoinColocationGroup(info, leafInfo.colocationId, leafInfo.anchorRelid))
+			return false;
+		foreach(cell, leaf->subquery->targetList)
+		{
+			TargetEntry *tle = lfirst(cell);
+			Index		unit;
+			Var		   *var = makeVar(leafIndex, tle->resno, InvalidOid, -1, InvalidOid, 0);
+
+			if (tle->resjunk)
+				continue;
+			if (!DistColumnUnit((Node *) var, &leafInfo, &unit))
+				distColumns[column] = false;
+			column++;
+		}
+		return true;
+	}
+	return false;
 }
 
 /* does the DISTINCT [ON] list of a query include a distribution column? */
