@@ -222,6 +222,11 @@ INSERT INTO battery (query) VALUES
 ('SELECT count(*), sum(a), sum(b) FROM (SELECT customer_id a, id b FROM d_orders UNION ALL SELECT order_id::int, customer_id FROM d_items) u'),
 ('SELECT count(*) FROM (SELECT customer_id FROM d_orders INTERSECT SELECT customer_id FROM d_items) u'),
 ('SELECT u.c, count(*) FROM (SELECT customer_id c FROM d_orders UNION ALL (SELECT customer_id FROM d_items UNION SELECT customer_id FROM d_orders WHERE qty = 0)) u GROUP BY 1 HAVING count(*) > 100 ORDER BY 1'),
+('WITH t AS (SELECT customer_id, sum(n) s FROM d_items GROUP BY 1) SELECT o.customer_id, count(*), max(t.s) FROM d_orders o JOIN t USING (customer_id) GROUP BY 1 ORDER BY 1 LIMIT 7'),
+('WITH t AS MATERIALIZED (SELECT customer_id, sum(n) s FROM d_items GROUP BY 1) SELECT count(*), sum(t.s) FROM d_orders o JOIN t USING (customer_id)'),
+('WITH t AS (SELECT customer_id, sum(n) s FROM d_items GROUP BY 1) SELECT count(*) FROM t a JOIN t b ON a.customer_id = b.customer_id + 1'),
+('WITH t AS (SELECT status, count(*) c FROM d_orders GROUP BY 1), u AS (SELECT customer_id, status FROM d_orders WHERE qty = 2) SELECT u.status, count(*), max(t.c) FROM u JOIN t USING (status) GROUP BY 1 ORDER BY 1'),
+('WITH t AS (SELECT customer_id, id FROM d_orders WHERE qty = 1), v AS (SELECT customer_id FROM t WHERE id % 2 = 0) SELECT count(*) FROM v JOIN d_items i USING (customer_id)'),
 -- set operations
 ('(SELECT id FROM d_orders ORDER BY id LIMIT 3) UNION ALL (SELECT order_id FROM d_items ORDER BY order_id DESC LIMIT 2)'),
 ('SELECT customer_id, count(*) FROM d_orders WHERE customer_id = 3 GROUP BY 1 UNION ALL SELECT customer_id, count(*) FROM d_items WHERE customer_id = 3 GROUP BY 1'),
@@ -268,7 +273,7 @@ END
 $fn$;
 SELECT n, pushed_down(query), query FROM battery
 WHERE n BETWEEN (SELECT n FROM battery WHERE query ~ 'max\(s.n\) FROM d_orders o JOIN')
-	AND (SELECT n FROM battery WHERE query ~ 'HAVING count\(\*\) > 100 ORDER BY 1')
+	AND (SELECT n FROM battery WHERE query ~ 'WHERE id % 2 = 0\) SELECT count')
 ORDER BY n;
 
 -- how many queries the battery has (at least 80)

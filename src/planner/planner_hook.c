@@ -71,6 +71,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		case CMD_SELECT:
 			if (ShardextEnablePushdown)
 			{
+				parse = InlineSingleUseCtes(parse);
 				plan = PlanRouterQuery(parse);
 				if (plan == NULL)
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);

@@ -39,6 +39,7 @@ typedef struct RecursiveContext
 } RecursiveContext;
 
 static Query *PlanPart(Query *part, RecursiveContext *context);
+static RangeTblEntry *TopLevelCteReference(Query *query, const char *name);
 static Plan *GraftSubplans(Plan *plan, RecursiveContext *context);
 static Node *SublinkMutator(Node *node, RecursiveContext *context);
 static void HideScanTargetVars(Plan *plan);
@@ -144,6 +145,72 @@ PlanPart(Query *part, RecursiveContext *context)
 		}
 	}
 	return placeholder;
+}
+
+/*
+ * InlineSingleUseCtes turns each CTE that PostgreSQL itself would inline
+ * -- a SELECT read once, not recursive, not MATERIALIZED, without volatile
+ * functions -- and that the top level reads in its FROM into a subquery
+ * there, so that the distributed planners see it as part of the query
+ * (joined shard by shard where it is co-located) instead of a separate
+ * step.  Returns the query, copied when a CTE was inlined.
+ */
+Query *
+InlineSingleUseCtes(Query *parse)
+{
+	Query	   *query;
+	List	   *kept = NIL;
+	ListCell   *cell;
+
+	if (parse->cteList == NIL || parse->hasRecursive)
+		return parse;
+	query = copyObject(parse);
+	foreach(cell, query->cteList)
+	{
+		CommonTableExpr *cte = lfirst(cell);
+		Query	   *ctequery = (Query *) cte->ctequery;
+		RangeTblEntry *reference = NULL;
+
+		if (cte->cterefcount == 1 && !cte->cterecursive &&
+			cte->ctematerialized != CTEMaterializeAlways &&
+			IsA(ctequery, Query) && ctequery->commandType == CMD_SELECT &&
+			!ctequery->hasModifyingCTE && ctequery->rowMarks == NIL &&
+			!contain_volatile_functions((Node *) ctequery))
+			reference = TopLevelCteReference(query, cte->ctename);
+		if (reference == NULL)
+		{
+			kept = lappend(kept, cte);
+			continue;
+		}
+		reference->rtekind = RTE_SUBQUERY;
+		reference->subquery = ctequery;
+		reference->security_barrier = false;
+		reference->ctename = NULL;
+		reference->ctelevelsup = 0;
+		reference->self_reference = false;
+		reference->coltypes = NIL;
+		reference->coltypmods = NIL;
+		reference->colcollations = NIL;
+	}
+	query->cteList = kept;
+	return query;
+}
+
+/* the range table entry of the top level that reads CTE name, or NULL */
+static RangeTblEntry *
+TopLevelCteReference(Query *query, const char *name)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst(cell);
+
+		if (rte->rtekind == RTE_CTE && rte->ctelevelsup == 0 &&
+			strcmp(rte->ctename, name) == 0)
+			return rte;
+	}
+	return NULL;
 }
 
 /*

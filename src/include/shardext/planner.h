@@ -94,6 +94,7 @@ extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
 
 /* recursive_planner.c */
 typedef PlannedStmt *(*LocalPlannerFunction) (Query *, const char *, int, ParamListInfo);
+extern Query *InlineSingleUseCtes(Query *parse);
 extern PlannedStmt *PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 									ParamListInfo boundParams, LocalPlannerFunction localPlanner);
 
