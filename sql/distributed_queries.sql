@@ -227,6 +227,8 @@ INSERT INTO battery (query) VALUES
 ('WITH t AS (SELECT customer_id, sum(n) s FROM d_items GROUP BY 1) SELECT count(*) FROM t a JOIN t b ON a.customer_id = b.customer_id + 1'),
 ('WITH t AS (SELECT status, count(*) c FROM d_orders GROUP BY 1), u AS (SELECT customer_id, status FROM d_orders WHERE qty = 2) SELECT u.status, count(*), max(t.c) FROM u JOIN t USING (status) GROUP BY 1 ORDER BY 1'),
 ('WITH t AS (SELECT customer_id, id FROM d_orders WHERE qty = 1), v AS (SELECT customer_id FROM t WHERE id % 2 = 0) SELECT count(*) FROM v JOIN d_items i USING (customer_id)'),
+('WITH t AS (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) SELECT count(*) FROM d_items i WHERE i.n < (SELECT max(q) / 100 FROM t WHERE t.customer_id = i.customer_id)'),
+('WITH t AS (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) SELECT s.customer_id, s.q FROM (SELECT * FROM t WHERE q > 150) s JOIN (SELECT DISTINCT customer_id FROM d_items) d USING (customer_id) ORDER BY 1'),
 -- set operations
 ('(SELECT id FROM d_orders ORDER BY id LIMIT 3) UNION ALL (SELECT order_id FROM d_items ORDER BY order_id DESC LIMIT 2)'),
 ('SELECT customer_id, count(*) FROM d_orders WHERE customer_id = 3 GROUP BY 1 UNION ALL SELECT customer_id, count(*) FROM d_items WHERE customer_id = 3 GROUP BY 1'),
@@ -273,7 +275,7 @@ END
 $fn$;
 SELECT n, pushed_down(query), query FROM battery
 WHERE n BETWEEN (SELECT n FROM battery WHERE query ~ 'max\(s.n\) FROM d_orders o JOIN')
-	AND (SELECT n FROM battery WHERE query ~ 'WHERE id % 2 = 0\) SELECT count')
+	AND (SELECT n FROM battery WHERE query ~ 'SELECT DISTINCT customer_id FROM d_items\) d USING')
 ORDER BY n;
 
 -- how many queries the battery has (at least 80)

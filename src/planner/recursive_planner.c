@@ -39,7 +39,18 @@ typedef struct RecursiveContext
 } RecursiveContext;
 
 static Query *PlanPart(Query *part, RecursiveContext *context);
-static RangeTblEntry *TopLevelCteReference(Query *query, const char *name);
+
+/* looking for the one reference to a CTE of the top level */
+typedef struct CteReferenceContext
+{
+	const char *name;
+	int			depth;			/* of the query being walked, below the top */
+	RangeTblEntry *found;
+	int			foundDepth;
+} CteReferenceContext;
+
+static bool FindCteReference(Node *node, CteReferenceContext *context);
+static void InlineCte(RangeTblEntry *reference, Query *ctequery, int depth);
 static Plan *GraftSubplans(Plan *plan, RecursiveContext *context);
 static Node *SublinkMutator(Node *node, RecursiveContext *context);
 static void HideScanTargetVars(Plan *plan);
@@ -150,67 +161,97 @@ PlanPart(Query *part, RecursiveContext *context)
 /*
  * InlineSingleUseCtes turns each CTE that PostgreSQL itself would inline
  * -- a SELECT read once, not recursive, not MATERIALIZED, without volatile
- * functions -- and that the top level reads in its FROM into a subquery
- * there, so that the distributed planners see it as part of the query
- * (joined shard by shard where it is co-located) instead of a separate
- * step.  Returns the query, copied when a CTE was inlined.
+ * functions -- into a subquery where it is read, so that the distributed
+ * planners see it as part of the query (joined shard by shard where it is
+ * co-located) instead of a separate step.  Returns the query, copied when
+ * it has CTEs.
  */
 Query *
 InlineSingleUseCtes(Query *parse)
 {
 	Query	   *query;
-	List	   *kept = NIL;
 	ListCell   *cell;
 
 	if (parse->cteList == NIL || parse->hasRecursive)
 		return parse;
 	query = copyObject(parse);
-	foreach(cell, query->cteList)
+	/* an inlined CTE leaves the list at once: its definition is not read again */
+	foreach(cell, list_copy(query->cteList))
 	{
 		CommonTableExpr *cte = lfirst(cell);
 		Query	   *ctequery = (Query *) cte->ctequery;
-		RangeTblEntry *reference = NULL;
+		CteReferenceContext context = {cte->ctename, 0, NULL, 0};
 
 		if (cte->cterefcount == 1 && !cte->cterecursive &&
 			cte->ctematerialized != CTEMaterializeAlways &&
 			IsA(ctequery, Query) && ctequery->commandType == CMD_SELECT &&
 			!ctequery->hasModifyingCTE && ctequery->rowMarks == NIL &&
 			!contain_volatile_functions((Node *) ctequery))
-			reference = TopLevelCteReference(query, cte->ctename);
-		if (reference == NULL)
-		{
-			kept = lappend(kept, cte);
+			query_tree_walker(query, FindCteReference, &context, QTW_EXAMINE_RTES_BEFORE);
+		if (context.found == NULL)
 			continue;
-		}
-		reference->rtekind = RTE_SUBQUERY;
-		reference->subquery = ctequery;
-		reference->security_barrier = false;
-		reference->ctename = NULL;
-		reference->ctelevelsup = 0;
-		reference->self_reference = false;
-		reference->coltypes = NIL;
-		reference->coltypmods = NIL;
-		reference->colcollations = NIL;
+		InlineCte(context.found, ctequery, context.foundDepth);
+		query->cteList = list_delete_ptr(query->cteList, cte);
 	}
-	query->cteList = kept;
 	return query;
 }
 
-/* the range table entry of the top level that reads CTE name, or NULL */
-static RangeTblEntry *
-TopLevelCteReference(Query *query, const char *name)
+/*
+ * FindCteReference finds the range table entry that reads a CTE of the top
+ * level, at any depth (CTEs that read it included).
+ */
+static bool
+FindCteReference(Node *node, CteReferenceContext *context)
 {
-	ListCell   *cell;
-
-	foreach(cell, query->rtable)
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
 	{
-		RangeTblEntry *rte = lfirst(cell);
+		bool		found;
 
-		if (rte->rtekind == RTE_CTE && rte->ctelevelsup == 0 &&
-			strcmp(rte->ctename, name) == 0)
-			return rte;
+		context->depth++;
+		found = query_tree_walker((Query *) node, FindCteReference, context,
+								  QTW_EXAMINE_RTES_BEFORE);
+		context->depth--;
+		return found;
 	}
-	return NULL;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_CTE && rte->ctelevelsup == context->depth &&
+			strcmp(rte->ctename, context->name) == 0)
+		{
+			context->found = rte;
+			context->foundDepth = context->depth;
+			return true;
+		}
+		return false;
+	}
+	return expression_tree_walker(node, FindCteReference, context);
+}
+
+/*
+ * InlineCte makes a reference to a CTE, depth levels below the query that
+ * defines it, a subquery with the CTE's query; what that query refers to
+ * outside itself is then depth levels further out.
+ */
+static void
+InlineCte(RangeTblEntry *reference, Query *ctequery, int depth)
+{
+	Query	   *subquery = copyObject(ctequery);
+
+	if (depth > 0)
+		IncrementVarSublevelsUp((Node *) subquery, depth, 1);
+	reference->rtekind = RTE_SUBQUERY;
+	reference->subquery = subquery;
+	reference->security_barrier = false;
+	reference->ctename = NULL;
+	reference->ctelevelsup = 0;
+	reference->self_reference = false;
+	reference->coltypes = NIL;
+	reference->coltypmods = NIL;
+	reference->colcollations = NIL;
 }
 
 /*
