@@ -229,6 +229,10 @@ INSERT INTO battery (query) VALUES
 ('WITH t AS (SELECT customer_id, id FROM d_orders WHERE qty = 1), v AS (SELECT customer_id FROM t WHERE id % 2 = 0) SELECT count(*) FROM v JOIN d_items i USING (customer_id)'),
 ('WITH t AS (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) SELECT count(*) FROM d_items i WHERE i.n < (SELECT max(q) / 100 FROM t WHERE t.customer_id = i.customer_id)'),
 ('WITH t AS (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) SELECT s.customer_id, s.q FROM (SELECT * FROM t WHERE q > 150) s JOIN (SELECT DISTINCT customer_id FROM d_items) d USING (customer_id) ORDER BY 1'),
+('SELECT o.customer_id, o.id, (SELECT max(i.price) FROM d_items i WHERE i.customer_id = o.customer_id AND i.order_id = o.id) FROM d_orders o WHERE o.id % 97 = 0 ORDER BY 2'),
+('SELECT count(*) FROM d_orders o WHERE o.amount > (SELECT avg(price) FROM d_items i WHERE i.customer_id = o.customer_id)'),
+('SELECT count(*) FROM d_orders o WHERE o.amount > (SELECT avg(price) FROM d_items i WHERE i.order_id = o.id)'),
+('SELECT s.customer_id FROM (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) s WHERE EXISTS (SELECT 1 FROM d_items i WHERE i.customer_id = s.customer_id AND i.n = 3 AND i.price > 49) ORDER BY 1'),
 -- set operations
 ('(SELECT id FROM d_orders ORDER BY id LIMIT 3) UNION ALL (SELECT order_id FROM d_items ORDER BY order_id DESC LIMIT 2)'),
 ('SELECT customer_id, count(*) FROM d_orders WHERE customer_id = 3 GROUP BY 1 UNION ALL SELECT customer_id, count(*) FROM d_items WHERE customer_id = 3 GROUP BY 1'),
@@ -275,7 +279,7 @@ END
 $fn$;
 SELECT n, pushed_down(query), query FROM battery
 WHERE n BETWEEN (SELECT n FROM battery WHERE query ~ 'max\(s.n\) FROM d_orders o JOIN')
-	AND (SELECT n FROM battery WHERE query ~ 'SELECT DISTINCT customer_id FROM d_items\) d USING')
+	AND (SELECT n FROM battery WHERE query ~ 'i.n = 3 AND i.price > 49')
 ORDER BY n;
 
 -- how many queries the battery has (at least 80)

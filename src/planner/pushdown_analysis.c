@@ -427,11 +427,11 @@ ReadsOnlyReferenceTables(Query *query)
 
 /*
  * SubqueryCorrelatedOnDistColumn: does a conjunct of the subquery equate
- * the distribution column of one of its hash tables with the distribution
- * column of one of the outer query's?
+ * one of its distribution columns (subinfo) with one of the outer query's
+ * (info)?
  */
 static bool
-SubqueryCorrelatedOnDistColumn(Query *subquery, Query *outer)
+SubqueryCorrelatedOnDistColumn(Query *subquery, PushdownInfo *subinfo, PushdownInfo *info)
 {
 	List	   *conjuncts = TopLevelConjuncts(subquery);
 	ListCell   *cell;
@@ -439,17 +439,22 @@ SubqueryCorrelatedOnDistColumn(Query *subquery, Query *outer)
 	foreach(cell, conjuncts)
 	{
 		OpExpr	   *op = lfirst(cell);
-		Index		inner;
-		Index		outerIndex;
 
-		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2 ||
+			!IsHashEquality(op->opno, GetDistTableCacheEntry(info->anchorRelid)))
 			continue;
 		for (int side = 0; side < 2; side++)
 		{
-			if (IsDistColumnVar(list_nth(op->args, side), subquery, 0, &inner) &&
-				IsDistColumnVar(list_nth(op->args, 1 - side), outer, 1, &outerIndex) &&
-				IsHashEquality(op->opno,
-							   GetDistTableCacheEntry(rt_fetch(inner, subquery->rtable)->relid)))
+			Var		   *outerVar = (Var *) StripRelabel(list_nth(op->args, 1 - side));
+			Var		   *level0;
+			Index		unit;
+
+			if (!DistColumnUnit(list_nth(op->args, side), subinfo, &unit) ||
+				!IsA(outerVar, Var) || outerVar->varlevelsup != 1)
+				continue;
+			level0 = copyObject(outerVar);
+			level0->varlevelsup = 0;
+			if (DistColumnUnit((Node *) level0, info, &unit))
 				return true;
 		}
 	}
@@ -466,10 +471,10 @@ typedef struct SublinkCheckContext
 /*
  * SublinkIsColocated: can a subquery in an expression run shard by shard?
  * Yes when it reads only reference tables; or, for co-located tables,
- * when EXISTS (...) is correlated on the distribution column (the rows it
- * can see are in the outer row's shard), or when dist_col IN (SELECT
- * dist_col ...) has a plain subquery (no aggregation, DISTINCT or LIMIT,
- * which would be computed per shard).
+ * when EXISTS (...) or a scalar subquery is correlated on the distribution
+ * column (the rows it can see are in the outer row's shard), or when
+ * dist_col IN (SELECT dist_col ...) has a plain subquery (no aggregation,
+ * DISTINCT or LIMIT, which would be computed per shard).
  */
 static bool
 SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
@@ -487,8 +492,9 @@ SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
 		subinfo.colocationId != context->info->colocationId)
 		return false;
 
-	if (sublink->subLinkType == EXISTS_SUBLINK)
-		return SubqueryCorrelatedOnDistColumn(subquery, context->query);
+	/* the rows an outer row's subquery can see are in that row's shard */
+	if (sublink->subLinkType == EXISTS_SUBLINK || sublink->subLinkType == EXPR_SUBLINK)
+		return SubqueryCorrelatedOnDistColumn(subquery, &subinfo, context->info);
 
 	if (sublink->subLinkType == ANY_SUBLINK)
 	{
