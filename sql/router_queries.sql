@@ -65,6 +65,8 @@ SELECT * FROM explain_tasks('SELECT id FROM events WHERE tenant = 1 UNION SELECT
 -- a CTE read once is inlined (as PostgreSQL does); MATERIALIZED keeps it a step of its own
 SELECT * FROM explain_tasks('WITH t AS (SELECT tenant, count(*) c FROM events GROUP BY tenant) SELECT max(c) FROM t');
 SELECT * FROM explain_tasks('WITH t AS MATERIALIZED (SELECT tenant, count(*) c FROM events GROUP BY tenant) SELECT max(c) FROM t');
+-- a subquery's distribution column output pins the shard too
+SELECT * FROM explain_tasks('SELECT * FROM (SELECT tenant, count(*) c FROM events GROUP BY tenant) t WHERE t.tenant = 2');
 
 -- statistics: the pinned query went to exactly one shard, three times
 SELECT shardext_stat_shards_reset();

@@ -388,6 +388,16 @@ BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql, DistributedJob 
 						  GetDistTableCacheEntry(rt_fetch(rtindex, query->rtable)->relid),
 						  (Node *) conjuncts, &values, &kinds);
 	}
+	/* and by the distribution columns subqueries in FROM return */
+	foreach(cell, info->distVars)
+	{
+		Var		   *var = lfirst(cell);
+
+		if (rt_fetch(var->varno, query->rtable)->rtekind == RTE_SUBQUERY)
+			FindColumnPruningValues(var->varno, var->varattno,
+									GetDistTableCacheEntry(info->anchorRelid),
+									(Node *) conjuncts, &values, &kinds);
+	}
 
 	InitDistributedJob(job, JOB_SELECT, sql->parts, sql->relations,
 					   list_length(sql->paramExprs));

@@ -64,6 +64,8 @@ static bool ContainsAnyVar(Node *node);
 static bool ContainsAnyVarWalker(Node *node, void *context);
 static Node *CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool array);
 static List *PlanExprs(List *exprs);
+static Node *ColumnPinValue(Node *clause, Index rtindex, AttrNumber attno, int levelsUp,
+							 DistTableCacheEntry *entry, int *kind);
 static void DeparseReturning(RemoteSql *sql, List *returningList);
 static void RejectUnshippable(RemoteSql *sql, Query *query, const char *command);
 
@@ -169,6 +171,14 @@ Node *
 DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
 					 DistTableCacheEntry *entry, int *kind)
 {
+	return ColumnPinValue(clause, rtindex, entry->distAttnum, levelsUp, entry, kind);
+}
+
+/* DistributionPinValue for column attno, which holds distribution values */
+static Node *
+ColumnPinValue(Node *clause, Index rtindex, AttrNumber attno, int levelsUp,
+			   DistTableCacheEntry *entry, int *kind)
+{
 	if (clause == NULL)
 		return NULL;
 	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
@@ -181,7 +191,7 @@ DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
 			Node	   *other = list_nth(op->args, 1 - side);
 
 			if (IsA(var, Var) && var->varno == rtindex && var->varlevelsup == levelsUp &&
-				var->varattno == entry->distAttnum && !ContainsAnyVar(other) &&
+				var->varattno == attno && !ContainsAnyVar(other) &&
 				!contain_volatile_functions(other) && IsHashEquality(op->opno, entry))
 			{
 				*kind = PRUNE_EQUAL;
@@ -196,7 +206,7 @@ DistributionPinValue(Node *clause, Index rtindex, int levelsUp,
 		Node	   *other = lsecond(op->args);
 
 		if (op->useOr && IsA(var, Var) && var->varno == rtindex &&
-			var->varlevelsup == levelsUp && var->varattno == entry->distAttnum &&
+			var->varlevelsup == levelsUp && var->varattno == attno &&
 			!ContainsAnyVar(other) && !contain_volatile_functions(other) &&
 			IsHashEquality(op->opno, entry))
 		{
@@ -215,16 +225,28 @@ void
 FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *entry,
 				  Node *quals, List **values, List **kinds)
 {
+	if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
+		return;
+	FindColumnPruningValues(rtindex, entry->distAttnum, entry, quals, values, kinds);
+}
+
+/*
+ * FindColumnPruningValues is FindPruningValues for column attno of range
+ * table entry rtindex, which holds values of entry's distribution column
+ * (a subquery's output).
+ */
+void
+FindColumnPruningValues(Index rtindex, AttrNumber attno, DistTableCacheEntry *entry,
+						Node *quals, List **values, List **kinds)
+{
 	List	   *conjuncts = NIL;
 	ListCell   *cell;
 
-	if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
-		return;
 	CollectConjuncts(quals, &conjuncts);
 	foreach(cell, conjuncts)
 	{
 		int			kind;
-		Node	   *value = DistributionPinValue(lfirst(cell), rtindex, 0, entry, &kind);
+		Node	   *value = ColumnPinValue(lfirst(cell), rtindex, attno, 0, entry, &kind);
 
 		if (value != NULL)
 		{

@@ -53,6 +53,8 @@ extern PlannedStmt *PlanDistributedInsert(Query *query, int cursorOptions,
 										  ParamListInfo boundParams);
 extern void FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *entry,
 							  Node *quals, List **values, List **kinds);
+extern void FindColumnPruningValues(Index rtindex, AttrNumber attno, DistTableCacheEntry *entry,
+									Node *quals, List **values, List **kinds);
 extern bool IsHashEquality(Oid opno, DistTableCacheEntry *entry);
 extern Node *StripRelabel(Node *node);
 extern bool IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex);
