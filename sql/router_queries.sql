@@ -161,6 +161,21 @@ BEGIN;
 SELECT t.tenant FROM tenant_totals t JOIN events e ON e.tenant = t.tenant AND e.id = 2 FOR UPDATE OF t;
 COMMIT;
 
+-- SELECT ... FOR UPDATE/SHARE of rows of one shard locks them on the worker,
+-- in the remote transaction (see test/multinode/row_locks.sh for the waits)
+SELECT * FROM explain_tasks('SELECT id FROM events WHERE tenant = 3 AND id = 3 FOR UPDATE');
+SELECT * FROM explain_tasks('SELECT e.id, k.score FROM events e JOIN kinds k USING (kind) WHERE e.tenant = 3 FOR NO KEY UPDATE OF e SKIP LOCKED');
+BEGIN;
+SELECT id, payload FROM events WHERE tenant = 3 ORDER BY id LIMIT 2 FOR UPDATE;
+UPDATE events SET payload = payload WHERE tenant = 3 AND id = 3;
+COMMIT;
+PREPARE lock_one(int) AS SELECT tenant FROM events WHERE tenant = $1 ORDER BY id LIMIT 1 FOR SHARE NOWAIT;
+BEGIN;
+EXECUTE lock_one(1); EXECUTE lock_one(2); EXECUTE lock_one(3);
+EXECUTE lock_one(1); EXECUTE lock_one(2); EXECUTE lock_one(3);
+COMMIT;
+DEALLOCATE lock_one;
+
 -- PL/pgSQL
 CREATE FUNCTION tenant_count(t int) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -253,7 +268,9 @@ UPDATE events SET tenant = 99 WHERE tenant = 1;
 UPDATE events SET payload = random()::text WHERE tenant = 1;
 DELETE FROM events WHERE tenant = 1 AND random() < 0.5;
 INSERT INTO events (tenant, payload) VALUES (NULL, 'no tenant');
-SELECT * FROM events WHERE tenant = 1 FOR UPDATE;
+SELECT * FROM events WHERE payload = 'a' FOR UPDATE;
+SELECT * FROM kinds FOR SHARE;
+SELECT e.id FROM events e JOIN kinds k USING (kind) WHERE e.tenant = 1 FOR UPDATE;
 WITH d AS (DELETE FROM events WHERE tenant = 1 RETURNING *) SELECT count(*) FROM d;
 MERGE INTO events e USING kinds k ON e.kind = k.kind WHEN MATCHED THEN DELETE;
 UPDATE events e SET payload = 'x' FROM events_archive a WHERE a.id = e.id;

@@ -69,6 +69,7 @@ static void DeparseSubLink(RemoteSql *sql, SubLink *sublink);
 static void DeparseExprList(RemoteSql *sql, List *exprs);
 static void DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
 static void DeparseSetOperationQuery(RemoteSql *sql, Query *query);
+static void DeparseRowMarks(RemoteSql *sql, Query *query);
 static void DeparseSetOperand(RemoteSql *sql, Query *query, Node *node);
 static bool IsGucSensitiveType(Oid typid);
 
@@ -1118,9 +1119,9 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	}
 	if (query->commandType != CMD_SELECT || query->setOperations != NULL ||
 		query->cteList != NIL || query->groupingSets != NIL ||
-		query->rowMarks != NIL || query->hasTargetSRFs || query->utilityStmt != NULL)
+		query->hasTargetSRFs || query->utilityStmt != NULL)
 	{
-		RemoteSqlFail(sql, "a set operation, CTE, grouping set, row lock or set-returning function");
+		RemoteSqlFail(sql, "a set operation, CTE, grouping set or set-returning function");
 		return;
 	}
 
@@ -1196,5 +1197,42 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 		appendStringInfoString(buf, " OFFSET ");
 		DeparseRemoteExpr(sql, query->limitOffset);
 	}
+	DeparseRowMarks(sql, query);
 	RemoteSqlPopQuery(sql);
+}
+
+/*
+ * DeparseRowMarks appends FOR UPDATE / SHARE clauses.  Only rows of
+ * distributed tables can be locked: a reference table's rows have a copy
+ * on every node, and a lock on one copy would not stop a locker of another.
+ */
+static void
+DeparseRowMarks(RemoteSql *sql, Query *query)
+{
+	static const char *const strengths[] = {
+		[LCS_FORKEYSHARE] = "KEY SHARE",
+		[LCS_FORSHARE] = "SHARE",
+		[LCS_FORNOKEYUPDATE] = "NO KEY UPDATE",
+		[LCS_FORUPDATE] = "UPDATE"
+	};
+	ListCell   *cell;
+
+	foreach(cell, query->rowMarks)
+	{
+		RowMarkClause *mark = lfirst(cell);
+		RangeTblEntry *rte = rt_fetch(mark->rti, query->rtable);
+
+		if (rte->rtekind != RTE_RELATION || !IsHashDistributedTable(rte->relid) ||
+			mark->strength == LCS_NONE)
+		{
+			RemoteSqlFail(sql, "a row lock on a reference table, subquery or join");
+			return;
+		}
+		appendStringInfo(&sql->buf, " FOR %s OF %s", strengths[mark->strength],
+						 RemoteSqlAlias(sql, 0, mark->rti));
+		if (mark->waitPolicy == LockWaitSkip)
+			appendStringInfoString(&sql->buf, " SKIP LOCKED");
+		else if (mark->waitPolicy == LockWaitError)
+			appendStringInfoString(&sql->buf, " NOWAIT");
+	}
 }

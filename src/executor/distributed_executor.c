@@ -529,13 +529,14 @@ StartExecution(DistributedScanState *state)
 {
 	EState	   *estate = state->css.ss.ps.state;
 	DistributedJob *job = state->job;
-	bool		modifies = job->kind != JOB_SELECT;
+	bool		modifies = job->kind != JOB_SELECT || job->locksRows;
 	MemoryContext oldContext;
 
 	BuildDistributedTasks(state);
 
 	/*
-	 * Remote transactions are needed for writes (except a single-shard
+	 * Remote transactions are needed for writes and row locks, which must
+	 * last until the end of the transaction (except a single-shard
 	 * statement that is the whole top-level statement: it commits on its
 	 * own; an INSERT ... SELECT may send more batches later, so never), to read this transaction's earlier writes, and for the
 	 * snapshot of a REPEATABLE READ or SERIALIZABLE transaction block.  A

@@ -84,6 +84,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, job->scanAttnums);
 	private = lappend(private, BoolNode(job->pullFallback));
 	private = lappend(private, BoolNode(job->insertFromSubplan));
+	private = lappend(private, BoolNode(job->locksRows));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -117,6 +118,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->scanAttnums = NEXT_LIST();
 	job->pullFallback = NEXT_INT() != 0;
 	job->insertFromSubplan = NEXT_INT() != 0;
+	job->locksRows = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;

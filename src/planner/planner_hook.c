@@ -64,8 +64,6 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		!QueryReferencesDistributedTable((Node *) parse))
 		return LocalPlanner(parse, queryString, cursorOptions, boundParams);
 
-	RejectRowLocks(parse);
-
 	switch (parse->commandType)
 	{
 		case CMD_SELECT:
@@ -73,12 +71,17 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 			{
 				parse = InlineSingleUseCtes(parse);
 				plan = PlanRouterQuery(parse);
+				/* rows can be locked in one shard: only the router plans that */
+				if (plan == NULL)
+					RejectRowLocks(parse);
 				if (plan == NULL)
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
 				if (plan == NULL)
 					plan = PlanRecursively(parse, queryString, cursorOptions, boundParams,
 										   LocalPlanner);
 			}
+			else
+				RejectRowLocks(parse);
 			break;
 		case CMD_INSERT:
 			if (IsDistributedResultRelation(parse))
@@ -216,25 +219,40 @@ IsDistributedResultRelation(Query *parse)
 	return rte->rtekind == RTE_RELATION && IsDistributedTable(rte->relid);
 }
 
-/* SELECT ... FOR UPDATE cannot lock rows on the workers from here */
+/*
+ * RejectRowLocks: SELECT ... FOR UPDATE/SHARE the router did not take (it
+ * locks rows of one shard, in the remote transaction) is refused.
+ */
 static void
 RejectRowLocks(Query *parse)
 {
 	ListCell   *cell;
+	Oid			distributed = InvalidOid;
 
 	foreach(cell, parse->rowMarks)
 	{
 		RowMarkClause *mark = lfirst(cell);
 		RangeTblEntry *rte = rt_fetch(mark->rti, parse->rtable);
 
-		if (rte->rtekind == RTE_RELATION && IsDistributedTable(rte->relid))
+		if (rte->rtekind != RTE_RELATION || !IsDistributedTable(rte->relid))
+			continue;
+		if (IsReferenceTable(rte->relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("SELECT ... FOR UPDATE/SHARE on distributed table \"%s\" is not supported",
+					 errmsg("SELECT ... FOR UPDATE/SHARE on reference table \"%s\" is not supported",
 							get_rel_name(rte->relid)),
-					 errhint("Use UPDATE ... RETURNING, or lock on the coordinator with a "
-							 "local table or advisory lock.")));
+					 errhint("Name only distributed tables in FOR UPDATE OF, or use "
+							 "UPDATE ... RETURNING.")));
+		distributed = rte->relid;
 	}
+	if (OidIsValid(distributed))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("SELECT ... FOR UPDATE/SHARE on distributed table \"%s\" is only supported "
+						"when the query reads one shard",
+						get_rel_name(distributed)),
+				 errhint("Pin the distribution column to one value (WHERE key = ...), or use "
+						 "UPDATE ... RETURNING.")));
 }
 
 /*

@@ -600,6 +600,7 @@ PlanRouterQuery(Query *query)
 	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
 	/* a text with parameters is reused: prepare it once per connection */
 	job.usePrepared = (sql.paramExprs != NIL);
+	job.locksRows = (query->rowMarks != NIL);
 
 	foreach(cell, query->targetList)
 	{

@@ -3,7 +3,7 @@
 -- statistics view, and that what it accepts gives the local answer.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(20);
+SELECT plan(21);
 
 CREATE TABLE tap_p (id int PRIMARY KEY, k int, v text);
 SELECT create_distributed_table('tap_p', 'id', shard_count => 4);
@@ -21,8 +21,9 @@ SELECT throws_ok($$UPDATE tap_p SET v = random()::text$$, '0A000', NULL,
 				 'UPDATE with a volatile function');
 SELECT throws_ok($$DELETE FROM tap_p WHERE k = (random() * 3)::int$$, '0A000', NULL,
 				 'DELETE with a volatile function');
-SELECT throws_ok($$SELECT * FROM tap_p WHERE id = 1 FOR UPDATE$$, '0A000', NULL,
-				 'SELECT FOR UPDATE');
+SELECT throws_ok($$SELECT * FROM tap_p WHERE k = 1 FOR UPDATE$$, '0A000', NULL,
+				 'SELECT FOR UPDATE over several shards');
+SELECT lives_ok($$SELECT * FROM tap_p WHERE id = 1 FOR UPDATE$$, 'SELECT FOR UPDATE of one shard');
 SELECT throws_ok($$WITH d AS (DELETE FROM tap_p RETURNING *) SELECT count(*) FROM d$$, '0A000',
 				 NULL, 'data-modifying CTE');
 SELECT throws_ok($$UPDATE tap_p p SET v = 'x' FROM tap_p_other o WHERE o.id = p.id$$, '0A000',

@@ -55,6 +55,7 @@ typedef struct DistributedJob
 	List	   *scanAttnums;	/* scan-level job: attnos the remote columns fill */
 	bool		pullFallback;	/* scan of one table under a local plan */
 	bool		insertFromSubplan;	/* INSERT rows come from custom_plans */
+	bool		locksRows;		/* SELECT ... FOR UPDATE/SHARE */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */
