@@ -124,9 +124,36 @@ CREATE TABLE others (id int PRIMARY KEY, x int);
 SELECT create_distributed_table('others', 'id', colocate_with => 'none');
 ALTER TABLE stores ADD COLUMN other_id int REFERENCES others (id);
 ALTER TABLE regions ADD COLUMN store_id int REFERENCES stores (id);
-CREATE INDEX CONCURRENTLY ON stores (name);
 ALTER TABLE stores ENABLE ROW LEVEL SECURITY;
 ALTER SCHEMA archive RENAME TO old_archive;
+
+-- CREATE / DROP INDEX CONCURRENTLY: the shards' indexes are built and
+-- dropped concurrently too (writes go on), one shard at a time per node
+CREATE INDEX CONCURRENTLY stores_lower_name ON stores (lower(name));
+CREATE INDEX CONCURRENTLY IF NOT EXISTS stores_lower_name ON stores (lower(name));
+SELECT indexes, same_on_all FROM shard_shape('stores');
+BEGIN;
+CREATE INDEX CONCURRENTLY stores_in_block ON stores (name);
+ROLLBACK;
+DROP INDEX CONCURRENTLY stores_lower_name;
+SELECT indexes, same_on_all FROM shard_shape('stores');
+-- a build that fails on a shard leaves that shard's index INVALID, as
+-- PostgreSQL does; DROP INDEX removes the index everywhere
+CREATE TABLE cic (id int, v int);
+SELECT create_distributed_table('cic', 'id', shard_count => 4);
+INSERT INTO cic SELECT g, g FROM generate_series(1, 100) g;
+INSERT INTO cic VALUES (7, 0);
+CREATE UNIQUE INDEX CONCURRENTLY cic_id ON cic (id);
+SELECT count(*) FILTER (WHERE result = 'false') AS invalid, count(*) FILTER (WHERE result = 'true') > 0 AS some_valid
+FROM shardext_run_on_shards('cic', $$SELECT coalesce(bool_and(indisvalid)::text, 'none') FROM pg_index WHERE indrelid = '%s'::regclass$$);
+DROP INDEX cic_id;
+SELECT DISTINCT result AS after_drop
+FROM shardext_run_on_shards('cic', $$SELECT coalesce(bool_and(indisvalid)::text, 'none') FROM pg_index WHERE indrelid = '%s'::regclass$$);
+DELETE FROM cic WHERE v = 0;
+CREATE UNIQUE INDEX CONCURRENTLY cic_id ON cic (id);
+SELECT DISTINCT result AS after_retry
+FROM shardext_run_on_shards('cic', $$SELECT coalesce(bool_and(indisvalid)::text, 'none') FROM pg_index WHERE indrelid = '%s'::regclass$$);
+DROP TABLE cic;
 
 DROP TABLE archive.sales, stores, regions, notes, others;
 DROP SCHEMA archive;

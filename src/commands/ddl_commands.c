@@ -31,6 +31,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 
@@ -49,14 +50,13 @@ static void RejectOnDistributedTable(RangeVar *relation, const char *command,
 									 const char *detail);
 static List *DistributedTablesOfIndexes(DropStmt *stmt);
 static List *IndexStmtRelations(IndexStmt *stmt);
+static List *DropIndexConcurrentlyCommands(DropStmt *stmt);
 static List *DropIndexRelations(DropStmt *stmt);
 static List *RenameRelations(RenameStmt *stmt);
 static List *SetSchemaRelations(AlterObjectSchemaStmt *stmt);
 static void PropagateTruncate(TruncateStmt *stmt, List *relids);
 static void PropagateComment(CommentStmt *stmt);
 static void PropagateGrant(GrantStmt *stmt);
-static List *ShardPlacementCommands(Oid relid, char *(*build) (Oid relid, int64 shardId,
-																void *arg), void *arg);
 static void RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 						ProcessUtilityContext context, ParamListInfo params,
 						QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc);
@@ -105,13 +105,6 @@ IndexStmtRelations(IndexStmt *stmt)
 
 	if (!OidIsValid(relid))
 		return NIL;
-	if (stmt->concurrent)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("CREATE INDEX CONCURRENTLY is not supported on distributed "
-						"table \"%s\"", get_rel_name(relid)),
-				 errhint("Use CREATE INDEX: it builds the index on all shards in "
-						 "parallel, blocking writes (not reads) meanwhile.")));
 	return list_make1_oid(relid);
 }
 
@@ -127,14 +120,6 @@ DropIndexRelations(DropStmt *stmt)
 	if (stmt->removeType != OBJECT_INDEX)
 		return NIL;
 	relids = DistributedTablesOfIndexes(stmt);
-	if (relids == NIL)
-		return NIL;
-	if (stmt->concurrent)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("DROP INDEX CONCURRENTLY is not supported on distributed "
-						"table \"%s\"", get_rel_name(linitial_oid(relids))),
-				 errhint("Use DROP INDEX.")));
 	return relids;
 }
 
@@ -239,12 +224,36 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 			relids = IndexStmtRelations((IndexStmt *) parsetree);
 			if (relids == NIL)
 				return false;
+			if (((IndexStmt *) parsetree)->concurrent)
+			{
+				/* the build commits transactions: keep what is needed after it */
+				Oid			relid = linitial_oid(relids);
+				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext);
+				List	   *before = TableIndexes(relid);
+
+				MemoryContextSwitchTo(oldContext);
+				RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+							dest, qc);
+				CreateShardIndexesConcurrently(relid, before);
+				return true;
+			}
 			break;
 
 		case T_DropStmt:
 			relids = DropIndexRelations((DropStmt *) parsetree);
 			if (relids == NIL)
 				return false;
+			if (((DropStmt *) parsetree)->concurrent)
+			{
+				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext);
+				List	   *commands = DropIndexConcurrentlyCommands((DropStmt *) parsetree);
+
+				MemoryContextSwitchTo(oldContext);
+				RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+							dest, qc);
+				RunPlacementCommandsOneAtATime(commands);
+				return true;
+			}
 			break;
 
 		case T_RenameStmt:
@@ -554,6 +563,22 @@ RejectForeignKeysToDistributed(RangeVar *relation, List *elements)
 	}
 }
 
+/*
+ * DropIndexConcurrentlyCommands: what drops the index of a DROP INDEX
+ * CONCURRENTLY (one index, PostgreSQL checks) on the shards, worked out
+ * before it is gone.
+ */
+static List *
+DropIndexConcurrentlyCommands(DropStmt *stmt)
+{
+	RangeVar   *relation = makeRangeVarFromNameList((List *) linitial(stmt->objects));
+	Oid			indexId = RangeVarGetRelid(relation, NoLock, true);
+
+	if (!OidIsValid(indexId))
+		return NIL;
+	return DropShardIndexCommands(IndexGetRelation(indexId, false), indexId);
+}
+
 /* the distributed tables whose indexes a DROP INDEX names */
 static List *
 DistributedTablesOfIndexes(DropStmt *stmt)
@@ -580,7 +605,7 @@ DistributedTablesOfIndexes(DropStmt *stmt)
  * ShardPlacementCommands builds one command per shard with build() and
  * returns it for every placement of the shard.
  */
-static List *
+List *
 ShardPlacementCommands(Oid relid, char *(*build) (Oid relid, int64 shardId, void *arg),
 					   void *arg)
 {

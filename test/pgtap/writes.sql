@@ -31,8 +31,8 @@ SELECT throws_ok($$ALTER TABLE tap_w_local ADD FOREIGN KEY (id) REFERENCES tap_w
 				 NULL, 'foreign key from a local table');
 SELECT throws_ok($$ALTER TABLE tap_w_ref ADD COLUMN w int REFERENCES tap_w (id)$$, '0A000',
 				 NULL, 'foreign key from a reference table to a distributed one');
-SELECT throws_ok($$CREATE INDEX CONCURRENTLY ON tap_w (code)$$, '0A000', NULL,
-				 'CREATE INDEX CONCURRENTLY');
+SELECT throws_ok($$CREATE INDEX CONCURRENTLY ON tap_w (code)$$, '25001', NULL,
+				 'CREATE INDEX CONCURRENTLY inside a transaction block, as on a local table');
 SELECT throws_ok($$ALTER TABLE tap_w ENABLE ROW LEVEL SECURITY$$, '0A000', NULL,
 				 'an ALTER TABLE subcommand that is not propagated');
 SELECT throws_ok($$COPY tap_w FROM STDIN WITH (FREEZE)$$, '0A000', NULL, 'COPY FREEZE');

@@ -32,8 +32,17 @@ typedef struct PlacementCommand
 extern PlacementCommand *MakePlacementCommand(int32 nodeId, char *command);
 extern void *MakeUsingExpression(Oid relid, AttrNumber attnum, char *expression);
 
+/* concurrent_index.c */
+extern List *TableIndexes(Oid relid);
+extern void CreateShardIndexesConcurrently(Oid relid, List *indexesBefore);
+extern List *DropShardIndexCommands(Oid relid, Oid indexOid);
+extern void RunPlacementCommandsOneAtATime(List *placementCommands);
+
 /* ddl_commands.c */
 extern int	ShardextLocalDDLDepth;
+extern List *ShardPlacementCommands(Oid relid,
+									char *(*build) (Oid relid, int64 shardId, void *arg),
+									void *arg);
 extern bool ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 									  bool readOnlyTree, ProcessUtilityContext context,
 									  ParamListInfo params, QueryEnvironment *queryEnv,
