@@ -155,6 +155,22 @@ SELECT DISTINCT result AS after_retry
 FROM shardext_run_on_shards('cic', $$SELECT coalesce(bool_and(indisvalid)::text, 'none') FROM pg_index WHERE indrelid = '%s'::regclass$$);
 DROP TABLE cic;
 
+-- VACUUM and ANALYZE of a distributed table reach its shards, with their
+-- options and columns
+CREATE TABLE vac (id int, v int, "Odd Col" text);
+SELECT create_distributed_table('vac', 'id', shard_count => 4);
+INSERT INTO vac SELECT g, g, 'x' FROM generate_series(1, 1000) g;
+DELETE FROM vac WHERE id % 2 = 0;
+VACUUM (ANALYZE, VERBOSE false, INDEX_CLEANUP 'on', PARALLEL 1) vac (v, "Odd Col");
+SELECT DISTINCT result AS "vacuumed analyzed dead"
+FROM shardext_run_on_shards('vac', $$SELECT (last_vacuum IS NOT NULL) || ' ' || (last_analyze IS NOT NULL) || ' ' || n_dead_tup FROM pg_stat_user_tables WHERE relid = '%s'::regclass$$);
+BEGIN;
+ANALYZE vac (v);
+VACUUM vac;
+ROLLBACK;
+VACUUM FULL vac;
+DROP TABLE vac;
+
 DROP TABLE archive.sales, stores, regions, notes, others;
 DROP SCHEMA archive;
 DROP FUNCTION shard_shape;

@@ -78,11 +78,7 @@ CreateShardIndexesConcurrently(Oid relid, List *indexesBefore)
 static char *
 ConcurrentShardIndexCommand(Oid relid, int64 shardId, void *arg)
 {
-	char	   *shardName =
-		quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-								   ShardNameFromParts(get_rel_name(relid), shardId));
-
-	return ShardIndexCommand(*(Oid *) arg, shardName, shardId, true);
+	return ShardIndexCommand(*(Oid *) arg, QualifiedShardName(relid, shardId), shardId, true);
 }
 
 /* DROP INDEX CONCURRENTLY of index arg for one shard */

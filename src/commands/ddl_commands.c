@@ -228,7 +228,7 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 			{
 				/* the build commits transactions: keep what is needed after it */
 				Oid			relid = linitial_oid(relids);
-				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext);
+				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext ? PortalContext : CurrentMemoryContext);
 				List	   *before = TableIndexes(relid);
 
 				MemoryContextSwitchTo(oldContext);
@@ -245,7 +245,7 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 				return false;
 			if (((DropStmt *) parsetree)->concurrent)
 			{
-				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext);
+				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext ? PortalContext : CurrentMemoryContext);
 				List	   *commands = DropIndexConcurrentlyCommands((DropStmt *) parsetree);
 
 				MemoryContextSwitchTo(oldContext);
@@ -285,6 +285,21 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 				RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
 							dest, qc);
 				PropagateTruncate(stmt, relids);
+				return true;
+			}
+
+		case T_VacuumStmt:
+			{
+				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext ? PortalContext : CurrentMemoryContext);
+				List	   *commands = VacuumShardCommands((VacuumStmt *) parsetree);
+
+				/* VACUUM commits transactions: the commands live in the portal */
+				MemoryContextSwitchTo(oldContext);
+				if (commands == NIL)
+					return false;
+				RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+							dest, qc);
+				RunPlacementCommandsOneAtATime(commands);
 				return true;
 			}
 

@@ -38,6 +38,9 @@ extern void CreateShardIndexesConcurrently(Oid relid, List *indexesBefore);
 extern List *DropShardIndexCommands(Oid relid, Oid indexOid);
 extern void RunPlacementCommandsOneAtATime(List *placementCommands);
 
+/* vacuum_commands.c */
+extern List *VacuumShardCommands(VacuumStmt *stmt);
+
 /* ddl_commands.c */
 extern int	ShardextLocalDDLDepth;
 extern List *ShardPlacementCommands(Oid relid,
