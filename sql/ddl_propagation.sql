@@ -155,8 +155,8 @@ SELECT DISTINCT result AS after_retry
 FROM shardext_run_on_shards('cic', $$SELECT coalesce(bool_and(indisvalid)::text, 'none') FROM pg_index WHERE indrelid = '%s'::regclass$$);
 DROP TABLE cic;
 
--- VACUUM and ANALYZE of a distributed table reach its shards, with their
--- options and columns
+-- VACUUM, ANALYZE and REINDEX of a distributed table reach its shards,
+-- with their options and columns
 CREATE TABLE vac (id int, v int, "Odd Col" text);
 SELECT create_distributed_table('vac', 'id', shard_count => 4);
 INSERT INTO vac SELECT g, g, 'x' FROM generate_series(1, 1000) g;
@@ -169,7 +169,19 @@ ANALYZE vac (v);
 VACUUM vac;
 ROLLBACK;
 VACUUM FULL vac;
-DROP TABLE vac;
+-- REINDEX TABLE / INDEX [CONCURRENTLY] rebuilds the shards' indexes
+CREATE INDEX vac_v ON vac (v);
+CREATE TEMP TABLE vac_files AS SELECT result FROM shardext_run_on_shards('vac',
+	$$SELECT string_agg(relfilenode::text, ',') FROM pg_class WHERE oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = '%s'::regclass)$$);
+REINDEX (VERBOSE false) TABLE CONCURRENTLY vac;
+SELECT count(*) AS shards_not_rebuilt FROM shardext_run_on_shards('vac',
+	$$SELECT string_agg(relfilenode::text, ',') FROM pg_class WHERE oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = '%s'::regclass)$$)
+WHERE result IN (SELECT result FROM vac_files);
+REINDEX INDEX vac_v;
+BEGIN;
+REINDEX TABLE CONCURRENTLY vac;
+ROLLBACK;
+DROP TABLE vac, vac_files;
 
 DROP TABLE archive.sales, stores, regions, notes, others;
 DROP SCHEMA archive;

@@ -51,6 +51,7 @@ static void RejectOnDistributedTable(RangeVar *relation, const char *command,
 static List *DistributedTablesOfIndexes(DropStmt *stmt);
 static List *IndexStmtRelations(IndexStmt *stmt);
 static List *DropIndexConcurrentlyCommands(DropStmt *stmt);
+static MemoryContext StatementContext(void);
 static List *DropIndexRelations(DropStmt *stmt);
 static List *RenameRelations(RenameStmt *stmt);
 static List *SetSchemaRelations(AlterObjectSchemaStmt *stmt);
@@ -188,6 +189,16 @@ SetSchemaRelations(AlterObjectSchemaStmt *stmt)
 }
 
 /*
+ * StatementContext is where what must outlive the transactions a command
+ * commits on its own (CONCURRENTLY, VACUUM) is kept: the portal's memory.
+ */
+static MemoryContext
+StatementContext(void)
+{
+	return PortalContext != NULL ? PortalContext : CurrentMemoryContext;
+}
+
+/*
  * ShardextPreprocessUtility handles a utility command that concerns
  * distributed tables: it runs the command locally and applies it to the
  * shards, and returns true.  It returns false (having done nothing) for
@@ -226,9 +237,8 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 				return false;
 			if (((IndexStmt *) parsetree)->concurrent)
 			{
-				/* the build commits transactions: keep what is needed after it */
 				Oid			relid = linitial_oid(relids);
-				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext ? PortalContext : CurrentMemoryContext);
+				MemoryContext oldContext = MemoryContextSwitchTo(StatementContext());
 				List	   *before = TableIndexes(relid);
 
 				MemoryContextSwitchTo(oldContext);
@@ -245,7 +255,7 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 				return false;
 			if (((DropStmt *) parsetree)->concurrent)
 			{
-				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext ? PortalContext : CurrentMemoryContext);
+				MemoryContext oldContext = MemoryContextSwitchTo(StatementContext());
 				List	   *commands = DropIndexConcurrentlyCommands((DropStmt *) parsetree);
 
 				MemoryContextSwitchTo(oldContext);
@@ -289,11 +299,13 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 
 		case T_VacuumStmt:
+		case T_ReindexStmt:
 			{
-				MemoryContext oldContext = MemoryContextSwitchTo(PortalContext ? PortalContext : CurrentMemoryContext);
-				List	   *commands = VacuumShardCommands((VacuumStmt *) parsetree);
+				MemoryContext oldContext = MemoryContextSwitchTo(StatementContext());
+				List	   *commands = IsA(parsetree, VacuumStmt) ?
+					VacuumShardCommands((VacuumStmt *) parsetree) :
+					ReindexShardCommands((ReindexStmt *) parsetree);
 
-				/* VACUUM commits transactions: the commands live in the portal */
 				MemoryContextSwitchTo(oldContext);
 				if (commands == NIL)
 					return false;

@@ -40,6 +40,7 @@ extern void RunPlacementCommandsOneAtATime(List *placementCommands);
 
 /* vacuum_commands.c */
 extern List *VacuumShardCommands(VacuumStmt *stmt);
+extern List *ReindexShardCommands(ReindexStmt *stmt);
 
 /* ddl_commands.c */
 extern int	ShardextLocalDDLDepth;
