@@ -66,6 +66,7 @@ static Node *CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool arra
 static List *PlanExprs(List *exprs);
 static Node *ColumnPinValue(Node *clause, Index rtindex, AttrNumber attno, int levelsUp,
 							 DistTableCacheEntry *entry, int *kind);
+static bool QueryLocksRows(Node *node, void *context);
 static void DeparseReturning(RemoteSql *sql, List *returningList);
 static void RejectUnshippable(RemoteSql *sql, Query *query, const char *command);
 
@@ -533,6 +534,21 @@ CheckLevelPins(RouterLevel *level, RouterContext *context)
 	}
 }
 
+/* does the query, or a subquery of it, have FOR UPDATE / SHARE? */
+static bool
+QueryLocksRows(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+	{
+		if (((Query *) node)->rowMarks != NIL)
+			return true;
+		return query_tree_walker((Query *) node, QueryLocksRows, context, 0);
+	}
+	return expression_tree_walker(node, QueryLocksRows, context);
+}
+
 /* expression_planner on each expression of a list */
 static List *
 PlanExprs(List *exprs)
@@ -600,7 +616,7 @@ PlanRouterQuery(Query *query)
 	customExprs = list_concat(customExprs, PlanExprs(sql.paramExprs));
 	/* a text with parameters is reused: prepare it once per connection */
 	job.usePrepared = (sql.paramExprs != NIL);
-	job.locksRows = (query->rowMarks != NIL);
+	job.locksRows = QueryLocksRows((Node *) query, NULL);
 
 	foreach(cell, query->targetList)
 	{

@@ -48,3 +48,14 @@ psql_at "$COORDINATOR_PORT" -c "BEGIN" -c "SELECT v FROM row_locks WHERE k = 4 F
 expect_eq "a rolled-back transaction's lock is released" "1" \
 	"$(psql_at "$COORDINATOR_PORT" -c "SET statement_timeout = '700ms'" \
 		-c "UPDATE row_locks SET v = v + 1 WHERE k = 4 RETURNING v")"
+
+# a lock taken in a subquery is held by the transaction as well
+psql_at "$COORDINATOR_PORT" -c "BEGIN" \
+	-c "SELECT v FROM (SELECT v FROM row_locks WHERE k = 5 FOR UPDATE) s" \
+	-c "SELECT pg_sleep(3)" -c "COMMIT" >/dev/null 2>&1 &
+holder=$!
+sleep 1
+expect_error_like "a lock taken in a subquery lasts until the transaction ends" \
+	"could not obtain lock on row" \
+	coord "SELECT v FROM row_locks WHERE k = 5 FOR UPDATE NOWAIT"
+wait "$holder"
