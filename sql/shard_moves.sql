@@ -11,6 +11,17 @@
 \getenv worker_1_port WORKER_1_PORT
 \getenv worker_2_port WORKER_2_PORT
 \getenv coordinator_port COORDINATOR_PORT
+-- what an interrupted earlier run may have left
+\c regression - - :worker_1_port
+SET client_min_messages TO warning;
+DROP DATABASE IF EXISTS shard_moves WITH (FORCE);
+\c regression - - :worker_2_port
+SET client_min_messages TO warning;
+DROP DATABASE IF EXISTS shard_moves WITH (FORCE);
+\c regression - - :coordinator_port
+SET client_min_messages TO warning;
+DROP DATABASE IF EXISTS shard_moves WITH (FORCE);
+RESET client_min_messages;
 CREATE DATABASE shard_moves;
 \c shard_moves
 SET client_min_messages TO warning;
