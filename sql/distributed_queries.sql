@@ -236,6 +236,9 @@ INSERT INTO battery (query) VALUES
 ('SELECT * FROM (SELECT customer_id, sum(qty) q FROM d_orders GROUP BY 1) s WHERE s.customer_id = 5'),
 ('SELECT o.id, s.q FROM d_orders o LEFT JOIN (SELECT customer_id, sum(n) q FROM d_items GROUP BY 1) s ON s.customer_id = o.customer_id WHERE s.customer_id IN (3, 4) AND o.id < 300 ORDER BY 1'),
 ('SELECT count(*) FROM (SELECT customer_id FROM d_orders UNION ALL SELECT customer_id FROM d_items) u WHERE u.customer_id = ANY (''{1,2,36}'')'),
+('SELECT r.rn, count(*) FROM d_orders o JOIN (SELECT status, row_number() OVER (ORDER BY weight) rn FROM d_ref) r USING (status) GROUP BY 1 ORDER BY 1'),
+('SELECT count(*) FROM d_orders o WHERE o.status = (SELECT status FROM d_ref ORDER BY weight DESC LIMIT 1)'),
+('SELECT o.id, r.s FROM d_orders o CROSS JOIN (SELECT string_agg(status, '','' ORDER BY status) s FROM d_ref) r WHERE o.id < 5 ORDER BY 1'),
 -- set operations
 ('(SELECT id FROM d_orders ORDER BY id LIMIT 3) UNION ALL (SELECT order_id FROM d_items ORDER BY order_id DESC LIMIT 2)'),
 ('SELECT customer_id, count(*) FROM d_orders WHERE customer_id = 3 GROUP BY 1 UNION ALL SELECT customer_id, count(*) FROM d_items WHERE customer_id = 3 GROUP BY 1'),
@@ -282,7 +285,7 @@ END
 $fn$;
 SELECT n, pushed_down(query), query FROM battery
 WHERE n BETWEEN (SELECT n FROM battery WHERE query ~ 'max\(s.n\) FROM d_orders o JOIN')
-	AND (SELECT n FROM battery WHERE query ~ 'u.customer_id = ANY')
+	AND (SELECT n FROM battery WHERE query ~ 'CROSS JOIN \(SELECT string_agg')
 ORDER BY n;
 
 -- how many queries the battery has (at least 80)

@@ -35,6 +35,7 @@ static bool SetOperandIsColocated(Query *subquery, Node *node, PushdownInfo *inf
 								  bool *distColumns, bool *removesDuplicates);
 static bool DistinctOnDistColumn(Query *query, PushdownInfo *info);
 static bool ReadsOnlyReferenceTables(Query *query);
+static bool SameOnEveryNode(Query *query);
 static bool JoinTreeHasHashTable(Node *jtnode, Query *query);
 static bool CheckOuterJoins(Node *jtnode, Query *query);
 static bool SublinksAreColocated(Query *query, PushdownInfo *info);
@@ -176,7 +177,9 @@ DistColumnUnit(Node *node, PushdownInfo *info, Index *rtindex)
  * by shard and nothing above it mixes rows of different shards: no LIMIT or
  * OFFSET, aggregates and DISTINCT only by a distribution column, windows
  * partitioned by one.  A subquery of reference tables only gives the same
- * rows everywhere (LIMIT could pick different ones: refused).  Security
+ * rows everywhere unless it picks rows by their order (SameOnEveryNode) or
+ * aggregates (string_agg and the like follow the order of the copy it
+ * reads): those are refused.  Security
  * barrier views are planned locally, where the barrier holds.  Its output
  * columns that are distribution columns become distribution Vars of the
  * outer query.
@@ -197,7 +200,7 @@ SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
 		subquery->limitCount != NULL || subquery->limitOffset != NULL)
 		return false;
 	if (ReadsOnlyReferenceTables(subquery))
-		return true;
+		return SameOnEveryNode(subquery) && !subquery->hasAggs;
 	if (subquery->setOperations != NULL)
 		return SetOperationIsColocated(subquery, rtindex, info, readsHashTables);
 
@@ -418,6 +421,19 @@ SublinkRelationsWalker(Node *node, void *context)
 	return expression_tree_walker(node, SublinkRelationsWalker, context);
 }
 
+/*
+ * SameOnEveryNode: does a query of reference tables give the same rows on
+ * every node?  Not when it picks rows by their order in the table (LIMIT,
+ * OFFSET, DISTINCT ON, window functions), which may differ between the
+ * copies.
+ */
+static bool
+SameOnEveryNode(Query *query)
+{
+	return query->limitCount == NULL && query->limitOffset == NULL &&
+		!query->hasDistinctOn && !query->hasWindowFuncs;
+}
+
 /* does a query (with its subqueries) read only reference tables? */
 static bool
 ReadsOnlyReferenceTables(Query *query)
@@ -470,11 +486,11 @@ typedef struct SublinkCheckContext
 
 /*
  * SublinkIsColocated: can a subquery in an expression run shard by shard?
- * Yes when it reads only reference tables; or, for co-located tables,
- * when EXISTS (...) or a scalar subquery is correlated on the distribution
- * column (the rows it can see are in the outer row's shard), or when
- * dist_col IN (SELECT dist_col ...) has a plain subquery (no aggregation,
- * DISTINCT or LIMIT, which would be computed per shard).
+ * Yes when it reads only reference tables (SameOnEveryNode); or, for
+ * co-located tables, when EXISTS (...) or a scalar subquery is correlated
+ * on the distribution column (the rows it can see are in the outer row's
+ * shard), or when dist_col IN (SELECT dist_col ...) has a plain subquery
+ * (no aggregation, DISTINCT or LIMIT, which would be computed per shard).
  */
 static bool
 SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
@@ -483,7 +499,7 @@ SublinkIsColocated(SubLink *sublink, SublinkCheckContext *context)
 	PushdownInfo subinfo;
 
 	if (ReadsOnlyReferenceTables(subquery))
-		return true;
+		return SameOnEveryNode(subquery);
 	if (subquery->setOperations != NULL || subquery->cteList != NIL ||
 		subquery->hasTargetSRFs || subquery->rowMarks != NIL)
 		return false;
