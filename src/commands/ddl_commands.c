@@ -116,12 +116,9 @@ IndexStmtRelations(IndexStmt *stmt)
 static List *
 DropIndexRelations(DropStmt *stmt)
 {
-	List	   *relids;
-
 	if (stmt->removeType != OBJECT_INDEX)
 		return NIL;
-	relids = DistributedTablesOfIndexes(stmt);
-	return relids;
+	return DistributedTablesOfIndexes(stmt);
 }
 
 /*

@@ -26,7 +26,8 @@
 #include "shardext/planner.h"
 
 static bool JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anchorRelid);
-static bool DistColumnUnit(Node *node, PushdownInfo *info, Index *rtindex);
+static bool DistColumnUnit(Node *node, PushdownInfo *info, int levelsUp, Index *rtindex);
+static bool IsDistColumnAt(PushdownInfo *info, Index varno, AttrNumber attno);
 static bool SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
 								bool *readsHashTables);
 static bool SetOperationIsColocated(Query *subquery, Index rtindex, PushdownInfo *info,
@@ -105,8 +106,8 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 
 		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
 			continue;
-		if (DistColumnUnit(linitial(op->args), info, &left) &&
-			DistColumnUnit(lsecond(op->args), info, &right) &&
+		if (DistColumnUnit(linitial(op->args), info, 0, &left) &&
+			DistColumnUnit(lsecond(op->args), info, 0, &right) &&
 			IsHashEquality(op->opno, GetDistTableCacheEntry(info->anchorRelid)))
 		{
 			int			from = groups[left];
@@ -147,26 +148,34 @@ JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anchorRelid)
 }
 
 /*
- * DistColumnUnit: is node one of the query's distribution column Vars (of
- * a hash table or a subquery's output)?  Sets *rtindex to its unit.
+ * DistColumnUnit: is node (a Var levelsUp out) one of the query's
+ * distribution column Vars (of a hash table or a subquery's output)?  Sets
+ * *rtindex to its unit.
  */
 static bool
-DistColumnUnit(Node *node, PushdownInfo *info, Index *rtindex)
+DistColumnUnit(Node *node, PushdownInfo *info, int levelsUp, Index *rtindex)
 {
 	Var		   *var = (Var *) StripRelabel(node);
+
+	if (var == NULL || !IsA(var, Var) || var->varlevelsup != levelsUp ||
+		!IsDistColumnAt(info, var->varno, var->varattno))
+		return false;
+	*rtindex = var->varno;
+	return true;
+}
+
+/* is column attno of range table entry varno a distribution column Var? */
+static bool
+IsDistColumnAt(PushdownInfo *info, Index varno, AttrNumber attno)
+{
 	ListCell   *cell;
 
-	if (var == NULL || !IsA(var, Var) || var->varlevelsup != 0)
-		return false;
 	foreach(cell, info->distVars)
 	{
 		Var		   *distVar = lfirst(cell);
 
-		if (var->varno == distVar->varno && var->varattno == distVar->varattno)
-		{
-			*rtindex = var->varno;
+		if (distVar->varno == varno && distVar->varattno == attno)
 			return true;
-		}
 	}
 	return false;
 }
@@ -312,12 +321,10 @@ SetOperandIsColocated(Query *subquery, Node *node, PushdownInfo *info,
 		foreach(cell, leaf->subquery->targetList)
 		{
 			TargetEntry *tle = lfirst(cell);
-			Index		unit;
-			Var		   *var = makeVar(leafIndex, tle->resno, InvalidOid, -1, InvalidOid, 0);
 
 			if (tle->resjunk)
 				continue;
-			if (!DistColumnUnit((Node *) var, &leafInfo, &unit))
+			if (!IsDistColumnAt(&leafInfo, leafIndex, tle->resno))
 				distColumns[column] = false;
 			column++;
 		}
@@ -461,16 +468,10 @@ SubqueryCorrelatedOnDistColumn(Query *subquery, PushdownInfo *subinfo, PushdownI
 			continue;
 		for (int side = 0; side < 2; side++)
 		{
-			Var		   *outerVar = (Var *) StripRelabel(list_nth(op->args, 1 - side));
-			Var		   *level0;
 			Index		unit;
 
-			if (!DistColumnUnit(list_nth(op->args, side), subinfo, &unit) ||
-				!IsA(outerVar, Var) || outerVar->varlevelsup != 1)
-				continue;
-			level0 = copyObject(outerVar);
-			level0->varlevelsup = 0;
-			if (DistColumnUnit((Node *) level0, info, &unit))
+			if (DistColumnUnit(list_nth(op->args, side), subinfo, 0, &unit) &&
+				DistColumnUnit(list_nth(op->args, 1 - side), info, 1, &unit))
 				return true;
 		}
 	}
