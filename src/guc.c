@@ -48,12 +48,14 @@ static const struct config_enum_entry multi_node_commit_options[] = {
 	{NULL, 0, false}
 };
 
+#ifdef SHARDEXT_TEST_HOOKS
 static const struct config_enum_entry test_fault_options[] = {
 	{"none", TEST_FAULT_NONE, false},
 	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
 	{NULL, 0, false}
 };
+#endif
 
 static void RegisterConnectionGucs(void);
 static void RegisterTableGucs(void);
@@ -61,6 +63,9 @@ static void RegisterPlannerGucs(void);
 static void RegisterTransactionGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
+#ifdef SHARDEXT_TEST_HOOKS
+static void RegisterTestGucs(void);
+#endif
 
 /*
  * RegisterShardextGucs defines all shardext.* variables and reserves the
@@ -75,6 +80,9 @@ RegisterShardextGucs(void)
 	RegisterTransactionGucs();
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
+#ifdef SHARDEXT_TEST_HOOKS
+	RegisterTestGucs();
+#endif
 	MarkGUCPrefixReserved("shardext");
 }
 
@@ -196,16 +204,6 @@ RegisterTransactionGucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
-
-	DefineCustomEnumVariable("shardext.test_fault",
-							 "Test only: makes the backend crash at a point of two-phase commit.",
-							 NULL,
-							 &ShardextTestFault,
-							 TEST_FAULT_NONE,
-							 test_fault_options,
-							 PGC_SUSET,
-							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							 NULL, NULL, NULL);
 }
 
 /* the settings of shard moves and splits */
@@ -282,24 +280,6 @@ RegisterMoveGucs(void)
 							   PGC_SUSET,
 							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   NULL, NULL, NULL);
-
-	DefineCustomStringVariable("shardext.move_test_pause_phase",
-							   "For testing only: a shard move pauses when it enters this phase.",
-							   "Lets fault tests interrupt a move at a chosen phase.",
-							   &ShardextMoveTestPausePhase,
-							   "",
-							   PGC_SUSET,
-							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							   NULL, NULL, NULL);
-
-	DefineCustomIntVariable("shardext.move_test_pause_ms",
-							"For testing only: how long shardext.move_test_pause_phase pauses.",
-							NULL,
-							&ShardextMoveTestPauseMs,
-							60000, 0, 3600 * 1000,
-							PGC_SUSET,
-							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							NULL, NULL, NULL);
 }
 
 /* the settings of snowflake ids */
@@ -327,6 +307,45 @@ RegisterSnowflakeGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
+
+#ifdef SHARDEXT_TEST_HOOKS
+/*
+ * RegisterTestGucs defines the settings that only tests use (crash
+ * injection, pauses, a shifted clock).  They exist only in a test build
+ * (make SHARDEXT_TEST_BUILD=1, which scripts/test uses); in the installed
+ * library the C variables keep their defaults and the settings are unknown.
+ */
+static void
+RegisterTestGucs(void)
+{
+	DefineCustomEnumVariable("shardext.test_fault",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
+							 NULL,
+							 &ShardextTestFault,
+							 TEST_FAULT_NONE,
+							 test_fault_options,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.move_test_pause_phase",
+							   "For testing only: a shard move pauses when it enters this phase.",
+							   "Lets fault tests interrupt a move at a chosen phase.",
+							   &ShardextMoveTestPausePhase,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_test_pause_ms",
+							"For testing only: how long shardext.move_test_pause_phase pauses.",
+							NULL,
+							&ShardextMoveTestPauseMs,
+							60000, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("shardext.snowflake_clock_offset",
 							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",
@@ -337,3 +356,4 @@ RegisterSnowflakeGucs(void)
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 }
+#endif
