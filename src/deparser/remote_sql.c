@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
@@ -55,7 +56,6 @@ static void DeparseVar(RemoteSql *sql, Var *var);
 static void DeparseConst(RemoteSql *sql, Const *constant, bool withType);
 static void DeparseParamExpr(RemoteSql *sql, Node *expr);
 static void DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr);
-static void DeparseOperator(RemoteSql *sql, Oid opno);
 static void DeparseOpExpr(RemoteSql *sql, OpExpr *expr);
 static void DeparseDistinctOrNullIf(RemoteSql *sql, OpExpr *op);
 static void DeparseScalarArrayOpExpr(RemoteSql *sql, ScalarArrayOpExpr *op);
@@ -66,12 +66,23 @@ static void DeparseCaseExpr(RemoteSql *sql, CaseExpr *c);
 static void DeparseAggref(RemoteSql *sql, Aggref *aggref);
 static void DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc);
 static void DeparseSubLink(RemoteSql *sql, SubLink *sublink);
-static void DeparseExprList(RemoteSql *sql, List *exprs);
-static void DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
 static void DeparseSetOperationQuery(RemoteSql *sql, Query *query);
 static void DeparseRowMarks(RemoteSql *sql, Query *query);
 static void DeparseSetOperand(RemoteSql *sql, Query *query, Node *node);
 static bool IsGucSensitiveType(Oid typid);
+
+/*
+ * While set, a Var of a shard's ctid is printed (the coordinator's UPDATE,
+ * DELETE and MERGE read the rows they change with it; see
+ * coordinator_modify.c); user queries never see system columns.
+ */
+static bool DeparseShardCtid = false;
+
+void
+SetDeparseShardCtid(bool allow)
+{
+	DeparseShardCtid = allow;
+}
 
 void
 InitRemoteSql(RemoteSql *sql)
@@ -207,8 +218,8 @@ RemoteTypeName(Oid typid, int32 typmod)
 								FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
 }
 
-static char *
-QualifiedFunctionName(Oid funcid)
+char *
+RemoteSqlFunctionName(Oid funcid)
 {
 	return quote_qualified_identifier(get_namespace_name(get_func_namespace(funcid)),
 									  get_func_name(funcid));
@@ -299,9 +310,39 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 		case T_CaseExpr:
 			DeparseCaseExpr(sql, (CaseExpr *) node);
 			break;
+		case T_CaseTestExpr:
+			DeparseCaseTestExpr(sql, (CaseTestExpr *) node);
+			break;
+		case T_RowExpr:
+			DeparseRowExpr(sql, (RowExpr *) node);
+			break;
+		case T_RowCompareExpr:
+			DeparseRowCompareExpr(sql, (RowCompareExpr *) node);
+			break;
+		case T_FieldSelect:
+			DeparseFieldSelect(sql, (FieldSelect *) node);
+			break;
+		case T_SubscriptingRef:
+			DeparseSubscriptingRef(sql, (SubscriptingRef *) node);
+			break;
+		case T_ArrayCoerceExpr:
+			DeparseArrayCoerceExpr(sql, (ArrayCoerceExpr *) node);
+			break;
+		case T_CoerceToDomain:
+			DeparseCoerceToDomain(sql, (CoerceToDomain *) node);
+			break;
+		case T_NamedArgExpr:
+			DeparseNamedArgExpr(sql, (NamedArgExpr *) node);
+			break;
+		case T_GroupingFunc:
+			DeparseGroupingFunc(sql, (GroupingFunc *) node);
+			break;
+		case T_CurrentOfExpr:
+			RemoteSqlFail(sql, "WHERE CURRENT OF");
+			break;
 		case T_CoalesceExpr:
 			appendStringInfoString(buf, "COALESCE(");
-			DeparseExprList(sql, ((CoalesceExpr *) node)->args);
+			RemoteSqlDeparseExprList(sql, ((CoalesceExpr *) node)->args);
 			appendStringInfoChar(buf, ')');
 			break;
 		case T_MinMaxExpr:
@@ -309,7 +350,7 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 				MinMaxExpr *m = (MinMaxExpr *) node;
 
 				appendStringInfoString(buf, m->op == IS_GREATEST ? "GREATEST(" : "LEAST(");
-				DeparseExprList(sql, m->args);
+				RemoteSqlDeparseExprList(sql, m->args);
 				appendStringInfoChar(buf, ')');
 				break;
 			}
@@ -319,11 +360,11 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 
 				if (a->multidims)
 				{
-					RemoteSqlFail(sql, "a multidimensional ARRAY constructor");
-					return;
+					DeparseMultiDimArray(sql, a);
+					break;
 				}
 				appendStringInfoString(buf, "ARRAY[");
-				DeparseExprList(sql, a->elements);
+				RemoteSqlDeparseExprList(sql, a->elements);
 				appendStringInfo(buf, "]::%s", RemoteTypeName(a->array_typeid, -1));
 				break;
 			}
@@ -340,7 +381,7 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 			DeparseParamExpr(sql, node);
 			break;
 		case T_List:
-			DeparseExprList(sql, (List *) node);
+			RemoteSqlDeparseExprList(sql, (List *) node);
 			break;
 		default:
 			RemoteSqlFail(sql, "an expression shardext cannot send to the workers");
@@ -362,7 +403,7 @@ DeparseDistinctOrNullIf(RemoteSql *sql, OpExpr *op)
 	if (IsA(op, NullIfExpr))
 	{
 		appendStringInfoString(buf, "NULLIF(");
-		DeparseExprList(sql, op->args);
+		RemoteSqlDeparseExprList(sql, op->args);
 		appendStringInfoChar(buf, ')');
 		return;
 	}
@@ -387,7 +428,7 @@ DeparseScalarArrayOpExpr(RemoteSql *sql, ScalarArrayOpExpr *op)
 	appendStringInfoChar(buf, '(');
 	DeparseRemoteExpr(sql, linitial(op->args));
 	appendStringInfoChar(buf, ' ');
-	DeparseOperator(sql, op->opno);
+	RemoteSqlDeparseOperator(sql, op->opno);
 	appendStringInfo(buf, " %s (", op->useOr ? "ANY" : "ALL");
 	DeparseRemoteExpr(sql, lsecond(op->args));
 	appendStringInfoString(buf, "))");
@@ -498,7 +539,7 @@ DeparseCoercion(RemoteSql *sql, Node *node)
 	}
 }
 
-/* CASE WHEN ... THEN ... [ELSE ...] END; CASE with an operand is not shipped */
+/* CASE WHEN ... THEN ... [ELSE ...] END (with an operand: remote_expr.c) */
 static void
 DeparseCaseExpr(RemoteSql *sql, CaseExpr *c)
 {
@@ -507,8 +548,7 @@ DeparseCaseExpr(RemoteSql *sql, CaseExpr *c)
 
 	if (c->arg != NULL)
 	{
-		/* CASE x WHEN ...: the tests use CaseTestExpr; not shipped */
-		RemoteSqlFail(sql, "a CASE with an operand");
+		DeparseCaseWithOperand(sql, c);
 		return;
 	}
 	appendStringInfoString(buf, "(CASE");
@@ -529,8 +569,8 @@ DeparseCaseExpr(RemoteSql *sql, CaseExpr *c)
 	appendStringInfoString(buf, " END)");
 }
 
-static void
-DeparseExprList(RemoteSql *sql, List *exprs)
+void
+RemoteSqlDeparseExprList(RemoteSql *sql, List *exprs)
 {
 	ListCell   *cell;
 
@@ -566,6 +606,12 @@ DeparseVar(RemoteSql *sql, Var *var)
 		var->varlevelsup == list_length(sql->levels) - 1)
 		alias = "excluded";
 
+	if (var->varattno == SelfItemPointerAttributeNumber && DeparseShardCtid &&
+		rte->rtekind == RTE_RELATION)
+	{
+		appendStringInfo(&sql->buf, "%s.ctid", alias);
+		return;
+	}
 	if (var->varattno <= 0)
 	{
 		RemoteSqlFail(sql, var->varattno == 0 ? "a whole-row reference" : "a system column");
@@ -578,10 +624,10 @@ DeparseVar(RemoteSql *sql, Var *var)
 
 		appendStringInfo(&sql->buf, "%s.%s", alias, quote_identifier(name));
 	}
-	else if (rte->rtekind == RTE_SUBQUERY)
+	else if (rte->rtekind == RTE_SUBQUERY || rte->rtekind == RTE_VALUES)
 		appendStringInfo(&sql->buf, "%s.c%d", alias, var->varattno);
 	else
-		RemoteSqlFail(sql, "a column of a join, function or VALUES list");
+		RemoteSqlFail(sql, "a column of a join or function");
 }
 
 /*
@@ -681,7 +727,7 @@ DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr)
 						 RemoteTypeName(expr->funcresulttype, exprTypmod((Node *) expr)));
 		return;
 	}
-	appendStringInfo(buf, "%s(", QualifiedFunctionName(expr->funcid));
+	appendStringInfo(buf, "%s(", RemoteSqlFunctionName(expr->funcid));
 	foreach(cell, expr->args)
 	{
 		if (cell != list_head(expr->args))
@@ -693,8 +739,8 @@ DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr)
 	appendStringInfoChar(buf, ')');
 }
 
-static void
-DeparseOperator(RemoteSql *sql, Oid opno)
+void
+RemoteSqlDeparseOperator(RemoteSql *sql, Oid opno)
 {
 	HeapTuple	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
 	Form_pg_operator form;
@@ -724,13 +770,13 @@ DeparseOpExpr(RemoteSql *sql, OpExpr *expr)
 	{
 		DeparseRemoteExpr(sql, linitial(expr->args));
 		appendStringInfoChar(buf, ' ');
-		DeparseOperator(sql, expr->opno);
+		RemoteSqlDeparseOperator(sql, expr->opno);
 		appendStringInfoChar(buf, ' ');
 		DeparseRemoteExpr(sql, lsecond(expr->args));
 	}
 	else
 	{
-		DeparseOperator(sql, expr->opno);
+		RemoteSqlDeparseOperator(sql, expr->opno);
 		appendStringInfoChar(buf, ' ');
 		DeparseRemoteExpr(sql, linitial(expr->args));
 	}
@@ -744,13 +790,18 @@ DeparseAggref(RemoteSql *sql, Aggref *aggref)
 	ListCell   *cell;
 	bool		first = true;
 
-	if (!IsBuiltinObject(aggref->aggfnoid) || aggref->aggkind != AGGKIND_NORMAL ||
-		aggref->aggsplit != AGGSPLIT_SIMPLE || aggref->agglevelsup != 0)
+	if (!IsBuiltinObject(aggref->aggfnoid) || aggref->aggsplit != AGGSPLIT_SIMPLE ||
+		aggref->agglevelsup != 0)
 	{
 		RemoteSqlFail(sql, "an aggregate that cannot run on the workers");
 		return;
 	}
-	appendStringInfo(buf, "%s(", QualifiedFunctionName(aggref->aggfnoid));
+	if (aggref->aggkind != AGGKIND_NORMAL)
+	{
+		DeparseOrderedSetAggregate(sql, aggref);
+		return;
+	}
+	appendStringInfo(buf, "%s(", RemoteSqlFunctionName(aggref->aggfnoid));
 	if (aggref->aggdistinct != NIL)
 		appendStringInfoString(buf, "DISTINCT ");
 	if (aggref->aggstar)
@@ -771,7 +822,7 @@ DeparseAggref(RemoteSql *sql, Aggref *aggref)
 	if (aggref->aggorder != NIL)
 	{
 		appendStringInfoString(buf, " ORDER BY ");
-		DeparseSortClause(sql, aggref->aggorder, aggref->args);
+		RemoteSqlDeparseSortClause(sql, aggref->aggorder, aggref->args);
 	}
 	appendStringInfoChar(buf, ')');
 	if (aggref->aggfilter != NULL)
@@ -800,15 +851,15 @@ DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc)
 		if (((WindowClause *) lfirst(cell))->winref == wfunc->winref)
 			clause = lfirst(cell);
 	}
-	if (clause == NULL || clause->frameOptions != FRAMEOPTION_DEFAULTS)
+	if (clause == NULL)
 	{
-		RemoteSqlFail(sql, "a window frame clause");
+		RemoteSqlFail(sql, "a window function without its window");
 		return;
 	}
-	appendStringInfo(buf, "%s(", QualifiedFunctionName(wfunc->winfnoid));
+	appendStringInfo(buf, "%s(", RemoteSqlFunctionName(wfunc->winfnoid));
 	if (wfunc->winstar)
 		appendStringInfoChar(buf, '*');
-	DeparseExprList(sql, wfunc->args);
+	RemoteSqlDeparseExprList(sql, wfunc->args);
 	appendStringInfoChar(buf, ')');
 	if (wfunc->aggfilter != NULL)
 	{
@@ -835,8 +886,9 @@ DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc)
 	if (clause->orderClause != NIL)
 	{
 		appendStringInfoString(buf, clause->partitionClause ? " ORDER BY " : "ORDER BY ");
-		DeparseSortClause(sql, clause->orderClause, query->targetList);
+		RemoteSqlDeparseSortClause(sql, clause->orderClause, query->targetList);
 	}
+	DeparseWindowFrame(sql, clause);
 	appendStringInfoChar(buf, ')');
 }
 
@@ -844,8 +896,8 @@ DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc)
  * DeparseSortClause prints ORDER BY items, each with its direction and
  * NULLS placement; a non-default ordering operator is printed with USING.
  */
-static void
-DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
+void
+RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
 {
 	StringInfo	buf = &sql->buf;
 	ListCell   *cell;
@@ -874,7 +926,7 @@ DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
 				return;
 			}
 			appendStringInfoString(buf, " USING ");
-			DeparseOperator(sql, sgc->sortop);
+			RemoteSqlDeparseOperator(sql, sgc->sortop);
 		}
 		appendStringInfoString(buf, sgc->nulls_first ? " NULLS FIRST" : " NULLS LAST");
 	}
@@ -883,7 +935,7 @@ DeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
 void
 DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause, List *targetList)
 {
-	DeparseSortClause(sql, sortClause, targetList);
+	RemoteSqlDeparseSortClause(sql, sortClause, targetList);
 }
 
 static void
@@ -930,7 +982,7 @@ DeparseSubLink(RemoteSql *sql, SubLink *sublink)
 				appendStringInfoChar(buf, '(');
 				DeparseRemoteExpr(sql, linitial(test->args));
 				appendStringInfoChar(buf, ' ');
-				DeparseOperator(sql, test->opno);
+				RemoteSqlDeparseOperator(sql, test->opno);
 				appendStringInfoString(buf, sublink->subLinkType == ANY_SUBLINK ?
 									   " ANY (" : " ALL (");
 				DeparseRemoteSelect(sql, subquery);
@@ -962,10 +1014,24 @@ DeparseRemoteTargetList(RemoteSql *sql, List *targetList, bool withJunk)
 		if (!first)
 			appendStringInfoString(&sql->buf, ", ");
 		first = false;
+		/* the coordinator reads the result's columns back by their type */
+		if (list_length(sql->levels) == 1 && !IsReceivableType(exprType((Node *) tle->expr)))
+			RemoteSqlFail(sql, "an anonymous record in the result");
 		DeparseRemoteExpr(sql, (Node *) tle->expr);
 	}
 	if (first)
 		appendStringInfoString(&sql->buf, "NULL");
+}
+
+/*
+ * IsReceivableType: can the coordinator read a worker's text value of this
+ * type back?  Not an anonymous record (or array of them), whose input
+ * function needs a row type.
+ */
+bool
+IsReceivableType(Oid type)
+{
+	return type != RECORDOID && type != RECORDARRAYOID;
 }
 
 /* prints one FROM item of the innermost query */
@@ -1014,8 +1080,10 @@ DeparseRemoteFromItem(RemoteSql *sql, Node *item)
 				RemoteSqlFail(sql, "a subquery without columns");
 			appendStringInfoChar(buf, ')');
 		}
+		else if (rte->rtekind == RTE_VALUES)
+			DeparseValuesFromItem(sql, rte, rtindex);
 		else
-			RemoteSqlFail(sql, "a function, VALUES list or CTE in FROM");
+			RemoteSqlFail(sql, "a function or CTE in FROM");
 	}
 	else if (IsA(item, JoinExpr))
 	{
@@ -1183,7 +1251,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	if (query->sortClause != NIL)
 	{
 		appendStringInfoString(buf, " ORDER BY ");
-		DeparseSortClause(sql, query->sortClause, targetList);
+		RemoteSqlDeparseSortClause(sql, query->sortClause, targetList);
 	}
 	if (query->limitCount != NULL)
 	{

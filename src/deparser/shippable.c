@@ -35,7 +35,8 @@ IsBuiltinObject(Oid oid)
 /*
  * ExprNeedsRows tells whether an expression refers to a column of any query
  * level, an aggregate or a window function, or anything else that only
- * exists where the rows are; with allowExecParams, executor parameters do
+ * exists where the rows are (or, like a CASE operand's placeholder, only
+ * inside its expression); with allowExecParams, executor parameters do
  * not count.
  */
 bool
@@ -53,7 +54,7 @@ ExprNeedsRowsWalker(Node *node, bool *allowExecParams)
 		IsA(node, GroupingFunc) || IsA(node, SubLink) || IsA(node, SubPlan) ||
 		IsA(node, AlternativeSubPlan) || IsA(node, CurrentOfExpr) ||
 		IsA(node, PlaceHolderVar) || IsA(node, SetToDefault) ||
-		IsA(node, NextValueExpr))
+		IsA(node, NextValueExpr) || IsA(node, CaseTestExpr))
 		return true;
 	if (IsA(node, Param) && ((Param *) node)->paramkind == PARAM_EXEC && *allowExecParams)
 		return false;			/* a value the executor provides: allowed here */
@@ -89,6 +90,12 @@ NeedsCoordinatorWalker(Node *node, void *context)
 	if (IsA(node, Param))
 		return true;
 	if (IsA(node, SQLValueFunction))
+		return true;
+	/* XML results depend on xmloption and xmlbinary, not pinned remotely */
+	if (IsA(node, XmlExpr))
+		return true;
+	/* a user's domain may not exist on the workers */
+	if (IsA(node, CoerceToDomain) && !IsBuiltinObject(((CoerceToDomain *) node)->resulttype))
 		return true;
 	if (check_functions_in_node(node, FunctionNeedsCoordinator, NULL))
 		return true;

@@ -464,6 +464,11 @@ AddPlaceholderScan(Query *combine, Query *query, CombineContext *context)
 static int
 AddWorkerColumn(CombineContext *context, Oid type, int32 typmod, Oid collation)
 {
+	if (!IsReceivableType(type) && !context->failed)
+	{
+		context->failed = true;
+		context->failReason = "an anonymous record in the result";
+	}
 	context->columnTypes = lappend_oid(context->columnTypes, type);
 	context->columnTypmods = lappend_int(context->columnTypmods, typmod);
 	context->columnCollations = lappend_oid(context->columnCollations, collation);

@@ -35,6 +35,7 @@ typedef struct RemoteSql
 	int			gucNestLevel;	/* > 0 while safe output settings are in force */
 	Index		exclRelIndex;	/* INSERT ... ON CONFLICT: the EXCLUDED entry */
 	bool		allowExecParams;	/* scan quals: init plan and nestloop values */
+	List	   *caseOperands;	/* operands of the CASEs being printed, innermost first */
 } RemoteSql;
 
 extern void InitRemoteSql(RemoteSql *sql);
@@ -52,6 +53,29 @@ extern void DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause,
 								 List *targetList);
 extern char *RemoteTypeName(Oid typid, int32 typmod);
 extern char *BuildTaskSql(List *parts, List *shardNames);
+extern void RemoteSqlDeparseExprList(RemoteSql *sql, List *exprs);
+extern void RemoteSqlDeparseOperator(RemoteSql *sql, Oid opno);
+extern void RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
+extern char *RemoteSqlFunctionName(Oid funcid);
+extern void SetDeparseShardCtid(bool allow);
+extern bool IsReceivableType(Oid type);
+
+/* remote_expr.c */
+extern void DeparseCaseWithOperand(RemoteSql *sql, CaseExpr *c);
+extern void DeparseCaseTestExpr(RemoteSql *sql, CaseTestExpr *test);
+extern void DeparseRowExpr(RemoteSql *sql, RowExpr *row);
+extern void DeparseRowCompareExpr(RemoteSql *sql, RowCompareExpr *rc);
+extern void DeparseFieldSelect(RemoteSql *sql, FieldSelect *fs);
+extern void DeparseSubscriptingRef(RemoteSql *sql, SubscriptingRef *ref);
+extern void RemoteSqlDeparseSubscripts(RemoteSql *sql, SubscriptingRef *ref);
+extern void DeparseArrayCoerceExpr(RemoteSql *sql, ArrayCoerceExpr *ac);
+extern void DeparseCoerceToDomain(RemoteSql *sql, CoerceToDomain *cd);
+extern void DeparseNamedArgExpr(RemoteSql *sql, NamedArgExpr *arg);
+extern void DeparseGroupingFunc(RemoteSql *sql, GroupingFunc *gf);
+extern void DeparseMultiDimArray(RemoteSql *sql, ArrayExpr *a);
+extern void DeparseWindowFrame(RemoteSql *sql, WindowClause *clause);
+extern void DeparseOrderedSetAggregate(RemoteSql *sql, Aggref *aggref);
+extern void DeparseValuesFromItem(RemoteSql *sql, RangeTblEntry *rte, Index rtindex);
 
 /* shippable.c */
 extern bool IsBuiltinObject(Oid oid);
