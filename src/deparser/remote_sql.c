@@ -189,10 +189,38 @@ LevelQuery(RemoteSql *sql, int levelsUp)
 }
 
 /*
+ * RemoteSqlAppendShardConstraintName emits the gap for the name that an
+ * index-backed constraint of a table has on its shard (a List part: the
+ * table's position and the constraint's name).
+ */
+void
+RemoteSqlAppendShardConstraintName(RemoteSql *sql, Oid relid, const char *name)
+{
+	int			position;
+
+	RemoteSqlAppendRelation(sql, relid);
+	if (sql->failed)
+		return;
+	/* the relation's gap just added tells its position; the name replaces it */
+	position = intVal(llast(sql->parts));
+	llast(sql->parts) = list_make2(makeInteger(position), makeString(pstrdup(name)));
+}
+
+/*
  * BuildTaskSql pastes shard names (quoted, qualified) into a template.
  */
 char *
 BuildTaskSql(List *parts, List *shardNames)
+{
+	return BuildShardTaskSql(parts, shardNames, NIL);
+}
+
+/*
+ * BuildShardTaskSql is BuildTaskSql that also fills in the shards'
+ * constraint names, from the shards' ids (in the order of shardNames).
+ */
+char *
+BuildShardTaskSql(List *parts, List *shardNames, List *shardIds)
 {
 	StringInfoData buf;
 	ListCell   *cell;
@@ -204,6 +232,18 @@ BuildTaskSql(List *parts, List *shardNames)
 
 		if (IsA(part, String))
 			appendStringInfoString(&buf, strVal(part));
+		else if (IsA(part, List))
+		{
+			int			position = intVal(linitial((List *) part));
+			int64	   *shardId;
+
+			if (position >= list_length(shardIds))
+				elog(ERROR, "no shard id for a constraint name");
+			shardId = list_nth(shardIds, position);
+			appendStringInfoString(&buf,
+								   quote_identifier(ShardConstraintName(strVal(lsecond((List *) part)),
+																		true, *shardId)));
+		}
 		else
 			appendStringInfoString(&buf, list_nth(shardNames, intVal(part)));
 	}

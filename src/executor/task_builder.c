@@ -205,6 +205,7 @@ ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
 			 ShardInterval **taskShard)
 {
 	List	   *shardNames = NIL;
+	List	   *shardIds = NIL;
 	int			relationCount = list_length(job->relations);
 
 	*taskShard = NULL;
@@ -243,12 +244,13 @@ ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
 		if (i == Max(job->anchor, 0))
 			*taskShard = shard;
 		shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
+		shardIds = lappend(shardIds, &shard->shardId);
 	}
 	if ((*taskShard)->placementCount == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("shard " INT64_FORMAT " has no placement", (*taskShard)->shardId)));
-	return BuildTaskSql(job->sqlParts, shardNames);
+	return BuildShardTaskSql(job->sqlParts, shardNames, shardIds);
 }
 
 /*
@@ -537,7 +539,7 @@ BuildInsertTasks(DistributedScanState *state)
 			continue;
 		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
 		prefix = BuildTaskSql(job->sqlParts, shardNames);
-		suffix = BuildTaskSql(job->sqlSuffix, shardNames);
+		suffix = BuildShardTaskSql(job->sqlSuffix, shardNames, list_make1(&shard->shardId));
 
 		while (done < list_length(shardRows))
 		{

@@ -15,12 +15,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "catalog/pg_constraint.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
@@ -33,6 +37,7 @@ typedef struct ValuesRowContext
 
 static Node *SubstituteValuesRow(Node *node, ValuesRowContext *context);
 static void DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
+static void DeparseConflictConstraint(RemoteSql *sql, Query *query, Oid constraintOid);
 
 /* replaces the columns of the VALUES list by one row's expressions */
 static Node *
@@ -51,6 +56,49 @@ SubstituteValuesRow(Node *node, ValuesRowContext *context)
 }
 
 /*
+ * DeparseConflictConstraint prints the arbiter of ON CONFLICT ON CONSTRAINT
+ * for a shard, whose constraint has a name of its own: a primary key or
+ * unique constraint becomes its columns, which the shard infers to the
+ * same index (constraints have neither expressions nor predicates); an
+ * exclusion constraint, which inference never picks, is named by the
+ * shard's name for it.
+ */
+static void
+DeparseConflictConstraint(RemoteSql *sql, Query *query, Oid constraintOid)
+{
+	HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(constraintOid));
+	Form_pg_constraint con;
+	Oid			relid = rt_fetch(query->resultRelation, query->rtable)->relid;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for constraint %u", constraintOid);
+	con = (Form_pg_constraint) GETSTRUCT(tuple);
+	if (con->contype == CONSTRAINT_EXCLUSION)
+	{
+		appendStringInfoString(&sql->buf, " ON CONSTRAINT ");
+		RemoteSqlAppendShardConstraintName(sql, relid, NameStr(con->conname));
+	}
+	else
+	{
+		Relation	index = index_open(con->conindid, AccessShareLock);
+
+		appendStringInfoString(&sql->buf, " (");
+		for (int i = 0; i < index->rd_index->indnkeyatts; i++)
+		{
+			AttrNumber	attno = index->rd_index->indkey.values[i];
+
+			if (attno <= 0)
+				elog(ERROR, "constraint \"%s\" has an expression", NameStr(con->conname));
+			appendStringInfo(&sql->buf, "%s%s", i > 0 ? ", " : "",
+							 quote_identifier(get_attname(relid, attno, false)));
+		}
+		appendStringInfoChar(&sql->buf, ')');
+		index_close(index, AccessShareLock);
+	}
+	ReleaseSysCache(tuple);
+}
+
+/*
  * DeparseOnConflict appends ON CONFLICT ... for the shard statement; the
  * arbiter is inferred again on the shard (which has the same indexes).
  */
@@ -65,13 +113,10 @@ DeparseOnConflict(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 
 	if (onConflict == NULL)
 		return;
-	if (onConflict->constraint != InvalidOid)
-	{
-		RemoteSqlFail(sql, "ON CONFLICT ON CONSTRAINT");
-		return;
-	}
 	appendStringInfoString(buf, " ON CONFLICT");
-	if (onConflict->arbiterElems != NIL)
+	if (OidIsValid(onConflict->constraint))
+		DeparseConflictConstraint(sql, query, onConflict->constraint);
+	else if (onConflict->arbiterElems != NIL)
 	{
 		appendStringInfoString(buf, " (");
 		foreach(cell, onConflict->arbiterElems)
@@ -233,7 +278,9 @@ DeparseInsertStatement(Query *query, DistTableCacheEntry *entry, List *columns,
 		DeparseRemoteTargetList(suffix, query->returningList, true);
 	}
 	FinishRemoteSql(suffix);
-	if (!suffix->failed && suffix->relations != NIL)
+	/* the target itself is there for ON CONFLICT ON CONSTRAINT of an exclusion constraint */
+	if (!suffix->failed && suffix->relations != NIL &&
+		!(list_length(suffix->relations) == 1 && linitial_oid(suffix->relations) == target->relid))
 		RemoteSqlFail(suffix, "a subquery");
 	if (suffix->failed)
 		ereport(ERROR,

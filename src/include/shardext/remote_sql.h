@@ -4,9 +4,11 @@
  *	  Deparsing query trees into the SQL that runs on shards.
  *
  * The SQL is kept as a template: a list of parts, each either a String
- * (SQL text) or an Integer (the position of a distributed or reference
- * table in RemoteSql.relations), so one deparse serves every shard: the
- * executor pastes each task's shard names into the gaps.  Everything the
+ * (SQL text), an Integer (the position of a distributed or reference
+ * table in RemoteSql.relations) or a List (that position and the name of
+ * one of its index-backed constraints), so one deparse serves every shard:
+ * the executor pastes each task's shard names (and shard constraint
+ * names) into the gaps.  Everything the
  * coordinator must evaluate (parameters, stable functions, expressions of
  * non-built-in functions without column references) goes to the workers as
  * a parameter $n whose expression is RemoteSql.paramExprs[n - 1].
@@ -53,6 +55,8 @@ extern void DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause,
 								 List *targetList);
 extern char *RemoteTypeName(Oid typid, int32 typmod);
 extern char *BuildTaskSql(List *parts, List *shardNames);
+extern char *BuildShardTaskSql(List *parts, List *shardNames, List *shardIds);
+extern void RemoteSqlAppendShardConstraintName(RemoteSql *sql, Oid relid, const char *name);
 extern void RemoteSqlDeparseExprList(RemoteSql *sql, List *exprs);
 extern void RemoteSqlDeparseOperator(RemoteSql *sql, Oid opno);
 extern void RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
