@@ -21,6 +21,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -318,12 +319,15 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 	if (fromlist != NIL && valuesIndex == 0)
 		return PlanInsertSelect(query, cursorOptions, boundParams);
 
-	if (query->hasSubLinks || query->cteList != NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("INSERT ... VALUES with a subquery into distributed table \"%s\" is not supported",
-						get_rel_name(target->relid)),
-				 errhint("Use INSERT ... SELECT instead.")));
+	/*
+	 * Subqueries (and the CTEs they may read) in the values need a plan of
+	 * their own: the rows are computed like those of an INSERT ... SELECT.
+	 */
+	if (query->cteList != NIL ||
+		checkExprHasSubLink((Node *) query->targetList) ||
+		(valuesIndex > 0 &&
+		 checkExprHasSubLink((Node *) rt_fetch(valuesIndex, query->rtable)->values_lists)))
+		return PlanInsertSelect(query, cursorOptions, boundParams);
 
 	columns = InsertColumns(query, entry, &distColumn);
 
