@@ -139,7 +139,7 @@ RemoteSqlAppendRelation(RemoteSql *sql, Oid relid)
 
 	if (!IsDistributedTable(relid))
 	{
-		RemoteSqlFail(sql, "a local table is used together with distributed tables");
+		RemoteSqlFail(sql, "a local table");
 		return;
 	}
 	foreach(cell, sql->relations)

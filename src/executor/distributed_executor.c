@@ -297,6 +297,9 @@ DistributedScanNext(ScanState *node)
 		}
 		else if ((result = NextRemoteResult(state, &task)) != NULL)
 			break;
+		/* a write through the coordinator returns its rows once they are written */
+		if (NextRoutedReturnedRow(state, slot))
+			return slot;
 		if (!StartNextInsertBatch(state))
 		{
 			FinishScan(state);
@@ -1022,6 +1025,13 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 						if (task->returnsRows)
 							state->affectedRows += task->affectedRows;
 					}
+					if (task->checkRows && task->affectedRows != task->expectedRows)
+						ereport(ERROR,
+								(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+								 errmsg("could not serialize access due to concurrent update"),
+								 errdetail("Shard " INT64_FORMAT " changed " UINT64_FORMAT " of the " UINT64_FORMAT " rows the statement read through the coordinator; the others were changed by another transaction first.",
+										   task->shardId, task->affectedRows, task->expectedRows),
+								 errhint("Run the statement again.")));
 					PQclear(result);
 					break;
 				}
@@ -1250,6 +1260,7 @@ ReScanDistributedScan(CustomScanState *node)
 	state->orderReturning = false;
 	state->orderedRows = NULL;
 	ForgetSourceRows(state);
+	ResetRoutedWrite(state);
 	MemoryContextReset(state->execContext);
 	state->batchContext = AllocSetContextCreate(state->execContext,
 												"shardext insert batch",

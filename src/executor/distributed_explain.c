@@ -44,7 +44,18 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 		MemoryContextSwitchTo(oldContext);
 		return;
 	}
-	if (job->insertFromSubplan)
+	if (job->kind == JOB_ROUTED)
+	{
+		ExplainPropertyText("Write Method",
+							"rows found through the coordinator, changed on their shards by ctid",
+							es);
+		if (!es->analyze)
+		{
+			MemoryContextSwitchTo(oldContext);
+			return;
+		}
+	}
+	else if (job->insertFromSubplan)
 	{
 		ExplainPropertyText("Insert Method", "rows routed by the coordinator", es);
 		if (!es->analyze)

@@ -41,7 +41,6 @@ static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
 static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
 static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
 									int first, int count);
-static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
 /* the rows of an INSERT, column after column of each row */
 typedef struct InsertRows
 {
@@ -57,8 +56,6 @@ static List *LockShardsToModify(DistributedScanState *state, List *shardIndexes,
 								DistTableCacheEntry **anchor);
 static char *ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
 						  ShardInterval **taskShard);
-static RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *taskShard,
-								 char *sql, RemoteParams *params, bool write);
 static void NoteRowPositions(DistributedScanState *state, RemoteTask *task,
 							 List *shardRows, int first, int count);
 static void EvaluateInsertRows(DistributedScanState *state, InsertRows *rows);
@@ -123,9 +120,12 @@ BuildDistributedTasks(DistributedScanState *state)
 
 	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
 									   state->batchContext : state->execContext);
-	if (job->kind == JOB_INSERT)
+	if (job->kind == JOB_INSERT || job->kind == JOB_ROUTED)
 	{
-		BuildInsertTasks(state);
+		if (job->kind == JOB_INSERT)
+			BuildInsertTasks(state);
+		else
+			BuildRoutedTasks(state);
 		state->tasksBuilt = true;
 		MemoryContextSwitchTo(oldContext);
 		return;
@@ -258,7 +258,7 @@ ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
  * placement (the first one's rows are returned), a read to one.  Returns
  * the task whose rows are returned.
  */
-static RemoteTask *
+RemoteTask *
 AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
 			  RemoteParams *params, bool write)
 {
@@ -352,6 +352,23 @@ static RemoteParams *
 EvaluateParams(DistributedScanState *state, List *exprStates, int first, int count)
 {
 	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	RemoteParams *params = MakeRemoteParams(count);
+
+	for (int i = 0; i < count; i++)
+	{
+		ExprState  *exprState = list_nth(exprStates, first + i);
+		bool		isnull;
+		Datum		value = ExecEvalExpr(exprState, econtext, &isnull);
+
+		EncodeRemoteParam(params, i, value, isnull, exprType((Node *) exprState->expr));
+	}
+	return params;
+}
+
+/* MakeRemoteParams allocates count parameters, all NULL */
+RemoteParams *
+MakeRemoteParams(int count)
+{
 	RemoteParams *params = palloc0(sizeof(RemoteParams));
 
 	params->count = count;
@@ -361,20 +378,16 @@ EvaluateParams(DistributedScanState *state, List *exprStates, int first, int cou
 	params->values = palloc0(sizeof(char *) * count);
 	params->lengths = palloc0(sizeof(int) * count);
 	params->formats = palloc0(sizeof(int) * count);
-
-	for (int i = 0; i < count; i++)
-	{
-		ExprState  *exprState = list_nth(exprStates, first + i);
-		bool		isnull;
-		Datum		value = ExecEvalExpr(exprState, econtext, &isnull);
-
-		EncodeParam(params, i, value, isnull, exprType((Node *) exprState->expr));
-	}
 	return params;
 }
 
-static void
-EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
+/*
+ * EncodeRemoteParam sets parameter i of params from a value of the given
+ * type: binary for built-in types, text (under the remote sessions'
+ * output settings, the SQL casting $n) otherwise.
+ */
+void
+EncodeRemoteParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
 {
 	Oid			function;
 	bool		isVarlena;
@@ -417,7 +430,7 @@ EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
  * SELECT reads a snapshot taken before the statement; this is its
  * equivalent.  The rows spill to disk beyond work_mem.
  */
-static void
+void
 MaterializeSubplan(DistributedScanState *state)
 {
 	PlanState  *child = linitial(state->css.custom_ps);
@@ -639,14 +652,7 @@ RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 			{
 				int			d = r * rows->columns + job->insertDistColumn;
 
-				if (rows->nulls[d])
-					ereport(ERROR,
-							(errcode(ERRCODE_NOT_NULL_VIOLATION),
-							 errmsg("cannot insert a NULL distribution column value into \"%s\"",
-									get_rel_name(relid)),
-							 errhint("Every row of a distributed table needs a distribution "
-									 "column value to choose its shard.")));
-				shardIndex = FindShardForValue(*entry, rows->values[d])->shardIndex;
+				shardIndex = ShardIndexForRow(*entry, rows->values[d], rows->nulls[d]);
 			}
 			rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
 		}
@@ -669,6 +675,77 @@ RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 		if (!ShardIdsChanged(*entry, layout, layoutCount))
 			return rowsByShard;
 	}
+}
+
+/*
+ * ShardIndexForRow returns the index of the shard of a table that a row
+ * with the given distribution column value goes to (0 for a reference
+ * table).  Every write that routes rows by value comes here: INSERT
+ * (VALUES and through the coordinator) and the rows MERGE inserts.
+ */
+int
+ShardIndexForRow(DistTableCacheEntry *entry, Datum value, bool isnull)
+{
+	if (entry->method != DISTRIBUTE_BY_HASH)
+		return 0;
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("cannot insert a NULL distribution column value into \"%s\"",
+						get_rel_name(entry->relid)),
+				 errhint("Every row of a distributed table needs a distribution "
+						 "column value to choose its shard.")));
+	return FindShardForValue(entry, value)->shardIndex;
+}
+
+/*
+ * LockAllShardsForWrite locks every shard of a table against other writers
+ * (in id order, the multi-shard write mode), before a write through the
+ * coordinator reads the rows it changes; a split while waiting means
+ * locking the new shards.  Returns the table's cache entry after the locks.
+ */
+DistTableCacheEntry *
+LockAllShardsForWrite(Oid relid)
+{
+	for (;;)
+	{
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+		int			count;
+		int64	   *ids;
+		int64	   *layout;
+
+		if (entry == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
+		ids = SnapshotShardIds(entry, &count);
+		layout = SnapshotShardIds(entry, &count);
+		LockShardsInOrder(ids, count, ShardMultiWriteLockMode);
+		entry = GetDistTableCacheEntry(relid);
+		if (!ShardIdsChanged(entry, layout, count))
+			return entry;
+	}
+}
+
+/*
+ * NextSourceRow stores the next row a write read from its subplan (see
+ * MaterializeSubplan) in state->sourceSlot; false after the last.
+ */
+bool
+NextSourceRow(DistributedScanState *state)
+{
+	MemoryContext oldContext;
+	bool		found;
+
+	/*
+	 * Rows read back from disk are allocated in the current context and
+	 * owned by the slot until the next row: not the batch memory, which is
+	 * reset between batches.
+	 */
+	oldContext = MemoryContextSwitchTo(state->css.ss.ps.state->es_query_cxt);
+	found = tuplestore_gettupleslot(state->sourceRows, true, false, state->sourceSlot);
+	MemoryContextSwitchTo(oldContext);
+	return found;
 }
 
 /*
@@ -711,7 +788,7 @@ BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
 		{
 			appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
 							 RemoteTypeName(rows->types[c], -1));
-			EncodeParam(params, n, rows->values[r * columns + c],
+			EncodeRemoteParam(params, n, rows->values[r * columns + c],
 						rows->nulls[r * columns + c], rows->types[c]);
 			n++;
 		}

@@ -85,6 +85,9 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->pullFallback));
 	private = lappend(private, BoolNode(job->insertFromSubplan));
 	private = lappend(private, BoolNode(job->locksRows));
+	private = lappend(private, IntNode(job->routedCommand));
+	private = lappend(private, BoolNode(job->routedStrict));
+	private = lappend(private, job->routedActions);
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -119,6 +122,9 @@ DistributedJobFromScan(CustomScan *scan)
 	job->pullFallback = NEXT_INT() != 0;
 	job->insertFromSubplan = NEXT_INT() != 0;
 	job->locksRows = NEXT_INT() != 0;
+	job->routedCommand = NEXT_INT();
+	job->routedStrict = NEXT_INT() != 0;
+	job->routedActions = NEXT_LIST();
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;

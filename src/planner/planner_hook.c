@@ -30,16 +30,15 @@ planner_hook_type prev_planner_hook = NULL;
 set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 
 static bool DistributedTableWalker(Node *node, void *context);
-static PlannedStmt *LocalPlanner(Query *parse, const char *queryString,
-								 int cursorOptions, ParamListInfo boundParams);
 static void RejectRowLocks(Query *parse);
 static void RejectModifyingCTEs(Query *parse);
 static bool IsDistributedResultRelation(Query *parse);
 static void WrapDistributedTablesForRowMarks(Query *query);
 
-static PlannedStmt *
-LocalPlanner(Query *parse, const char *queryString, int cursorOptions,
-			 ParamListInfo boundParams)
+/* ShardextLocalPlanner plans a query as PostgreSQL would (the next hook) */
+PlannedStmt *
+ShardextLocalPlanner(Query *parse, const char *queryString, int cursorOptions,
+					 ParamListInfo boundParams)
 {
 	if (prev_planner_hook)
 		return prev_planner_hook(parse, queryString, cursorOptions, boundParams);
@@ -62,7 +61,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 	 */
 	if (ShardextLocalDDLDepth > 0 || !ShardextExtensionLoaded() ||
 		!QueryReferencesDistributedTable((Node *) parse))
-		return LocalPlanner(parse, queryString, cursorOptions, boundParams);
+		return ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);
 
 	switch (parse->commandType)
 	{
@@ -78,7 +77,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
 				if (plan == NULL)
 					plan = PlanRecursively(parse, queryString, cursorOptions, boundParams,
-										   LocalPlanner);
+										   ShardextLocalPlanner);
 			}
 			else
 				RejectRowLocks(parse);
@@ -90,7 +89,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		case CMD_UPDATE:
 		case CMD_DELETE:
 			if (IsDistributedResultRelation(parse))
-				plan = PlanDistributedModify(parse);
+				plan = PlanDistributedModify(parse, cursorOptions, boundParams);
 			break;
 		default:
 			if (IsDistributedResultRelation(parse))
@@ -126,7 +125,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		parse = copyObject(parse);
 		WrapDistributedTablesForRowMarks(parse);
 	}
-	return LocalPlanner(parse, queryString, cursorOptions, boundParams);
+	return ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);
 }
 
 /*

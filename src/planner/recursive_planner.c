@@ -38,7 +38,7 @@ typedef struct RecursiveContext
 	ParamListInfo boundParams;
 } RecursiveContext;
 
-static Query *PlanPart(Query *part, RecursiveContext *context);
+static Query *PlanPart(Query *part, RecursiveContext *context, bool force);
 
 /* looking for the one reference to a CTE of the top level */
 typedef struct CteReferenceContext
@@ -57,10 +57,11 @@ static void HideScanTargetVars(Plan *plan);
 
 /*
  * PlanPart plans one part on its own; when that gives a distributed plan,
- * returns the placeholder query to put in its place, else NULL.
+ * returns the placeholder query to put in its place, else NULL.  A forced
+ * part is distributed even when the local planner could pull it up.
  */
 static Query *
-PlanPart(Query *part, RecursiveContext *context)
+PlanPart(Query *part, RecursiveContext *context, bool force)
 {
 	PlannedStmt *plan;
 	Query	   *placeholder;
@@ -85,7 +86,7 @@ PlanPart(Query *part, RecursiveContext *context)
 	 * query's conditions reach its scans; unless it is a router query.
 	 */
 	plan = PlanRouterQuery(part);
-	if (plan == NULL && (part->hasAggs || part->groupClause != NIL ||
+	if (plan == NULL && (force || part->hasAggs || part->groupClause != NIL ||
 						 part->havingQual != NULL || part->distinctClause != NIL ||
 						 part->limitCount != NULL || part->limitOffset != NULL ||
 						 part->hasWindowFuncs))
@@ -263,10 +264,25 @@ PlannedStmt *
 PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 				ParamListInfo boundParams, LocalPlannerFunction localPlanner)
 {
+	return PlanRecursivelyForcing(parse, queryString, cursorOptions, boundParams,
+								  localPlanner, 0);
+}
+
+/*
+ * PlanRecursivelyForcing is PlanRecursively where the subquery in FROM at
+ * range table index forcedRtindex (when not 0) must be distributed on its
+ * own; NULL when it cannot be.
+ */
+PlannedStmt *
+PlanRecursivelyForcing(Query *parse, const char *queryString, int cursorOptions,
+					   ParamListInfo boundParams, LocalPlannerFunction localPlanner,
+					   Index forcedRtindex)
+{
 	Query	   *query = copyObject(parse);
 	RecursiveContext context;
 	PlannedStmt *plan;
 	ListCell   *cell;
+	Index		rtindex = 0;
 
 	memset(&context, 0, sizeof(context));
 	context.placeholderOid =
@@ -282,11 +298,14 @@ PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 		RangeTblEntry *rte = lfirst(cell);
 		Query	   *placeholder;
 
+		rtindex++;
 		if (rte->rtekind != RTE_SUBQUERY || rte->lateral)
 			continue;
-		placeholder = PlanPart(rte->subquery, &context);
+		placeholder = PlanPart(rte->subquery, &context, rtindex == forcedRtindex);
 		if (placeholder != NULL)
 			rte->subquery = placeholder;
+		else if (rtindex == forcedRtindex)
+			return NULL;
 	}
 	/* CTEs that only this level refers to */
 	if (!query->hasRecursive)
@@ -298,7 +317,7 @@ PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 
 			if (cte->cterecursive)
 				continue;
-			placeholder = PlanPart((Query *) cte->ctequery, &context);
+			placeholder = PlanPart((Query *) cte->ctequery, &context, false);
 			if (placeholder != NULL)
 				cte->ctequery = (Node *) placeholder;
 		}
@@ -330,7 +349,7 @@ SublinkMutator(Node *node, RecursiveContext *context)
 	if (IsA(node, SubLink))
 	{
 		SubLink    *sublink = copyObject((SubLink *) node);
-		Query	   *placeholder = PlanPart((Query *) sublink->subselect, context);
+		Query	   *placeholder = PlanPart((Query *) sublink->subselect, context, false);
 
 		if (placeholder != NULL)
 			sublink->subselect = (Node *) placeholder;

@@ -53,8 +53,8 @@ typedef struct RouterContext
 } RouterContext;
 
 static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
-static void CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
-									  const char *command);
+static bool ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
+								 const char *command);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
 static bool PinByValue(RouterLevel *level, Node *clause);
 static bool PinByEquality(RouterLevel *level, Node *clause);
@@ -637,7 +637,11 @@ DeparseReturning(RemoteSql *sql, List *returningList)
 	DeparseRemoteTargetList(sql, returningList, true);
 }
 
-/* a DML statement that cannot be shipped is an error, never a local write */
+/*
+ * RejectUnshippable: an UPDATE or DELETE of a reference table that cannot
+ * be shipped whole is an error, never a local write (one of a hash table
+ * runs through the coordinator instead).
+ */
 static void
 RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 {
@@ -647,8 +651,10 @@ RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("%s on distributed table \"%s\" with %s is not supported",
+			 errmsg("%s of reference table \"%s\" with %s is not supported",
 					command, get_rel_name(target->relid), sql->failReason),
+			 errdetail("A reference table has a copy on every node; the statement runs whole on "
+					   "each copy, so every part of it must be one the nodes can evaluate the same way."),
 			 errhint("Compute the values first (for example in a SELECT), then run "
 					 "the %s with constants or parameters.", command)));
 }
@@ -724,14 +730,16 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 }
 
 /*
- * CheckModifyReadsColocated: the other tables an UPDATE or DELETE reads
- * (relations: those of its SQL) must be on every node (reference tables),
- * or co-located with the target and joined to it on the distribution
- * column, so that each shard's rows meet all the rows they can match there.
+ * ModifyReadsColocated: do the other tables an UPDATE or DELETE reads
+ * (relations: those of its SQL) let it run shard by shard?  They must be
+ * on every node (reference tables), or co-located with the target and
+ * joined to it on the distribution column, so that each shard's rows meet
+ * all the rows they can match there.  A reference table's statement that
+ * reads a distributed table is refused.
  */
-static void
-CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
-						  const char *command)
+static bool
+ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
+					 const char *command)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	ListCell   *cell;
@@ -741,39 +749,32 @@ CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relati
 		PushdownInfo info;
 
 		memset(&info, 0, sizeof(info));
-		if (!AnalyzePushdownFrom(query, &info) || info.colocationId != entry->colocationId)
+		return AnalyzePushdownFrom(query, &info) && info.colocationId == entry->colocationId;
+	}
+	foreach(cell, relations)
+	{
+		if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("%s on distributed table \"%s\" that reads other distributed tables "
-							"this way is not supported", command, get_rel_name(target->relid)),
-					 errdetail("The other tables must be co-located with it and joined on the "
-							   "distribution column, or be reference tables."),
-					 errhint("Read the other tables' values first, then run the %s with them.",
-							 command)));
+					 errmsg("%s of reference table \"%s\" that reads distributed table \"%s\" is not supported",
+							command, get_rel_name(target->relid),
+							get_rel_name(lfirst_oid(cell))),
+					 errdetail("A reference table has a copy on every node; the statement runs whole on each copy."),
+					 errhint("Read the other table's values first, or join only reference tables.")));
 	}
-	else
-	{
-		foreach(cell, relations)
-		{
-			if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("%s on reference table \"%s\" that reads distributed table \"%s\" is not supported",
-								command, get_rel_name(target->relid),
-								get_rel_name(lfirst_oid(cell))),
-						 errhint("Read the other table's values first, or join only reference tables.")));
-		}
-	}
+	return true;
 }
 
 /*
  * PlanDistributedModify plans UPDATE or DELETE on a distributed or
  * reference table: the statement runs on every shard its WHERE clause
- * leaves (every placement of them).  Other tables may appear only when
- * they are reference tables.
+ * leaves (every placement of them) when it can (other tables co-located or
+ * reference tables, everything shippable); otherwise an UPDATE or DELETE
+ * of a hash-distributed table runs through the coordinator
+ * (coordinator_modify.c).
  */
 PlannedStmt *
-PlanDistributedModify(Query *query)
+PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
@@ -792,8 +793,11 @@ PlanDistributedModify(Query *query)
 	FinishRemoteSql(&sql);
 	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
 		RemoteSqlFail(&sql, "a volatile function");
+	if (entry->method == DISTRIBUTE_BY_HASH &&
+		(sql.failed || !ModifyReadsColocated(query, entry, sql.relations, command)))
+		return PlanCoordinatorModify(query, cursorOptions, boundParams);
 	RejectUnshippable(&sql, query, command);
-	CheckModifyReadsColocated(query, entry, sql.relations, command);
+	ModifyReadsColocated(query, entry, sql.relations, command);
 	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
 					  &values, &kinds);
 

@@ -15,6 +15,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/distributed_plan.h"
+#include "shardext/metadata.h"
 
 /* parameter values in the form libpq sends them */
 typedef struct RemoteParams
@@ -45,6 +46,9 @@ typedef struct RemoteTask
 	int		   *rowPositions;
 	int			rowCount;
 	List	   *returnedRows;	/* MinimalTuples kept until every task is done */
+	/* a write by ctid must change exactly the rows it was given */
+	bool		checkRows;
+	uint64		expectedRows;
 } RemoteTask;
 
 /* a connection the scan uses and the tasks queued on it */
@@ -91,10 +95,27 @@ typedef struct DistributedScanState
 	int			orderedNext;
 	uint64		affectedRows;
 	double		explainTime;
+	/* JOB_ROUTED (routed_writes.c) */
+	struct RoutedWriteState *routed;
 } DistributedScanState;
 
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
+
+/* task_builder.c */
+extern RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *taskShard,
+								 char *sql, RemoteParams *params, bool write);
+extern void EncodeRemoteParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
+extern RemoteParams *MakeRemoteParams(int count);
+extern void MaterializeSubplan(DistributedScanState *state);
+extern bool NextSourceRow(DistributedScanState *state);
+extern DistTableCacheEntry *LockAllShardsForWrite(Oid relid);
+extern int	ShardIndexForRow(DistTableCacheEntry *entry, Datum value, bool isnull);
+
+/* routed_writes.c */
+extern void BuildRoutedTasks(DistributedScanState *state);
+extern bool NextRoutedReturnedRow(DistributedScanState *state, TupleTableSlot *slot);
+extern void ResetRoutedWrite(DistributedScanState *state);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
 

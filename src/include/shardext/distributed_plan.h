@@ -12,7 +12,9 @@
  *
  * custom_exprs of the CustomScan hold, in this order: pruneCount pruning
  * values, paramCount remote parameter expressions, and for INSERT
- * insertRowCount * insertColumnCount row values.
+ * insertRowCount * insertColumnCount row values; for JOB_ROUTED, per
+ * action its condition and its values, then the RETURNING expressions
+ * (all over the subplan's rows, as OUTER_VAR Vars).
  *
  *-------------------------------------------------------------------------
  */
@@ -29,7 +31,8 @@ typedef enum DistributedJobKind
 {
 	JOB_SELECT = 1,				/* rows come back from every task */
 	JOB_MODIFY,					/* UPDATE/DELETE, on every placement */
-	JOB_INSERT					/* rows routed by their distribution value */
+	JOB_INSERT,					/* rows routed by their distribution value */
+	JOB_ROUTED					/* UPDATE/DELETE/MERGE of rows a subplan found */
 } DistributedJobKind;
 
 /* how a pruning value restricts the shards */
@@ -56,6 +59,10 @@ typedef struct DistributedJob
 	bool		pullFallback;	/* scan of one table under a local plan */
 	bool		insertFromSubplan;	/* INSERT rows come from custom_plans */
 	bool		locksRows;		/* SELECT ... FOR UPDATE/SHARE */
+	/* JOB_ROUTED (routed_writes.c): */
+	int			routedCommand;	/* CMD_UPDATE, CMD_DELETE or CMD_MERGE */
+	bool		routedStrict;	/* a target row changed twice is an error (MERGE) */
+	List	   *routedActions;	/* per action: (matched, command, attnos, dist position) */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */

@@ -40,6 +40,8 @@ extern PlannedStmt *ShardextPlanner(Query *parse, const char *queryString,
 extern bool QueryReferencesDistributedTable(Node *node);
 
 /* planner_hook.c */
+extern PlannedStmt *ShardextLocalPlanner(Query *parse, const char *queryString,
+										 int cursorOptions, ParamListInfo boundParams);
 extern PlannedStmt *MakeDistributedPlannedStmt(Query *query, CustomScan *scan,
 											   List *remoteTargetList);
 extern void SetDistributedScanTargetList(CustomScan *scan, List *remoteTargetList);
@@ -48,7 +50,8 @@ extern void CollectRelations(Query *query, List **relids, List **rtes);
 
 /* router_planner.c */
 extern PlannedStmt *PlanRouterQuery(Query *query);
-extern PlannedStmt *PlanDistributedModify(Query *query);
+extern PlannedStmt *PlanDistributedModify(Query *query, int cursorOptions,
+										  ParamListInfo boundParams);
 extern PlannedStmt *PlanDistributedInsert(Query *query, int cursorOptions,
 										  ParamListInfo boundParams);
 extern void FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *entry,
@@ -99,6 +102,43 @@ typedef PlannedStmt *(*LocalPlannerFunction) (Query *, const char *, int, ParamL
 extern Query *InlineSingleUseCtes(Query *parse);
 extern PlannedStmt *PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 									ParamListInfo boundParams, LocalPlannerFunction localPlanner);
+extern PlannedStmt *PlanRecursivelyForcing(Query *parse, const char *queryString,
+										   int cursorOptions, ParamListInfo boundParams,
+										   LocalPlannerFunction localPlanner,
+										   Index forcedRtindex);
+
+/* coordinator_modify.c */
+
+/*
+ * One thing a write through the coordinator does to a row of its row
+ * source: UPDATE or DELETE the target row the row names (matched), or
+ * INSERT a new row (not matched, MERGE only), or nothing; MERGE has one
+ * per WHEN clause, tried in order.
+ */
+typedef struct RoutedAction
+{
+	bool		matched;		/* for rows that name a target row */
+	CmdType		commandType;	/* CMD_UPDATE, CMD_DELETE, CMD_INSERT, CMD_NOTHING */
+	Node	   *qual;			/* the WHEN clause's AND condition, or NULL */
+	List	   *attnos;			/* UPDATE: columns set; INSERT: columns given */
+	List	   *values;			/* their values, over the row source's columns */
+	int			distPosition;	/* INSERT: the distribution column among attnos, or -1 */
+} RoutedAction;
+
+extern PlannedStmt *PlanCoordinatorModify(Query *query, int cursorOptions,
+										  ParamListInfo boundParams);
+extern PlannedStmt *PlanRoutedWrite(Query *query, Query *source, Index targetIndex,
+									List *actions, List *returning, int cursorOptions,
+									ParamListInfo boundParams);
+extern PlannedStmt *PlanRowSource(Query *source, Index targetIndex, int cursorOptions,
+								  ParamListInfo boundParams);
+extern AttrNumber ReadTargetThroughRowsQuery(Query *source, Index rtindex, Bitmapset *attnos,
+											 List *quals);
+extern Bitmapset *TargetColumns(Node *node, Index rtindex, Oid relid, Bitmapset *attnos);
+extern List *PushableTargetConditions(List *conjuncts, Index rtindex, RangeTblEntry *target);
+extern Node *AddRowSourceColumn(List **targetList, Expr *expr, const char *name);
+extern void CheckDistributionColumnUnchanged(DistTableCacheEntry *entry, AttrNumber attno);
+extern void RejectShardCtidReferences(Query *query);
 
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
