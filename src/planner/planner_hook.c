@@ -91,14 +91,11 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 			if (IsDistributedResultRelation(parse))
 				plan = PlanDistributedModify(parse, cursorOptions, boundParams);
 			break;
-		default:
+		case CMD_MERGE:
 			if (IsDistributedResultRelation(parse))
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("MERGE on distributed table \"%s\" is not supported",
-								get_rel_name(rt_fetch(parse->resultRelation,
-													  parse->rtable)->relid)),
-						 errhint("Use INSERT ... ON CONFLICT, UPDATE and DELETE instead.")));
+				plan = PlanDistributedMerge(parse, cursorOptions, boundParams);
+			break;
+		default:
 			break;
 	}
 
@@ -119,7 +116,8 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 	 * scanned by pulling rows (DistributedRelPathlist).
 	 */
 	if (parse->rowMarks != NIL ||
-		((parse->commandType == CMD_UPDATE || parse->commandType == CMD_DELETE) &&
+		((parse->commandType == CMD_UPDATE || parse->commandType == CMD_DELETE ||
+		  parse->commandType == CMD_MERGE) &&
 		 !IsDistributedResultRelation(parse)))
 	{
 		parse = copyObject(parse);

@@ -140,6 +140,10 @@ extern Node *AddRowSourceColumn(List **targetList, Expr *expr, const char *name)
 extern void CheckDistributionColumnUnchanged(DistTableCacheEntry *entry, AttrNumber attno);
 extern void RejectShardCtidReferences(Query *query);
 
+/* merge_planner.c */
+extern PlannedStmt *PlanDistributedMerge(Query *query, int cursorOptions,
+										 ParamListInfo boundParams);
+
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 								   RangeTblEntry *rte);

@@ -1,0 +1,599 @@
+/*-------------------------------------------------------------------------
+ *
+ * merge_planner.c
+ *	  MERGE into distributed and reference tables.
+ *
+ * Pushed down, the whole MERGE runs on each shard of the target (every
+ * copy of a reference table) with the shards of the source tables of the
+ * same index, when each target row and every source row that can match it
+ * are on one shard, and every row a WHEN NOT MATCHED clause inserts lands
+ * on the shard that ran it:
+ *	- the source reads hash tables co-located with the target, the ON
+ *	  clause equates the target's distribution column with a source
+ *	  distribution column, and INSERT gives the distribution column that
+ *	  same source column;
+ *	- the source reads only reference tables, VALUES lists and constants
+ *	  (the same rows on every node), and either the MERGE has no WHEN NOT
+ *	  MATCHED clause (each shard matches its own target rows), or the ON
+ *	  clause pins the target's distribution column to one shard (to a
+ *	  constant, or to a VALUES column whose constants all hash to one shard)
+ *	  and INSERT gives it that same value;
+ *	- for a reference table target, the source reads only reference tables,
+ *	  VALUES lists and constants.
+ * Each shard's MERGE then raises PostgreSQL's own errors, the cardinality
+ * violation included, and the command tag adds up the shards' counts.
+ *
+ * Otherwise a MERGE into a hash-distributed table runs through the
+ * coordinator (coordinator_modify.c, routed_writes.c): the source is
+ * joined with the target's rows (read with their shard ctids) on the
+ * coordinator, each joined row gets the first WHEN clause whose condition
+ * holds, evaluated there, and the updates, deletes and inserts are sent to
+ * the shards.  A target row that two source rows update or delete is the
+ * cardinality violation, as in PostgreSQL.
+ *
+ * Neither route can change the distribution column (rows would have to
+ * move between shards): that is refused.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "shardext/guc.h"
+#include "shardext/planner.h"
+#include "shardext/remote_sql.h"
+
+static void CheckMergeActions(Query *query, DistTableCacheEntry *entry);
+static Node *MergeRouteValue(Query *query, DistTableCacheEntry *entry);
+static bool InsertsGiveRouteValue(Query *query, DistTableCacheEntry *entry, Node *route);
+static bool SourceOnEveryNode(Query *query);
+static bool RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route,
+								 Node **pin);
+static void DeparseMerge(RemoteSql *sql, Query *query);
+static void DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action);
+static PlannedStmt *PlanPushdownMerge(Query *query, DistTableCacheEntry *entry);
+static PlannedStmt *PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry,
+										 int cursorOptions, ParamListInfo boundParams);
+
+/*
+ * PlanDistributedMerge plans MERGE into a distributed or reference table
+ * (see the file header).
+ */
+PlannedStmt *
+PlanDistributedMerge(Query *query, int cursorOptions, ParamListInfo boundParams)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
+	PlannedStmt *plan;
+
+	CheckMergeActions(query, entry);
+	plan = PlanPushdownMerge(query, entry);
+	if (plan != NULL)
+		return plan;
+	if (entry->method == DISTRIBUTE_BY_HASH)
+		return PlanCoordinatorMerge(query, entry, cursorOptions, boundParams);
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("MERGE into reference table \"%s\" with this source is not supported",
+					get_rel_name(target->relid)),
+			 errdetail("A MERGE into a reference table runs whole on every copy of it, so its source "
+					   "must read only reference tables, VALUES lists and constants, and every "
+					   "expression in it must be one the nodes can evaluate the same way."),
+			 errhint("Put the source rows into a reference table first, or compute volatile values before the MERGE.")));
+	return NULL;
+}
+
+/* the WHEN clauses may not change the distribution column */
+static void
+CheckMergeActions(Query *query, DistTableCacheEntry *entry)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->mergeActionList)
+	{
+		MergeAction *action = lfirst(cell);
+		ListCell   *tleCell;
+
+		if (action->commandType != CMD_UPDATE)
+			continue;
+		foreach(tleCell, action->targetList)
+		{
+			TargetEntry *tle = lfirst(tleCell);
+
+			if (!tle->resjunk)
+				CheckDistributionColumnUnchanged(entry, tle->resno);
+		}
+	}
+}
+
+/*
+ * MergeRouteValue returns the source side of an ON conjunct "target's
+ * distribution column = source expression" (a hash equality, the
+ * expression referring to no target column), or NULL.
+ */
+static Node *
+MergeRouteValue(Query *query, DistTableCacheEntry *entry)
+{
+	List	   *conjuncts = NIL;
+	ListCell   *cell;
+
+	if (entry->method != DISTRIBUTE_BY_HASH)
+		return NULL;
+	CollectConjuncts(query->jointree->quals, &conjuncts);
+	foreach(cell, conjuncts)
+	{
+		OpExpr	   *op = lfirst(cell);
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2 || !IsHashEquality(op->opno, entry))
+			continue;
+		for (int side = 0; side < 2; side++)
+		{
+			Var		   *var = (Var *) StripRelabel(list_nth(op->args, side));
+			Node	   *other = list_nth(op->args, 1 - side);
+
+			if (IsA(var, Var) && var->varno == query->resultRelation &&
+				var->varlevelsup == 0 && var->varattno == entry->distAttnum &&
+				!contain_volatile_functions(other) &&
+				!bms_is_member(query->resultRelation, pull_varnos(NULL, other)) &&
+				exprType(StripRelabel(other)) == entry->distType)
+				return StripRelabel(other);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * InsertsGiveRouteValue: does every WHEN NOT MATCHED ... INSERT give the
+ * distribution column the route value (so the row lands on the shard that
+ * found no match)?
+ */
+static bool
+InsertsGiveRouteValue(Query *query, DistTableCacheEntry *entry, Node *route)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->mergeActionList)
+	{
+		MergeAction *action = lfirst(cell);
+		ListCell   *tleCell;
+		bool		found = false;
+
+		if (action->commandType != CMD_INSERT)
+			continue;
+		if (route == NULL)
+			return false;
+		foreach(tleCell, action->targetList)
+		{
+			TargetEntry *tle = lfirst(tleCell);
+
+			if (tle->resno == entry->distAttnum)
+				found = equal(StripRelabel((Node *) tle->expr), route);
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/* does the MERGE have WHEN NOT MATCHED clauses that insert? */
+static bool
+MergeInserts(Query *query)
+{
+	ListCell   *cell;
+
+	foreach(cell, query->mergeActionList)
+	{
+		if (((MergeAction *) lfirst(cell))->commandType == CMD_INSERT)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * SourceOnEveryNode: does the source read only reference tables (the same
+ * rows on every node), VALUES lists and constants?
+ */
+static bool
+SourceOnEveryNode(Query *query)
+{
+	List	   *relids;
+	ListCell   *cell;
+
+	CollectRelations(query, &relids, NULL);
+	foreach(cell, relids)
+	{
+		Oid			relid = lfirst_oid(cell);
+
+		if (relid != rt_fetch(query->resultRelation, query->rtable)->relid &&
+			!IsReferenceTable(relid))
+			return false;
+	}
+	/* the target itself read in the source is on several shards */
+	foreach(cell, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst(cell);
+
+		if (rte != rt_fetch(query->resultRelation, query->rtable) &&
+			rte->rtekind == RTE_RELATION &&
+			rte->relid == rt_fetch(query->resultRelation, query->rtable)->relid)
+			return false;
+	}
+	return !checkExprHasSubLink((Node *) query->jointree) &&
+		!checkExprHasSubLink((Node *) query->mergeActionList);
+}
+
+/*
+ * RouteValueInOneShard: the route value is a constant (or a parameter),
+ * or a column of a VALUES list (directly or as (VALUES ...) v) whose
+ * entries are constants of one shard; *pin is then a value of that shard.
+ * (A split that separates them changes the table's shards, which
+ * invalidates this plan.)
+ */
+static bool
+RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route, Node **pin)
+{
+	Var		   *var = (Var *) route;
+	RangeTblEntry *rte;
+	List	   *valuesLists;
+	int			column;
+	int			shardIndex = -1;
+	ListCell   *cell;
+
+	if (!contain_vars_of_level(route, 0) && !checkExprHasSubLink(route))
+	{
+		*pin = route;
+		return true;
+	}
+	if (!IsA(var, Var) || var->varlevelsup != 0)
+		return false;
+	rte = rt_fetch(var->varno, query->rtable);
+	column = var->varattno;
+	if (rte->rtekind == RTE_SUBQUERY && rte->subquery->setOperations == NULL &&
+		list_length(rte->subquery->rtable) == 1 &&
+		rt_fetch(1, rte->subquery->rtable)->rtekind == RTE_VALUES &&
+		rte->subquery->jointree->quals == NULL)
+	{
+		TargetEntry *tle = list_nth(rte->subquery->targetList, column - 1);
+		Var		   *inner = (Var *) StripRelabel((Node *) tle->expr);
+
+		if (!IsA(inner, Var))
+			return false;
+		column = inner->varattno;
+		rte = rt_fetch(1, rte->subquery->rtable);
+	}
+	if (rte->rtekind != RTE_VALUES)
+		return false;
+	valuesLists = rte->values_lists;
+	foreach(cell, valuesLists)
+	{
+		Node	   *value = eval_const_expressions(NULL, list_nth(lfirst(cell), column - 1));
+
+		value = StripRelabel(value);
+		if (!IsA(value, Const) || ((Const *) value)->constisnull ||
+			((Const *) value)->consttype != entry->distType)
+			return false;
+		if (shardIndex >= 0 &&
+			FindShardForValue(entry, ((Const *) value)->constvalue)->shardIndex != shardIndex)
+			return false;
+		shardIndex = FindShardForValue(entry, ((Const *) value)->constvalue)->shardIndex;
+		*pin = value;
+	}
+	return shardIndex >= 0;
+}
+
+/*
+ * DeparseMerge prints the MERGE for one shard: the target's shard, the
+ * source, the ON clause and the WHEN clauses.
+ */
+static void
+DeparseMerge(RemoteSql *sql, Query *query)
+{
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
+	ListCell   *cell;
+
+	RemoteSqlPushQuery(sql, query);
+	appendStringInfoString(&sql->buf, "MERGE INTO ONLY ");
+	RemoteSqlAppendRelation(sql, target->relid);
+	appendStringInfo(&sql->buf, " %s USING ", RemoteSqlAlias(sql, 0, query->resultRelation));
+	if (list_length(query->jointree->fromlist) != 1)
+		RemoteSqlFail(sql, "a MERGE source of several items");
+	else
+		DeparseRemoteFromItem(sql, linitial(query->jointree->fromlist));
+	appendStringInfoString(&sql->buf, " ON ");
+	DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+	foreach(cell, query->mergeActionList)
+		DeparseMergeAction(sql, query, lfirst(cell));
+	RemoteSqlPopQuery(sql);
+}
+
+/* one WHEN [NOT] MATCHED [AND condition] THEN ... clause */
+static void
+DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
+{
+	StringInfo	buf = &sql->buf;
+	Oid			relid = rt_fetch(query->resultRelation, query->rtable)->relid;
+	ListCell   *cell;
+	bool		first = true;
+
+	appendStringInfoString(buf, action->matched ? " WHEN MATCHED" : " WHEN NOT MATCHED");
+	if (action->qual != NULL)
+	{
+		appendStringInfoString(buf, " AND ");
+		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, action->qual));
+	}
+	appendStringInfoString(buf, " THEN ");
+	switch (action->commandType)
+	{
+		case CMD_UPDATE:
+			appendStringInfoString(buf, "UPDATE SET ");
+			foreach(cell, action->targetList)
+			{
+				TargetEntry *tle = lfirst(cell);
+
+				if (tle->resjunk)
+					continue;
+				appendStringInfo(buf, "%s%s = ", first ? "" : ", ",
+								 quote_identifier(get_attname(relid, tle->resno, false)));
+				first = false;
+				DeparseRemoteExpr(sql, flatten_join_alias_vars(query, (Node *) tle->expr));
+			}
+			break;
+		case CMD_DELETE:
+			appendStringInfoString(buf, "DELETE");
+			break;
+		case CMD_INSERT:
+			if (action->targetList == NIL)
+			{
+				appendStringInfoString(buf, "INSERT DEFAULT VALUES");
+				break;
+			}
+			appendStringInfoString(buf, "INSERT (");
+			foreach(cell, action->targetList)
+			{
+				TargetEntry *tle = lfirst(cell);
+
+				appendStringInfo(buf, "%s%s", first ? "" : ", ",
+								 quote_identifier(get_attname(relid, tle->resno, false)));
+				first = false;
+			}
+			appendStringInfoString(buf, ") VALUES (");
+			first = true;
+			foreach(cell, action->targetList)
+			{
+				if (!first)
+					appendStringInfoString(buf, ", ");
+				first = false;
+				DeparseRemoteExpr(sql, flatten_join_alias_vars(query,
+															   (Node *) ((TargetEntry *) lfirst(cell))->expr));
+			}
+			appendStringInfoChar(buf, ')');
+			break;
+		case CMD_NOTHING:
+			appendStringInfoString(buf, "DO NOTHING");
+			break;
+		default:
+			RemoteSqlFail(sql, "a MERGE action shardext does not know");
+			break;
+	}
+}
+
+/*
+ * PlanPushdownMerge returns a plan that runs the MERGE on the target's
+ * shards, or NULL when that would not be correct (see the file header).
+ */
+static PlannedStmt *
+PlanPushdownMerge(Query *query, DistTableCacheEntry *entry)
+{
+	Node	   *route = MergeRouteValue(query, entry);
+	Node	   *pin = NULL;
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+	RemoteSql	sql;
+	DistributedJob job;
+	List	   *customExprs;
+	ListCell   *cell;
+
+	if (!ShardextEnablePushdown)
+		return NULL;
+	if (entry->method != DISTRIBUTE_BY_HASH)
+	{
+		if (!SourceOnEveryNode(query))
+			return NULL;
+	}
+	else if (SourceOnEveryNode(query))
+	{
+		if (MergeInserts(query) &&
+			(route == NULL || !InsertsGiveRouteValue(query, entry, route) ||
+			 !RouteValueInOneShard(query, entry, route, &pin)))
+			return NULL;
+	}
+	else
+	{
+		PushdownInfo info;
+
+		memset(&info, 0, sizeof(info));
+		if (route == NULL || !AnalyzePushdownFrom(query, &info) ||
+			info.colocationId != entry->colocationId ||
+			!IsDistColumnOf(route, query, &info) ||
+			!InsertsGiveRouteValue(query, entry, route))
+			return NULL;
+	}
+
+	InitRemoteSql(&sql);
+	DeparseMerge(&sql, query);
+	FinishRemoteSql(&sql);
+	if (sql.failed || contain_volatile_functions((Node *) query->mergeActionList) ||
+		contain_volatile_functions(query->jointree->quals))
+		return NULL;
+
+	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+					  &values, &kinds);
+	if (pin != NULL && values == NIL)
+	{
+		values = list_make1(pin);
+		kinds = list_make1_int(PRUNE_EQUAL);
+	}
+	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
+					   list_length(sql.paramExprs));
+	job.anchor = entry->method == DISTRIBUTE_BY_HASH ?
+		RelationPosition(sql.relations, entry->relid) : -1;
+	job.pruneCount = list_length(values);
+	job.pruneKinds = kinds;
+	customExprs = NIL;
+	foreach(cell, values)
+		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
+	foreach(cell, sql.paramExprs)
+		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
+	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs), NIL);
+}
+
+/* maps the expressions of the WHEN clauses onto the row source's columns */
+typedef struct MergeColumnsContext
+{
+	List	  **targetList;
+	List	   *carried;		/* expressions carried ... */
+	List	   *carriedRefs;	/* ... and their row source columns */
+} MergeColumnsContext;
+
+static Node *
+MergeColumnsMutator(Node *node, MergeColumnsContext *context)
+{
+	ListCell   *refCell;
+	ListCell   *exprCell;
+
+	if (node == NULL)
+		return NULL;
+	/* columns, and subqueries (planned with the row source), are carried */
+	if (IsA(node, Var) || IsA(node, SubLink))
+	{
+		forboth(refCell, context->carriedRefs, exprCell, context->carried)
+		{
+			if (equal(lfirst(exprCell), node))
+				return copyObject(lfirst(refCell));
+		}
+		context->carried = lappend(context->carried, node);
+		context->carriedRefs = lappend(context->carriedRefs,
+									   AddRowSourceColumn(context->targetList,
+														  (Expr *) copyObject(node), NULL));
+		return copyObject(llast(context->carriedRefs));
+	}
+	return expression_tree_mutator(node, MergeColumnsMutator, context);
+}
+
+/*
+ * PlanCoordinatorMerge plans a MERGE into a hash-distributed table
+ * through the coordinator: the row source is source LEFT JOIN target (an
+ * inner join without WHEN NOT MATCHED clauses) with the target's ctid and
+ * distribution value first, then every column (and subquery) the WHEN
+ * clauses use; the write evaluates the clauses over its rows.
+ */
+static PlannedStmt *
+PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions,
+					 ParamListInfo boundParams)
+{
+	Index		rtindex = query->resultRelation;
+	RangeTblEntry *target = rt_fetch(rtindex, query->rtable);
+	Query	   *source = copyObject(query);
+	List	   *conjuncts = NIL;
+	List	   *pushed;
+	List	   *remaining = NIL;
+	Bitmapset  *attnos;
+	JoinExpr   *join = makeNode(JoinExpr);
+	RangeTblEntry *joinRte = makeNode(RangeTblEntry);
+	RangeTblRef *targetRef = makeNode(RangeTblRef);
+	List	   *targetList = NIL;
+	List	   *actions = NIL;
+	MergeColumnsContext context;
+	AttrNumber	ctidColumn;
+	ListCell   *cell;
+
+	RejectShardCtidReferences(query);
+	if (list_length(query->jointree->fromlist) != 1)
+		elog(ERROR, "MERGE with a source of %d items", list_length(query->jointree->fromlist));
+	attnos = TargetColumns((Node *) query, rtindex, target->relid, NULL);
+	attnos = bms_add_member(attnos, entry->distAttnum);
+
+	/* ON conditions on the target alone filter its rows on the shards */
+	CollectConjuncts(source->jointree->quals, &conjuncts);
+	pushed = PushableTargetConditions(conjuncts, rtindex, target);
+	foreach(cell, conjuncts)
+	{
+		if (!list_member_ptr(pushed, lfirst(cell)))
+			remaining = lappend(remaining, lfirst(cell));
+	}
+	ctidColumn = ReadTargetThroughRowsQuery(source, rtindex, attnos, pushed);
+
+	/* source [LEFT] JOIN target ON the remaining conditions */
+	joinRte->rtekind = RTE_JOIN;
+	joinRte->jointype = query->mergeUseOuterJoin ? JOIN_LEFT : JOIN_INNER;
+	joinRte->eref = makeAlias("*MERGE*", NIL);
+	joinRte->inFromCl = true;
+	source->rtable = lappend(source->rtable, joinRte);
+	targetRef->rtindex = rtindex;
+	join->jointype = joinRte->jointype;
+	join->larg = linitial(source->jointree->fromlist);
+	join->rarg = (Node *) targetRef;
+	join->quals = remaining != NIL ? (Node *) make_ands_explicit(remaining) :
+		(Node *) makeBoolConst(true, false);
+	join->rtindex = list_length(source->rtable);
+	source->jointree = makeFromExpr(list_make1(join), NULL);
+
+	AddRowSourceColumn(&targetList, (Expr *) makeVar(rtindex, ctidColumn, TIDOID, -1,
+													 InvalidOid, 0), "ctid");
+	AddRowSourceColumn(&targetList, (Expr *) makeVar(rtindex, entry->distAttnum,
+													 entry->distType, entry->distTypmod,
+													 entry->distCollation, 0),
+					   "distribution_value");
+	memset(&context, 0, sizeof(context));
+	context.targetList = &targetList;
+	foreach(cell, query->mergeActionList)
+	{
+		MergeAction *merge = lfirst(cell);
+		RoutedAction *action = palloc0(sizeof(RoutedAction));
+		ListCell   *tleCell;
+
+		action->matched = merge->matched;
+		action->commandType = merge->commandType;
+		action->distPosition = -1;
+		action->qual = MergeColumnsMutator(merge->qual, &context);
+		foreach(tleCell, merge->targetList)
+		{
+			TargetEntry *tle = lfirst(tleCell);
+
+			if (tle->resjunk)
+				continue;
+			if (merge->commandType == CMD_INSERT && tle->resno == entry->distAttnum)
+				action->distPosition = list_length(action->attnos);
+			action->attnos = lappend_int(action->attnos, tle->resno);
+			action->values = lappend(action->values,
+									 MergeColumnsMutator((Node *) tle->expr, &context));
+		}
+		if (merge->commandType == CMD_INSERT && action->distPosition < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("cannot insert into distributed table \"%s\" without a value for distribution column \"%s\"",
+							get_rel_name(entry->relid),
+							get_attname(entry->relid, entry->distAttnum, false)),
+					 errhint("Give the distribution column a value or a default.")));
+		actions = lappend(actions, action);
+	}
+
+	source->commandType = CMD_SELECT;
+	source->resultRelation = 0;
+	source->mergeActionList = NIL;
+	source->mergeUseOuterJoin = false;
+	source->targetList = targetList;
+	source->canSetTag = true;
+	source->hasSubLinks = checkExprHasSubLink((Node *) targetList) ||
+		checkExprHasSubLink((Node *) source->jointree);
+
+	return PlanRoutedWrite(query, source, rtindex, actions, NIL, cursorOptions, boundParams);
+}
