@@ -5,7 +5,8 @@
  *
  * COPY FROM routes each row to its shard and streams the shards over COPY
  * on the workers (shard_copy.c), inside the local transaction: a bad row
- * anywhere fails the whole COPY and leaves no row behind.  Text and CSV
+ * anywhere fails the whole COPY and leaves no row behind.  FREEZE follows
+ * PostgreSQL's rules on the local table and then freezes on the shards.  Text and CSV
  * input without DEFAULT expressions to evaluate and without WHERE take the
  * fast path: each line is parsed only into fields, the distribution column
  * is converted to find the shard, and the line itself is forwarded with the
@@ -50,6 +51,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/portal.h"
 
 #include "shardext/connection.h"
 #include "shardext/guc.h"
@@ -74,6 +77,7 @@ static const FormatSetting formatSettings[] = {
 
 static void CheckCopyPermissions(CopyStmt *stmt, Relation rel);
 static uint64 CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString);
+static void CheckCopyFreeze(Relation rel);
 static Node *TransformCopyWhere(ParseState *pstate, Relation rel, Node *where);
 static uint64 CopyFastPath(CopyFromState cstate, ShardCopyState *copyState,
 						   Relation rel, char *distAttname);
@@ -188,10 +192,7 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	cstate = BeginCopyFrom(pstate, rel, whereClause, stmt->filename, stmt->is_program,
 						   NULL, stmt->attlist, stmt->options);
 	if (cstate->opts.freeze)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("COPY FREEZE is not supported on distributed table \"%s\"",
-						RelationGetRelationName(rel))));
+		CheckCopyFreeze(rel);
 
 	if (entry->method == DISTRIBUTE_BY_HASH)
 	{
@@ -211,6 +212,9 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 		copyState = BeginShardCopy(RelationGetRelid(rel), ShardextMaxConnectionsPerNode,
 								   NULL, NULL);
 
+	if (cstate->opts.freeze)
+		ShardCopyFreeze(copyState);
+
 	errcallback.callback = CopyFromErrorCallback;
 	errcallback.arg = (void *) cstate;
 	errcallback.previous = error_context_stack;
@@ -226,6 +230,30 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	EndShardCopy(copyState);
 	EndCopyFrom(cstate);
 	return processed;
+}
+
+/*
+ * CheckCopyFreeze applies PostgreSQL's conditions for COPY FREEZE to the
+ * local table, with PostgreSQL's errors: no earlier snapshot or cursor of
+ * the transaction may still see the table, and the table must have been
+ * created or truncated in the current subtransaction.  Its shards were
+ * then created or truncated by the same remote transactions, in the same
+ * remote subtransaction, which the COPY uses (inside a transaction block
+ * it uses each node's one transaction connection), so FREEZE holds there
+ * too.
+ */
+static void
+CheckCopyFreeze(Relation rel)
+{
+	if (!ThereAreNoPriorRegisteredSnapshots() || !ThereAreNoReadyPortals())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cannot perform COPY FREEZE because of prior transaction activity")));
+	if (rel->rd_createSubid != GetCurrentSubTransactionId() &&
+		rel->rd_newRelfilenodeSubid != GetCurrentSubTransactionId())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot perform COPY FREEZE because the table was not created or truncated in the current subtransaction")));
 }
 
 /* TransformCopyWhere does what DoCopy does with a WHERE clause */

@@ -218,6 +218,29 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 }
 
 /*
+ * ShardCopyFreeze makes the shards' COPYs load frozen rows (COPY ...
+ * FREEZE).  The caller has checked PostgreSQL's conditions on the local
+ * table: it was created or truncated in the current subtransaction, and
+ * so were its shards, by the same remote transactions this COPY uses.
+ */
+void
+ShardCopyFreeze(ShardCopyState *state)
+{
+	if (state->copyOptions[0] == '\0')
+		state->copyOptions = "WITH (FREEZE)";
+	else
+	{
+		size_t		length = strlen(state->copyOptions);
+		char	   *options = palloc(length + sizeof(", FREEZE"));
+
+		/* "WITH (..." + ", FREEZE" + ")" */
+		memcpy(options, state->copyOptions, length - 1);
+		strcpy(options + length - 1, ", FREEZE)");
+		state->copyOptions = options;
+	}
+}
+
+/*
  * AppendCopyTextValue appends a value escaped for COPY's text format.
  */
 void

@@ -25,6 +25,7 @@ extern void ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot, uint6
 extern void ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
 							  const char *line, int length, uint64 lineNumber);
 extern uint64 EndShardCopy(ShardCopyState *state);
+extern void ShardCopyFreeze(ShardCopyState *state);
 extern void AppendCopyTextValue(StringInfo buf, const char *value);
 
 /* copy_commands.c */
