@@ -70,6 +70,7 @@ static void DeparseSetOperationQuery(RemoteSql *sql, Query *query);
 static void DeparseRowMarks(RemoteSql *sql, Query *query);
 static void DeparseSetOperand(RemoteSql *sql, Query *query, Node *node);
 static bool IsGucSensitiveType(Oid typid);
+static void DeparseSortItems(RemoteSql *sql, List *sortClause, List *targetList, int positions);
 
 /*
  * While set, a Var of a shard's ctid is printed (the coordinator's UPDATE,
@@ -933,11 +934,87 @@ DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc)
 }
 
 /*
+ * DeparseSortGroupExpr prints an item of GROUP BY, ORDER BY or DISTINCT ON:
+ * a bare true/false there would be read as a constant (and refused, as
+ * ORDER BY 1 would be read as a position), so booleans get a cast.
+ */
+void
+DeparseSortGroupExpr(RemoteSql *sql, Node *expr)
+{
+	Node	   *stripped = expr;
+
+	while (stripped != NULL && IsA(stripped, RelabelType))
+		stripped = (Node *) ((RelabelType *) stripped)->arg;
+
+	if (IsA(stripped, Const) && ((Const *) stripped)->consttype == BOOLOID &&
+		!((Const *) stripped)->constisnull)
+	{
+		appendStringInfoString(&sql->buf, DatumGetBool(((Const *) stripped)->constvalue) ?
+							   "true::pg_catalog.bool" : "false::pg_catalog.bool");
+		return;
+	}
+	DeparseRemoteExpr(sql, expr);
+}
+
+/*
+ * SortGroupPosition returns the output column number that a GROUP BY,
+ * ORDER BY or DISTINCT ON item names, or 0 when it is not printed as a
+ * number.  A number refers to the very expression of the SELECT list: an
+ * expression printed twice (a subquery, whose aliases differ each time)
+ * would not be recognized as the same.  positions says how the SELECT list
+ * was printed: SORT_POSITIONS_NONE (a window or aggregate, where numbers are
+ * constants), SORT_POSITIONS_VISIBLE (junk columns left out) or
+ * SORT_POSITIONS_ALL (junk columns too).
+ */
+static int
+SortGroupPosition(SortGroupClause *sgc, List *targetList, int positions)
+{
+	ListCell   *cell;
+	int			position = 0;
+
+	if (positions == SORT_POSITIONS_NONE)
+		return 0;
+	foreach(cell, targetList)
+	{
+		TargetEntry *tle = lfirst(cell);
+
+		if (!tle->resjunk || positions == SORT_POSITIONS_ALL)
+			position++;
+		if (tle->ressortgroupref == sgc->tleSortGroupRef)
+			return (tle->resjunk && positions != SORT_POSITIONS_ALL) ? 0 : position;
+	}
+	return 0;
+}
+
+/*
+ * DeparseSortGroupItem prints one GROUP BY / ORDER BY / DISTINCT ON item:
+ * its output column number where it has one (see SortGroupPosition), else
+ * the expression.
+ */
+void
+DeparseSortGroupItem(RemoteSql *sql, SortGroupClause *sgc, List *targetList, int positions)
+{
+	int			position = SortGroupPosition(sgc, targetList, positions);
+
+	if (position > 0)
+		appendStringInfo(&sql->buf, "%d", position);
+	else
+		DeparseSortGroupExpr(sql, get_sortgroupclause_expr(sgc, targetList));
+}
+
+/*
  * DeparseSortClause prints ORDER BY items, each with its direction and
  * NULLS placement; a non-default ordering operator is printed with USING.
  */
 void
 RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
+{
+	DeparseSortItems(sql, sortClause, targetList, SORT_POSITIONS_NONE);
+}
+
+/* DeparseSortItems is RemoteSqlDeparseSortClause with positions (see above) */
+static void
+DeparseSortItems(RemoteSql *sql, List *sortClause, List *targetList, int positions)
 {
 	StringInfo	buf = &sql->buf;
 	ListCell   *cell;
@@ -951,7 +1028,7 @@ RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
 
 		if (cell != list_head(sortClause))
 			appendStringInfoString(buf, ", ");
-		DeparseRemoteExpr(sql, expr);
+		DeparseSortGroupItem(sql, sgc, targetList, positions);
 
 		typentry = lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
 		if (sgc->sortop == typentry->lt_opr)
@@ -972,10 +1049,14 @@ RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList)
 	}
 }
 
+/*
+ * DeparseRemoteOrderBy prints the ORDER BY of a query whose SELECT list
+ * was printed with every entry, junk ones too.
+ */
 void
 DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause, List *targetList)
 {
-	RemoteSqlDeparseSortClause(sql, sortClause, targetList);
+	DeparseSortItems(sql, sortClause, targetList, SORT_POSITIONS_ALL);
 }
 
 static void
@@ -1249,7 +1330,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 				if (!first)
 					appendStringInfoString(buf, ", ");
 				first = false;
-				DeparseRemoteExpr(sql, get_sortgroupclause_expr(lfirst(cell), targetList));
+				DeparseSortGroupItem(sql, lfirst(cell), targetList, SORT_POSITIONS_VISIBLE);
 			}
 			appendStringInfoString(buf, ") ");
 		}
@@ -1280,7 +1361,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 		{
 			if (cell != list_head(query->groupClause))
 				appendStringInfoString(buf, ", ");
-			DeparseRemoteExpr(sql, get_sortgroupclause_expr(lfirst(cell), targetList));
+			DeparseSortGroupItem(sql, lfirst(cell), targetList, SORT_POSITIONS_VISIBLE);
 		}
 	}
 	if (query->havingQual != NULL)
@@ -1291,7 +1372,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	if (query->sortClause != NIL)
 	{
 		appendStringInfoString(buf, " ORDER BY ");
-		RemoteSqlDeparseSortClause(sql, query->sortClause, targetList);
+		DeparseSortItems(sql, query->sortClause, targetList, SORT_POSITIONS_VISIBLE);
 	}
 	if (query->limitCount != NULL)
 	{

@@ -340,6 +340,14 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor)
 		if (selected[i])
 			result = lappend_int(result, i);
 	}
+
+	/*
+	 * A read that no shard can match (distribution column = NULL) still
+	 * runs once: an aggregate without GROUP BY returns its row of an empty
+	 * input, which the shard computes (its rows fail the same condition).
+	 */
+	if (result == NIL && job->kind == JOB_SELECT && anchor->shardCount > 0)
+		result = list_make1_int(0);
 	return result;
 }
 

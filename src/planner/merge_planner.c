@@ -204,26 +204,22 @@ MergeInserts(Query *query)
 static bool
 SourceOnEveryNode(Query *query)
 {
+	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	List	   *relids;
+	List	   *rtes;
 	ListCell   *cell;
 
-	CollectRelations(query, &relids, NULL);
-	foreach(cell, relids)
-	{
-		Oid			relid = lfirst_oid(cell);
-
-		if (relid != rt_fetch(query->resultRelation, query->rtable)->relid &&
-			!IsReferenceTable(relid))
-			return false;
-	}
-	/* the target itself read in the source is on several shards */
-	foreach(cell, query->rtable)
+	CollectRelations(query, &relids, &rtes);
+	foreach(cell, rtes)
 	{
 		RangeTblEntry *rte = lfirst(cell);
 
-		if (rte != rt_fetch(query->resultRelation, query->rtable) &&
-			rte->rtekind == RTE_RELATION &&
-			rte->relid == rt_fetch(query->resultRelation, query->rtable)->relid)
+		/* the target itself, read at any level of the source, is on several shards */
+		if (rte == target)
+			continue;
+		if (rte->relid == target->relid && !IsReferenceTable(rte->relid))
+			return false;
+		if (!IsReferenceTable(rte->relid))
 			return false;
 	}
 	return !checkExprHasSubLink((Node *) query->jointree) &&

@@ -565,13 +565,55 @@ SublinksAreColocated(Query *query, PushdownInfo *info)
 	return context.ok;
 }
 
-/* is node a distribution column Var of one of the top-level hash tables? */
+/*
+ * NullableRelids collects the range table indexes of the relations under
+ * jtnode that an outer join can null-extend.
+ */
+static void
+NullableRelids(Node *jtnode, Query *query, bool nullable, Bitmapset **relids)
+{
+	if (jtnode == NULL)
+		return;
+	if (IsA(jtnode, RangeTblRef))
+	{
+		if (nullable)
+			*relids = bms_add_member(*relids, ((RangeTblRef *) jtnode)->rtindex);
+	}
+	else if (IsA(jtnode, FromExpr))
+	{
+		ListCell   *cell;
+
+		foreach(cell, ((FromExpr *) jtnode)->fromlist)
+			NullableRelids(lfirst(cell), query, nullable, relids);
+	}
+	else if (IsA(jtnode, JoinExpr))
+	{
+		JoinExpr   *join = (JoinExpr *) jtnode;
+
+		NullableRelids(join->larg, query,
+					   nullable || join->jointype == JOIN_RIGHT || join->jointype == JOIN_FULL,
+					   relids);
+		NullableRelids(join->rarg, query,
+					   nullable || join->jointype == JOIN_LEFT || join->jointype == JOIN_FULL ||
+					   join->jointype == JOIN_ANTI, relids);
+	}
+}
+
+/*
+ * IsDistColumnOf: is node a distribution column Var of one of the
+ * top-level hash tables (or subqueries), never NULL?  A distribution
+ * column on the nullable side of an outer join is NULL in rows of every
+ * shard: grouping, DISTINCT, window partitions or inserting by it would
+ * mix shards.
+ */
 bool
 IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
 {
 	ListCell   *cell;
+	Bitmapset  *nullable = NULL;
 
 	node = flatten_join_alias_vars(query, node);
+	NullableRelids((Node *) query->jointree, query, false, &nullable);
 	foreach(cell, info->distVars)
 	{
 		Var		   *distVar = lfirst(cell);
@@ -581,7 +623,7 @@ IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
 			var = (Var *) ((RelabelType *) var)->arg;
 		if (var != NULL && IsA(var, Var) && var->varlevelsup == 0 &&
 			var->varno == distVar->varno && var->varattno == distVar->varattno)
-			return true;
+			return !bms_is_member(var->varno, nullable);
 	}
 	return false;
 }

@@ -226,7 +226,7 @@ DeparseFullPushdownTargets(Query *query, CombineContext *context, Query *combine
 		{
 			if (cell != list_head(query->distinctClause))
 				appendStringInfoString(&sql->buf, ", ");
-			DeparseRemoteExpr(sql, get_sortgroupclause_expr(lfirst(cell), query->targetList));
+			DeparseSortGroupItem(sql, lfirst(cell), query->targetList, SORT_POSITIONS_ALL);
 		}
 		appendStringInfoString(&sql->buf, ") ");
 	}
@@ -322,12 +322,21 @@ DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *dis
 	if (query->groupClause != NIL || distinctExpr != NULL)
 	{
 		appendStringInfoString(&sql->buf, " GROUP BY ");
+		/*
+		 * By output column number (see DeparseSortGroupItem): with full
+		 * pushdown the SELECT list is the query's, junk included; with
+		 * partial aggregation the grouping expressions come first.
+		 */
 		foreach(cell, query->groupClause)
 		{
 			if (cell != list_head(query->groupClause))
 				appendStringInfoString(&sql->buf, ", ");
-			DeparseRemoteExpr(sql, flatten_join_alias_vars(query,
-														   get_sortgroupclause_expr(lfirst(cell), query->targetList)));
+			if (fullPushdown)
+				DeparseSortGroupItem(sql, lfirst(cell),
+									 (List *) flatten_join_alias_vars(query, (Node *) query->targetList),
+									 SORT_POSITIONS_ALL);
+			else
+				appendStringInfo(&sql->buf, "%d", foreach_current_index(cell) + 1);
 		}
 		if (distinctExpr != NULL)
 		{

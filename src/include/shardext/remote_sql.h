@@ -48,6 +48,13 @@ extern void RemoteSqlPushQuery(RemoteSql *sql, Query *query);
 extern void RemoteSqlPopQuery(RemoteSql *sql);
 extern char *RemoteSqlAlias(RemoteSql *sql, int levelsUp, Index rtindex);
 extern void DeparseRemoteExpr(RemoteSql *sql, Node *node);
+extern void DeparseSortGroupExpr(RemoteSql *sql, Node *expr);
+/* how a SELECT list was printed, for GROUP BY / ORDER BY by column number */
+#define SORT_POSITIONS_NONE		0
+#define SORT_POSITIONS_VISIBLE	1
+#define SORT_POSITIONS_ALL		2
+extern void DeparseSortGroupItem(RemoteSql *sql, SortGroupClause *sgc, List *targetList,
+								 int positions);
 extern void DeparseRemoteSelect(RemoteSql *sql, Query *query);
 extern void DeparseRemoteTargetList(RemoteSql *sql, List *targetList, bool withJunk);
 extern void DeparseRemoteFromItem(RemoteSql *sql, Node *item);
