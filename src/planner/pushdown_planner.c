@@ -358,9 +358,23 @@ DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *dis
 		DeparseRemoteOrderBy(sql, query, query->sortClause,
 							 (List *) flatten_join_alias_vars(query, (Node *) query->targetList));
 	}
+	/*
+	 * Each shard's first LIMIT + OFFSET rows hold the result's -- unless the
+	 * shard's DISTINCT also covers junk columns (window or sort helpers it
+	 * computes): its distinct rows are then not the result's.
+	 */
+	if (query->limitCount != NULL && query->distinctClause != NIL && !query->hasDistinctOn)
+	{
+		ListCell   *tleCell;
+
+		foreach(tleCell, query->targetList)
+		{
+			if (((TargetEntry *) lfirst(tleCell))->resjunk)
+				return;
+		}
+	}
 	if (query->limitCount != NULL)
 	{
-		/* each shard's first LIMIT + OFFSET rows hold the result's */
 		appendStringInfoString(&sql->buf, " LIMIT ");
 		if (query->limitOffset != NULL)
 		{

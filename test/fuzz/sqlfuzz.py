@@ -827,6 +827,7 @@ class Fuzzer:
         self.stats = {'select': 0, 'dml': 0, 'refused': 0, 'both_failed': 0}
         self.refusals = {}
         self.failures = {}
+        self.slowest = []
         self.dml_since_reset = 0
 
     def both(self, sql):
@@ -921,7 +922,8 @@ class Fuzzer:
         if not same(dist_rows, local_rows, False):
             self.fail(number, sql, dist_rows, local_rows, 'table %s differs after the statement' % table)
         self.dml_since_reset += 1
-        if self.dml_since_reset >= 150:
+        # INSERT ... SELECT from a table into itself doubles it: keep the tables small
+        if self.dml_since_reset >= 150 or len(local_rows.rows or []) > 1000:
             self.load()
 
     def run(self):
@@ -931,6 +933,7 @@ class Fuzzer:
         number = 0
         while number < self.args.queries and time.time() - start < self.args.seconds:
             number += 1
+            began = time.time()
             if self.rng.random() < self.args.dml_share:
                 sql, table = gen.dml()
                 if self.args.verbose:
@@ -941,6 +944,7 @@ class Fuzzer:
                 if self.args.verbose:
                     print('%d: %s' % (number, sql))
                 self.run_select(number, sql, ordered)
+            self.slowest = sorted(self.slowest + [(time.time() - began, number, sql)], reverse=True)[:3]
         elapsed = time.time() - start
         total = self.stats['select'] + self.stats['dml']
         print('sqlfuzz: seed %s: %d statements (%d SELECT, %d DML) in %.1f s, 0 differences, '
@@ -953,6 +957,8 @@ class Fuzzer:
         if self.args.verbose:
             for message, count in sorted(self.failures.items(), key=lambda item: -item[1])[:10]:
                 print('  both failed %4d x  %s' % (count, message))
+            for seconds, number, sql in self.slowest:
+                print('  slow %.2f s: %d: %s' % (seconds, number, sql[:300]))
         if total < self.args.min_queries:
             print('sqlfuzz: only %d statements ran (at least %d wanted)' % (total, self.args.min_queries))
             return 1
@@ -986,7 +992,8 @@ def main():
                         help='fail when fewer statements ran (the time limit stopped the run)')
     parser.add_argument('--seconds', type=float, default=90)
     parser.add_argument('--dml-share', type=float, default=0.3)
-    parser.add_argument('--keep', action='store_true', help='keep the fzd and fzl schemas')
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the fzd and fzl schemas (with --queries 0: only create them)")
     parser.add_argument('--verbose', action='store_true')
     args = parser.parse_args()
     if args.seed is None:
