@@ -108,7 +108,7 @@ COPY kinds TO STDOUT WITH (FORMAT csv);
 ROLLBACK;
 COPY kinds TO STDOUT WITH (FORMAT csv);
 
--- not supported: FREEZE
+-- FREEZE follows PostgreSQL's rules (see copy_options for the rest)
 COPY items FROM STDIN WITH (FREEZE);
 
 DROP TABLE items, items_local, kinds;
