@@ -83,12 +83,18 @@ DECLARE
 BEGIN
 	PERFORM set_config('search_path', 'dml_d, public', true);
 	FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || stmt LOOP
-		IF line ~ '(Task Count|Remote SQL|Write Method|Insert Method)' THEN
+		IF line ~ '(Task Count|Remote SQL|Write Method|Insert Method|Subquery Values)' THEN
 			RETURN NEXT line;
 		END IF;
-		EXIT WHEN line ~ '(Remote SQL|Write Method|Insert Method)';
+		EXIT WHEN line ~ '(Remote SQL|Write Method|Insert Method|Subquery Values)';
 	END LOOP;
 	PERFORM set_config('search_path', 'public', true);
+END
+$fn$;
+
+CREATE FUNCTION dml_plan_analyze(stmt text) RETURNS SETOF text LANGUAGE plpgsql AS $fn$
+BEGIN
+	RETURN QUERY EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || stmt;
 END
 $fn$;
 
@@ -129,6 +135,7 @@ CREATE SEQUENCE dml_d.s;
 CREATE SEQUENCE dml_l.s;
 SELECT distributed, local FROM run_both($$UPDATE m SET v = nextval('s') WHERE k < 5$$);
 SELECT count(DISTINCT v), max(v) - min(v) + 1 AS span FROM dml_d.m WHERE k < 5;
+SELECT * FROM run_both($$UPDATE m SET v = k WHERE k < 5$$);
 SELECT * FROM run_both($$INSERT INTO ids (k) SELECT g FROM generate_series(1, 4) g RETURNING k, id$$, 'ids');
 
 -- INSERT ... VALUES with subqueries and other expressions the coordinator evaluates
@@ -166,8 +173,23 @@ UPDATE dml_d.m SET v = 0 WHERE ctid = '(0,1)' AND random() < 2;
 CREATE TABLE dml_d.ref (k int, v int);
 SELECT create_reference_table('dml_d.ref');
 UPDATE dml_d.ref SET v = random();
-UPDATE dml_d.ref SET v = 1 WHERE k IN (SELECT k FROM dml_d.m);
+UPDATE dml_d.ref SET v = (SELECT max(v) FROM dml_d.m WHERE m.k = ref.k);
 UPDATE dml_d.ref SET v = 1 FROM dml_local l WHERE l.k = ref.k;
+-- ... but a subquery that does not refer to its rows is one value for every copy
+INSERT INTO dml_d.ref SELECT g, 0 FROM generate_series(1, 5) g;
+UPDATE dml_d.ref SET v = (SELECT count(*) FROM dml_d.m) + (SELECT random() * 0)::int
+	WHERE k IN (SELECT k FROM dml_local) RETURNING *;
+SELECT node_id > 0 AS node, result FROM shardext_run_on_shards('dml_d.ref',
+	'SELECT string_agg(k || ''='' || v, '','' ORDER BY k) FROM %s');
+-- and with a hash table, key IN (SELECT ...) prunes the shards
+SELECT * FROM dml_plan($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_local WHERE x = 7)$$);
+SET search_path = dml_d, public;
+BEGIN;
+SELECT line FROM dml_plan_analyze($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_local WHERE x = 7)$$) line
+	WHERE line ~ '(Task Count|Remote SQL|InitPlan|Result)';
+ROLLBACK;
+RESET search_path;
+SELECT * FROM run_both($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_local WHERE x = 7) RETURNING k$$);
 
 SET client_min_messages TO warning;
 DROP SCHEMA dml_d CASCADE;
@@ -177,6 +199,7 @@ DROP FUNCTION make_dml_tables(text);
 DROP FUNCTION run_both(text, text);
 DROP FUNCTION run_once(text, text);
 DROP FUNCTION dml_plan(text);
+DROP FUNCTION dml_plan_analyze(text);
 DROP FUNCTION dml_twice(int);
 DROP TYPE dml_pair;
 DROP DOMAIN dml_positive;

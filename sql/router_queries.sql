@@ -270,7 +270,6 @@ SELECT * FROM events WHERE payload = 'a' FOR UPDATE;
 SELECT * FROM kinds FOR SHARE;
 SELECT e.id FROM events e JOIN kinds k USING (kind) WHERE e.tenant = 1 FOR UPDATE;
 WITH d AS (DELETE FROM events WHERE tenant = 1 RETURNING *) SELECT count(*) FROM d;
-UPDATE kinds k SET score = 0 WHERE k.kind IN (SELECT kind FROM events);
 SELECT count(*) FROM events WHERE tenant = 1;
 
 -- what the shards cannot do alone runs through the coordinator (rolled back:
@@ -279,6 +278,9 @@ BEGIN;
 UPDATE events SET payload = random()::text WHERE tenant = 1;
 SELECT count(DISTINCT payload) = count(*) AS each_row_its_own_value FROM events WHERE tenant = 1;
 DELETE FROM events WHERE tenant = 1 AND random() < 0;
+-- a subquery that does not refer to the changed rows is a value computed first
+UPDATE kinds k SET score = 0 WHERE k.kind IN (SELECT kind FROM events);
+SELECT count(*) FROM kinds WHERE score = 0;
 MERGE INTO events e USING kinds k ON e.kind = k.kind WHEN MATCHED THEN DELETE;
 UPDATE events e SET payload = 'x' FROM events_archive a WHERE a.id = e.id;
 SELECT count(*) FROM events;

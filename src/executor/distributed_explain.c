@@ -44,6 +44,14 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 		MemoryContextSwitchTo(oldContext);
 		return;
 	}
+	if (job->paramsFromSubplan && !es->analyze)
+	{
+		/* building the tasks would run the subqueries */
+		ExplainPropertyText("Subquery Values", "computed once on the coordinator, sent as parameters",
+							es);
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
 	if (job->kind == JOB_ROUTED)
 	{
 		ExplainPropertyText("Write Method",

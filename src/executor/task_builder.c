@@ -131,6 +131,16 @@ BuildDistributedTasks(DistributedScanState *state)
 		return;
 	}
 
+	/* the values of uncorrelated subqueries, computed once (sublink_params.c) */
+	if (job->paramsFromSubplan)
+	{
+		TupleTableSlot *slot = ExecProcNode(linitial(state->css.custom_ps));
+
+		if (TupIsNull(slot))
+			elog(ERROR, "the subqueries of a distributed write returned no row");
+		slot_getallattrs(slot);
+		state->css.ss.ps.ps_ExprContext->ecxt_outertuple = slot;
+	}
 	if (job->anchor >= 0)
 		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
 	shardIndexes = SelectShardIndexes(state, anchor);

@@ -88,6 +88,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, IntNode(job->routedCommand));
 	private = lappend(private, BoolNode(job->routedStrict));
 	private = lappend(private, job->routedActions);
+	private = lappend(private, BoolNode(job->paramsFromSubplan));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -125,6 +126,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->routedCommand = NEXT_INT();
 	job->routedStrict = NEXT_INT() != 0;
 	job->routedActions = NEXT_LIST();
+	job->paramsFromSubplan = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;

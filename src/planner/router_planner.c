@@ -54,7 +54,7 @@ typedef struct RouterContext
 
 static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
 static bool ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
-								 const char *command);
+								 const char *command, bool raise);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
 static bool PinByValue(RouterLevel *level, Node *clause);
 static bool PinByEquality(RouterLevel *level, Node *clause);
@@ -735,11 +735,11 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
  * on every node (reference tables), or co-located with the target and
  * joined to it on the distribution column, so that each shard's rows meet
  * all the rows they can match there.  A reference table's statement that
- * reads a distributed table is refused.
+ * reads a distributed table is refused when raise is set.
  */
 static bool
 ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
-					 const char *command)
+					 const char *command, bool raise)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	ListCell   *cell;
@@ -753,25 +753,50 @@ ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 	}
 	foreach(cell, relations)
 	{
-		if (lfirst_oid(cell) != target->relid && !IsReferenceTable(lfirst_oid(cell)))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("%s of reference table \"%s\" that reads distributed table \"%s\" is not supported",
-							command, get_rel_name(target->relid),
-							get_rel_name(lfirst_oid(cell))),
-					 errdetail("A reference table has a copy on every node; the statement runs whole on each copy."),
-					 errhint("Read the other table's values first, or join only reference tables.")));
+		if (lfirst_oid(cell) == target->relid || IsReferenceTable(lfirst_oid(cell)))
+			continue;
+		if (!raise)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s of reference table \"%s\" that reads distributed table \"%s\" is not supported",
+						command, get_rel_name(target->relid), get_rel_name(lfirst_oid(cell))),
+				 errdetail("A reference table has a copy on every node; the statement runs whole on "
+						   "each copy, which cannot read another table's rows row by row."),
+				 errhint("Read the other table's values in a subquery that does not refer to the "
+						 "updated rows, or join only reference tables.")));
 	}
 	return true;
+}
+
+/*
+ * DeparseShippedModify deparses an UPDATE or DELETE to run whole on the
+ * target's shards; false when it cannot (something the shards cannot
+ * evaluate, or tables that are not co-located with the target).
+ */
+static bool
+DeparseShippedModify(Query *query, DistTableCacheEntry *entry, RemoteSql *sql,
+					 const char *command)
+{
+	InitRemoteSql(sql);
+	RemoteSqlPushQuery(sql, query);
+	DeparseModifyStatement(sql, query, entry);
+	DeparseReturning(sql, query->returningList);
+	RemoteSqlPopQuery(sql);
+	FinishRemoteSql(sql);
+	if (!sql->failed && contain_volatile_functions((Node *) query->targetList))
+		RemoteSqlFail(sql, "a volatile function");
+	return !sql->failed && ModifyReadsColocated(query, entry, sql->relations, command, false);
 }
 
 /*
  * PlanDistributedModify plans UPDATE or DELETE on a distributed or
  * reference table: the statement runs on every shard its WHERE clause
  * leaves (every placement of them) when it can (other tables co-located or
- * reference tables, everything shippable); otherwise an UPDATE or DELETE
- * of a hash-distributed table runs through the coordinator
- * (coordinator_modify.c).
+ * reference tables, everything shippable), also once its uncorrelated
+ * subqueries are values the coordinator computes first
+ * (sublink_params.c); otherwise an UPDATE or DELETE of a hash-distributed
+ * table runs through the coordinator (coordinator_modify.c).
  */
 PlannedStmt *
 PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams)
@@ -779,26 +804,36 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
 	const char *command = query->commandType == CMD_UPDATE ? "UPDATE" : "DELETE";
+	Query	   *shipped = query;
+	List	   *sublinkColumns = NIL;
 	RemoteSql	sql;
 	DistributedJob job;
 	List	   *values = NIL;
 	List	   *kinds = NIL;
 	List	   *customExprs;
+	CustomScan *scan;
 
-	InitRemoteSql(&sql);
-	RemoteSqlPushQuery(&sql, query);
-	DeparseModifyStatement(&sql, query, entry);
-	DeparseReturning(&sql, query->returningList);
-	RemoteSqlPopQuery(&sql);
-	FinishRemoteSql(&sql);
-	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
-		RemoteSqlFail(&sql, "a volatile function");
-	if (entry->method == DISTRIBUTE_BY_HASH &&
-		(sql.failed || !ModifyReadsColocated(query, entry, sql.relations, command)))
-		return PlanCoordinatorModify(query, cursorOptions, boundParams);
-	RejectUnshippable(&sql, query, command);
-	ModifyReadsColocated(query, entry, sql.relations, command);
-	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+	if (!DeparseShippedModify(query, entry, &sql, command))
+	{
+		Query	   *withParams = ExtractSublinkParams(query, &sublinkColumns);
+		RemoteSql	paramSql;
+
+		if (withParams != NULL && DeparseShippedModify(withParams, entry, &paramSql, command))
+		{
+			shipped = withParams;
+			sql = paramSql;
+		}
+		else if (entry->method == DISTRIBUTE_BY_HASH)
+			return PlanCoordinatorModify(query, cursorOptions, boundParams);
+		else
+		{
+			RejectUnshippable(&sql, query, command);
+			ModifyReadsColocated(query, entry, sql.relations, command, true);
+			elog(ERROR, "no plan for a write to reference table \"%s\"",
+				 get_rel_name(target->relid));
+		}
+	}
+	FindPruningValues(shipped, shipped->resultRelation, entry, shipped->jointree->quals,
 					  &values, &kinds);
 
 	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
@@ -808,8 +843,13 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	job.pruneKinds = kinds;
 	job.hasReturning = query->returningList != NIL;
 	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
-	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
-
-	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
-									  query->returningList);
+	job.paramsFromSubplan = (shipped != query);
+	/* pruning values may be subquery values: their plan's columns */
+	customExprs = list_concat(PlanExprs((List *) SubplanValueExprs((Node *) values)),
+							  PlanExprs(sql.paramExprs));
+	scan = MakeDistributedScan(&job, customExprs);
+	if (shipped != query)
+		return PlanWithSublinkParams(shipped, sublinkColumns, scan, query->returningList,
+									 cursorOptions, boundParams);
+	return MakeDistributedPlannedStmt(query, scan, query->returningList);
 }

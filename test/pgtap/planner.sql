@@ -3,7 +3,7 @@
 -- statistics view, and that what it accepts gives the local answer.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(21);
+SELECT plan(23);
 
 CREATE TABLE tap_p (id int PRIMARY KEY, k int, v text);
 SELECT create_distributed_table('tap_p', 'id', shard_count => 4);
@@ -17,23 +17,23 @@ INSERT INTO tap_p_ref VALUES (0, 'zero'), (1, 'one');
 -- refused statements
 SELECT throws_ok($$UPDATE tap_p SET id = id + 1 WHERE id = 3$$, '0A000', NULL,
 				 'UPDATE of the distribution column');
-SELECT throws_ok($$UPDATE tap_p SET v = random()::text$$, '0A000', NULL,
-				 'UPDATE with a volatile function');
-SELECT throws_ok($$DELETE FROM tap_p WHERE k = (random() * 3)::int$$, '0A000', NULL,
-				 'DELETE with a volatile function');
+SELECT throws_ok($$MERGE INTO tap_p p USING tap_p_other o ON p.id = o.id WHEN MATCHED THEN UPDATE SET id = 0$$,
+				 '0A000', NULL, 'MERGE changing the distribution column');
+SELECT throws_ok($$UPDATE tap_p_ref SET name = random()::text$$, '0A000', NULL,
+				 'UPDATE of a reference table with a volatile function');
 SELECT throws_ok($$SELECT * FROM tap_p WHERE k = 1 FOR UPDATE$$, '0A000', NULL,
 				 'SELECT FOR UPDATE over several shards');
 SELECT lives_ok($$SELECT * FROM tap_p WHERE id = 1 FOR UPDATE$$, 'SELECT FOR UPDATE of one shard');
 SELECT throws_ok($$WITH d AS (DELETE FROM tap_p RETURNING *) SELECT count(*) FROM d$$, '0A000',
 				 NULL, 'data-modifying CTE');
-SELECT throws_ok($$UPDATE tap_p p SET v = 'x' FROM tap_p_other o WHERE o.id = p.id$$, '0A000',
-				 NULL, 'UPDATE ... FROM a distributed table');
-SELECT throws_ok($$MERGE INTO tap_p p USING tap_p_ref r ON p.k = r.k WHEN MATCHED THEN DELETE$$,
-				 '0A000', NULL, 'MERGE');
+SELECT throws_ok($$UPDATE tap_p_ref r SET name = 'x' FROM tap_p p WHERE p.k = r.k$$, '0A000',
+				 NULL, 'UPDATE of a reference table joined with a distributed table');
+SELECT throws_ok($$MERGE INTO tap_p_ref r USING tap_p p ON p.k = r.k WHEN MATCHED THEN DELETE$$,
+				 '0A000', NULL, 'MERGE into a reference table from a distributed table');
 SELECT throws_ok($$INSERT INTO tap_p VALUES (NULL, 1, 'x')$$, '23502', NULL,
 				 'INSERT without a distribution value');
-SELECT throws_ok($$INSERT INTO tap_p VALUES ((SELECT 1000), 1, 'x')$$, '0A000', NULL,
-				 'INSERT ... VALUES with a subquery');
+SELECT throws_ok($$MERGE INTO tap_p p USING (VALUES (5), (5)) s(id) ON p.id = s.id WHEN MATCHED THEN DELETE$$,
+				 '21000', NULL, 'MERGE matching a row twice');
 SELECT throws_ok($$SELECT * FROM shardext.distributed_result() AS r(a int)$$, '0A000', NULL,
 				 'the combine placeholder cannot be called');
 SELECT is((SELECT count(*) FROM tap_p), 50::bigint, 'refused statements changed nothing');
@@ -49,6 +49,16 @@ UPDATE tap_p SET v = upper(v) WHERE k = 1;
 SELECT is((SELECT count(*) FROM tap_p WHERE v LIKE 'V%'), 10::bigint, 'multi-shard UPDATE');
 INSERT INTO tap_p_other SELECT id, k FROM tap_p WHERE k = 4;
 SELECT is((SELECT sum(w) FROM tap_p_other), 40::bigint, 'INSERT ... SELECT between groups');
+
+-- what the shards cannot do alone runs through the coordinator
+UPDATE tap_p SET v = v || (random() * 0)::int WHERE k = 3;
+SELECT is((SELECT count(*) FROM tap_p WHERE v LIKE 'v%0' AND k = 3), 10::bigint,
+		  'UPDATE with a volatile function');
+UPDATE tap_p p SET k = p.k FROM tap_p_other o WHERE o.id = p.id;
+MERGE INTO tap_p p USING tap_p_other o ON p.id = o.id WHEN MATCHED THEN DELETE;
+SELECT is((SELECT count(*) FROM tap_p), 40::bigint, 'MERGE from a table that is not co-located');
+SELECT lives_ok($$INSERT INTO tap_p VALUES ((SELECT max(id) + 1 FROM tap_p_other), 1, 'x')$$,
+				'INSERT ... VALUES with a subquery');
 
 -- the statistics view counts routed statements per shard
 SELECT shardext_stat_shards_reset();

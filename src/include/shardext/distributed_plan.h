@@ -63,6 +63,7 @@ typedef struct DistributedJob
 	int			routedCommand;	/* CMD_UPDATE, CMD_DELETE or CMD_MERGE */
 	bool		routedStrict;	/* a target row changed twice is an error (MERGE) */
 	List	   *routedActions;	/* per action: (matched, command, attnos, dist position) */
+	bool		paramsFromSubplan;	/* parameters read the one row of custom_plans */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */

@@ -140,6 +140,12 @@ extern Node *AddRowSourceColumn(List **targetList, Expr *expr, const char *name)
 extern void CheckDistributionColumnUnchanged(DistTableCacheEntry *entry, AttrNumber attno);
 extern void RejectShardCtidReferences(Query *query);
 
+/* sublink_params.c */
+extern Query *ExtractSublinkParams(Query *query, List **columns);
+extern PlannedStmt *PlanWithSublinkParams(Query *query, List *columns, CustomScan *scan,
+										  List *remoteTargetList, int cursorOptions,
+										  ParamListInfo boundParams);
+
 /* merge_planner.c */
 extern PlannedStmt *PlanDistributedMerge(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);

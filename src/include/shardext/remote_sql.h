@@ -23,6 +23,7 @@
 
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
+#include "nodes/primnodes.h"
 
 typedef struct RemoteSql
 {
@@ -70,6 +71,10 @@ extern void RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *t
 extern char *RemoteSqlFunctionName(Oid funcid);
 extern void SetDeparseShardCtid(bool allow);
 extern bool IsReceivableType(Oid type);
+extern Param *MakeSubplanValueParam(int column, Oid type, int32 typmod, Oid collation);
+extern bool IsSubplanValueParam(Node *node);
+extern Node *SubplanValueExpr(Node *node);
+extern Node *SubplanValueExprs(Node *node);
 
 /* remote_expr.c */
 extern void DeparseCaseWithOperand(RemoteSql *sql, CaseExpr *c);
