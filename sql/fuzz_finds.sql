@@ -72,6 +72,16 @@ SELECT count(*), max(v) FROM a WHERE k = NULL;
 SELECT * FROM same_result($$SELECT k, row(k, v) FROM a WHERE k = 1$$);
 SELECT * FROM same_result($$SELECT k, row(k, v) AS r FROM u ORDER BY k LIMIT 3$$);
 
+-- a MERGE from a VALUES list over several shards (without WHEN NOT MATCHED)
+-- ran on the first value's shard only
+BEGIN;
+MERGE INTO ff_d.u t USING (VALUES (2, 1), (9, 2), (19, 3)) s(k, v) ON t.k = s.k
+	WHEN MATCHED AND t.t < t.t THEN UPDATE SET v = 0 WHEN MATCHED THEN DELETE;
+MERGE INTO ff_l.u t USING (VALUES (2, 1), (9, 2), (19, 3)) s(k, v) ON t.k = s.k
+	WHEN MATCHED AND t.t < t.t THEN UPDATE SET v = 0 WHEN MATCHED THEN DELETE;
+SELECT * FROM same_result('SELECT * FROM u');
+ROLLBACK;
+
 -- a MERGE whose source reads the target itself is not "a source on every node"
 RESET search_path;
 BEGIN;

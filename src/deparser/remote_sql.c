@@ -32,7 +32,6 @@
 #include "catalog/pg_operator.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
-#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
@@ -206,62 +205,6 @@ RemoteSqlAppendShardConstraintName(RemoteSql *sql, Oid relid, const char *name)
 	/* the relation's gap just added tells its position; the name replaces it */
 	position = intVal(llast(sql->parts));
 	llast(sql->parts) = list_make2(makeInteger(position), makeString(pstrdup(name)));
-}
-
-/*
- * MakeSubplanValueParam makes the placeholder of column `column` of the
- * one-row plan under a distributed write (sublink_params.c): a PARAM_EXEC
- * Param with a negative id, which PostgreSQL never uses.
- */
-Param *
-MakeSubplanValueParam(int column, Oid type, int32 typmod, Oid collation)
-{
-	Param	   *param = makeNode(Param);
-
-	param->paramkind = PARAM_EXEC;
-	param->paramid = -column;
-	param->paramtype = type;
-	param->paramtypmod = typmod;
-	param->paramcollid = collation;
-	param->location = -1;
-	return param;
-}
-
-bool
-IsSubplanValueParam(Node *node)
-{
-	return node != NULL && IsA(node, Param) && ((Param *) node)->paramkind == PARAM_EXEC &&
-		((Param *) node)->paramid < 0;
-}
-
-/*
- * SubplanValueExpr is what the executor evaluates for a placeholder: the
- * column of the one-row plan's row (the scan's outer tuple then).
- */
-Node *
-SubplanValueExpr(Node *node)
-{
-	Param	   *param = (Param *) node;
-
-	return (Node *) makeVar(OUTER_VAR, -param->paramid, param->paramtype, param->paramtypmod,
-							param->paramcollid, 0);
-}
-
-static Node *
-SubplanValuesMutator(Node *node, void *context)
-{
-	if (node == NULL)
-		return NULL;
-	if (IsSubplanValueParam(node))
-		return SubplanValueExpr(node);
-	return expression_tree_mutator(node, SubplanValuesMutator, context);
-}
-
-/* SubplanValueExprs replaces every placeholder of an expression (see above) */
-Node *
-SubplanValueExprs(Node *node)
-{
-	return SubplanValuesMutator(node, NULL);
 }
 
 /*

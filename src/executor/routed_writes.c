@@ -90,6 +90,8 @@ typedef struct RoutedWriteState
 
 static void InitRoutedWrite(DistributedScanState *state);
 static int	ChooseAction(RoutedWriteState *routed, bool matched, ExprContext *econtext);
+static MinimalTuple EvaluateReturning(RoutedWriteState *routed, ExprContext *econtext,
+									  TupleDesc resultDesc);
 static bool FirstChange(DistributedScanState *state, int shardIndex, ItemPointer ctid);
 static RoutedRow *EvaluateActionRow(ActionState *action, ExprContext *econtext,
 									ItemPointer ctid);
@@ -236,20 +238,8 @@ BuildRoutedTasks(DistributedScanState *state)
 			lappend(groups[shardIndex * routed->actionCount + chosen], row);
 
 		if (job->hasReturning)
-		{
-			Datum	   *values = palloc(sizeof(Datum) * resultDesc->natts);
-			bool	   *nulls = palloc(sizeof(bool) * resultDesc->natts);
-			ListCell   *cell;
-			int			i = 0;
-
-			foreach(cell, routed->returningStates)
-			{
-				values[i] = ExecEvalExprSwitchContext(lfirst(cell), econtext, &nulls[i]);
-				i++;
-			}
 			routed->returned = lappend(routed->returned,
-									   heap_form_minimal_tuple(resultDesc, values, nulls));
-		}
+									   EvaluateReturning(routed, econtext, resultDesc));
 	}
 
 	for (int s = 0; s < entry->shardCount; s++)
@@ -262,6 +252,23 @@ BuildRoutedTasks(DistributedScanState *state)
 				AddActionTasks(state, entry, &entry->shards[s], &routed->actions[a], rows);
 		}
 	}
+}
+
+/* the RETURNING row of the current row, in the batch's memory */
+static MinimalTuple
+EvaluateReturning(RoutedWriteState *routed, ExprContext *econtext, TupleDesc resultDesc)
+{
+	Datum	   *values = palloc(sizeof(Datum) * resultDesc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * resultDesc->natts);
+	ListCell   *cell;
+	int			i = 0;
+
+	foreach(cell, routed->returningStates)
+	{
+		values[i] = ExecEvalExprSwitchContext(lfirst(cell), econtext, &nulls[i]);
+		i++;
+	}
+	return heap_form_minimal_tuple(resultDesc, values, nulls);
 }
 
 /* the first action (in WHEN order) for the row whose condition holds, or -1 */

@@ -46,6 +46,7 @@
 #include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "shardext/guc.h"
 #include "shardext/planner.h"
@@ -55,13 +56,16 @@ static void CheckMergeActions(Query *query, DistTableCacheEntry *entry);
 static Node *MergeRouteValue(Query *query, DistTableCacheEntry *entry);
 static bool InsertsGiveRouteValue(Query *query, DistTableCacheEntry *entry, Node *route);
 static bool SourceOnEveryNode(Query *query);
+static List *RouteValuesList(Query *query, Node *route);
 static bool RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route,
 								 Node **pin);
+static Node *RouteValuesCondition(Query *query, DistTableCacheEntry *entry, Node *route);
 static void DeparseMerge(RemoteSql *sql, Query *query);
 static void DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action);
 static PlannedStmt *PlanPushdownMerge(Query *query, DistTableCacheEntry *entry);
 static PlannedStmt *PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry,
 										 int cursorOptions, ParamListInfo boundParams);
+static void JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions);
 
 /*
  * PlanDistributedMerge plans MERGE into a distributed or reference table
@@ -227,29 +231,20 @@ SourceOnEveryNode(Query *query)
 }
 
 /*
- * RouteValueInOneShard: the route value is a constant (or a parameter),
- * or a column of a VALUES list (directly or as (VALUES ...) v) whose
- * entries are constants of one shard; *pin is then a value of that shard.
- * (A split that separates them changes the table's shards, which
- * invalidates this plan.)
+ * RouteValuesList returns the entries of the VALUES list column that the
+ * route value is (directly or through (VALUES ...) v), or NIL.
  */
-static bool
-RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route, Node **pin)
+static List *
+RouteValuesList(Query *query, Node *route)
 {
 	Var		   *var = (Var *) route;
 	RangeTblEntry *rte;
-	List	   *valuesLists;
 	int			column;
-	int			shardIndex = -1;
+	List	   *entries = NIL;
 	ListCell   *cell;
 
-	if (!contain_vars_of_level(route, 0) && !checkExprHasSubLink(route))
-	{
-		*pin = route;
-		return true;
-	}
 	if (!IsA(var, Var) || var->varlevelsup != 0)
-		return false;
+		return NIL;
 	rte = rt_fetch(var->varno, query->rtable);
 	column = var->varattno;
 	if (rte->rtekind == RTE_SUBQUERY && rte->subquery->setOperations == NULL &&
@@ -261,18 +256,58 @@ RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route, Node
 		Var		   *inner = (Var *) StripRelabel((Node *) tle->expr);
 
 		if (!IsA(inner, Var))
-			return false;
+			return NIL;
 		column = inner->varattno;
 		rte = rt_fetch(1, rte->subquery->rtable);
 	}
 	if (rte->rtekind != RTE_VALUES)
-		return false;
-	valuesLists = rte->values_lists;
-	foreach(cell, valuesLists)
+		return NIL;
+	foreach(cell, rte->values_lists)
 	{
-		Node	   *value = eval_const_expressions(NULL, list_nth(lfirst(cell), column - 1));
+		Node	   *value = list_nth(lfirst(cell), column - 1);
 
-		value = StripRelabel(value);
+		/* a value of its own row only: no columns, subqueries or volatility */
+		if (contain_vars_of_level(value, 0) || contain_volatile_functions(value) ||
+			checkExprHasSubLink(value))
+			return NIL;
+		entries = lappend(entries, value);
+	}
+	return entries;
+}
+
+/*
+ * RouteValueInOneShard: the route value is a constant (or a parameter),
+ * or a column of a VALUES list of one row, or whose entries are constants
+ * of one shard; *pin is then a value of that shard.  (A split that
+ * separates the constants changes the table's shards, which invalidates
+ * this plan.)
+ */
+static bool
+RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route, Node **pin)
+{
+	List	   *entries;
+	int			shardIndex = -1;
+	Node	   *first = NULL;
+	ListCell   *cell;
+
+	*pin = NULL;
+	if (!contain_vars_of_level(route, 0) && !checkExprHasSubLink(route) &&
+		!contain_volatile_functions(route))
+	{
+		*pin = route;
+		return true;
+	}
+	entries = RouteValuesList(query, route);
+	/* one row: its value, whatever it is (a parameter of a prepared MERGE) */
+	if (list_length(entries) == 1)
+	{
+		*pin = linitial(entries);
+		return true;
+	}
+	foreach(cell, entries)
+	{
+		Node	   *value = StripRelabel(eval_const_expressions(NULL, lfirst(cell)));
+
 		if (!IsA(value, Const) || ((Const *) value)->constisnull ||
 			((Const *) value)->consttype != entry->distType)
 			return false;
@@ -280,9 +315,46 @@ RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node *route, Node
 			FindShardForValue(entry, ((Const *) value)->constvalue)->shardIndex != shardIndex)
 			return false;
 		shardIndex = FindShardForValue(entry, ((Const *) value)->constvalue)->shardIndex;
-		*pin = value;
+		if (first == NULL)
+			first = value;
 	}
+	*pin = first;
 	return shardIndex >= 0;
+}
+
+/*
+ * RouteValuesCondition returns "target's distribution column = ANY
+ * (ARRAY[the VALUES entries])" when the route value is a VALUES column:
+ * target rows without such a value match no source row, so the coordinator
+ * need not read them (and the shards are pruned).  NULL otherwise.
+ */
+static Node *
+RouteValuesCondition(Query *query, DistTableCacheEntry *entry, Node *route)
+{
+	List	   *entries = RouteValuesList(query, route);
+	ArrayExpr  *array;
+	ScalarArrayOpExpr *saop;
+	TypeCacheEntry *typentry = lookup_type_cache(entry->distType, TYPECACHE_EQ_OPR);
+
+	if (entries == NIL || !OidIsValid(get_array_type(entry->distType)) ||
+		!OidIsValid(typentry->eq_opr) || !IsHashEquality(typentry->eq_opr, entry))
+		return NULL;
+	array = makeNode(ArrayExpr);
+	array->array_typeid = get_array_type(entry->distType);
+	array->element_typeid = entry->distType;
+	array->elements = copyObject(entries);
+	array->multidims = false;
+	array->location = -1;
+	saop = makeNode(ScalarArrayOpExpr);
+	saop->opno = typentry->eq_opr;
+	saop->opfuncid = get_opcode(typentry->eq_opr);
+	saop->useOr = true;
+	saop->inputcollid = entry->distCollation;
+	saop->args = list_make2(makeVar(query->resultRelation, entry->distAttnum, entry->distType,
+									entry->distTypmod, entry->distCollation, 0),
+							array);
+	saop->location = -1;
+	return (Node *) saop;
 }
 
 /*
@@ -406,9 +478,13 @@ PlanPushdownMerge(Query *query, DistTableCacheEntry *entry)
 	}
 	else if (SourceOnEveryNode(query))
 	{
-		if (MergeInserts(query) &&
-			(route == NULL || !InsertsGiveRouteValue(query, entry, route) ||
-			 !RouteValueInOneShard(query, entry, route, &pin)))
+		bool		pinned = route != NULL && RouteValueInOneShard(query, entry, route, &pin);
+
+		if (!pinned)
+			pin = NULL;
+
+		/* without WHEN NOT MATCHED, a pin only prunes */
+		if (MergeInserts(query) && (!pinned || !InsertsGiveRouteValue(query, entry, route)))
 			return NULL;
 	}
 	else
@@ -443,12 +519,41 @@ PlanPushdownMerge(Query *query, DistTableCacheEntry *entry)
 		RelationPosition(sql.relations, entry->relid) : -1;
 	job.pruneCount = list_length(values);
 	job.pruneKinds = kinds;
+	/* a text with parameters is reused: prepare it once per connection */
+	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
 	customExprs = NIL;
 	foreach(cell, values)
 		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
 	foreach(cell, sql.paramExprs)
 		customExprs = lappend(customExprs, expression_planner(lfirst(cell)));
 	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs), NIL);
+}
+
+/*
+ * JoinSourceWithTarget makes the FROM clause of a MERGE's row source: the
+ * source LEFT JOIN the target (an inner join when no WHEN NOT MATCHED
+ * clause needs the unmatched source rows) ON the conditions left.
+ */
+static void
+JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions)
+{
+	JoinExpr   *join = makeNode(JoinExpr);
+	RangeTblEntry *joinRte = makeNode(RangeTblEntry);
+	RangeTblRef *targetRef = makeNode(RangeTblRef);
+
+	joinRte->rtekind = RTE_JOIN;
+	joinRte->jointype = outer ? JOIN_LEFT : JOIN_INNER;
+	joinRte->eref = makeAlias("*MERGE*", NIL);
+	joinRte->inFromCl = true;
+	source->rtable = lappend(source->rtable, joinRte);
+	targetRef->rtindex = rtindex;
+	join->jointype = joinRte->jointype;
+	join->larg = linitial(source->jointree->fromlist);
+	join->rarg = (Node *) targetRef;
+	join->quals = conditions != NIL ? (Node *) make_ands_explicit(conditions) :
+		(Node *) makeBoolConst(true, false);
+	join->rtindex = list_length(source->rtable);
+	source->jointree = makeFromExpr(list_make1(join), NULL);
 }
 
 /* maps the expressions of the WHEN clauses onto the row source's columns */
@@ -502,9 +607,6 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 	List	   *pushed;
 	List	   *remaining = NIL;
 	Bitmapset  *attnos;
-	JoinExpr   *join = makeNode(JoinExpr);
-	RangeTblEntry *joinRte = makeNode(RangeTblEntry);
-	RangeTblRef *targetRef = makeNode(RangeTblRef);
 	List	   *targetList = NIL;
 	List	   *actions = NIL;
 	MergeColumnsContext context;
@@ -525,22 +627,17 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 		if (!list_member_ptr(pushed, lfirst(cell)))
 			remaining = lappend(remaining, lfirst(cell));
 	}
+	/* ... and so does the list of keys a VALUES source can match */
+	{
+		Node	   *route = MergeRouteValue(query, entry);
+		Node	   *keys = route ? RouteValuesCondition(query, entry, route) : NULL;
+
+		if (keys != NULL)
+			pushed = lappend(pushed, keys);
+	}
 	ctidColumn = ReadTargetThroughRowsQuery(source, rtindex, attnos, pushed);
 
-	/* source [LEFT] JOIN target ON the remaining conditions */
-	joinRte->rtekind = RTE_JOIN;
-	joinRte->jointype = query->mergeUseOuterJoin ? JOIN_LEFT : JOIN_INNER;
-	joinRte->eref = makeAlias("*MERGE*", NIL);
-	joinRte->inFromCl = true;
-	source->rtable = lappend(source->rtable, joinRte);
-	targetRef->rtindex = rtindex;
-	join->jointype = joinRte->jointype;
-	join->larg = linitial(source->jointree->fromlist);
-	join->rarg = (Node *) targetRef;
-	join->quals = remaining != NIL ? (Node *) make_ands_explicit(remaining) :
-		(Node *) makeBoolConst(true, false);
-	join->rtindex = list_length(source->rtable);
-	source->jointree = makeFromExpr(list_make1(join), NULL);
+	JoinSourceWithTarget(source, rtindex, query->mergeUseOuterJoin, remaining);
 
 	AddRowSourceColumn(&targetList, (Expr *) makeVar(rtindex, ctidColumn, TIDOID, -1,
 													 InvalidOid, 0), "ctid");
