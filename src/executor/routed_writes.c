@@ -302,6 +302,9 @@ FirstChange(DistributedScanState *state, int shardIndex, ItemPointer ctid)
 	SeenRowKey	key;
 	bool		found;
 
+	/* without joins every target row comes once: nothing to remember */
+	if (!state->job->routedDedupe)
+		return true;
 	memset(&key, 0, sizeof(key));
 	key.shardIndex = shardIndex;
 	key.block = ItemPointerGetBlockNumber(ctid);

@@ -623,6 +623,10 @@ PlanRoutedWrite(Query *query, Query *source, Index targetIndex, List *actions,
 	job.hasReturning = returning != NIL;
 	job.routedCommand = query->commandType;
 	job.routedStrict = query->commandType == CMD_MERGE;
+	/* only a join (MERGE's, or other tables in FROM / USING) repeats a target row */
+	job.routedDedupe = query->commandType == CMD_MERGE ||
+		list_length(query->jointree->fromlist) > 1 ||
+		!IsA(linitial(query->jointree->fromlist), RangeTblRef);
 	foreach(cell, actions)
 	{
 		RoutedAction *action = lfirst(cell);

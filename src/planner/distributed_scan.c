@@ -87,6 +87,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->locksRows));
 	private = lappend(private, IntNode(job->routedCommand));
 	private = lappend(private, BoolNode(job->routedStrict));
+	private = lappend(private, BoolNode(job->routedDedupe));
 	private = lappend(private, job->routedActions);
 	private = lappend(private, BoolNode(job->paramsFromSubplan));
 
@@ -125,6 +126,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->locksRows = NEXT_INT() != 0;
 	job->routedCommand = NEXT_INT();
 	job->routedStrict = NEXT_INT() != 0;
+	job->routedDedupe = NEXT_INT() != 0;
 	job->routedActions = NEXT_LIST();
 	job->paramsFromSubplan = NEXT_INT() != 0;
 #undef NEXT_INT

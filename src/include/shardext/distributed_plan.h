@@ -62,6 +62,7 @@ typedef struct DistributedJob
 	/* JOB_ROUTED (routed_writes.c): */
 	int			routedCommand;	/* CMD_UPDATE, CMD_DELETE or CMD_MERGE */
 	bool		routedStrict;	/* a target row changed twice is an error (MERGE) */
+	bool		routedDedupe;	/* a target row can come twice (joins): change it once */
 	List	   *routedActions;	/* per action: (matched, command, attnos, dist position) */
 	bool		paramsFromSubplan;	/* parameters read the one row of custom_plans */
 } DistributedJob;
