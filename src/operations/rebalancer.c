@@ -573,7 +573,7 @@ shardext_rebalance(PG_FUNCTION_ARGS)
 	RebalanceStrategy strategy = ParseStrategy(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 
-	EnsureSuperuserAndShardext("shardext_rebalance");
+	EnsureAdminAndShardext("shardext_rebalance");
 	EnsureOutsideTransactionBlock("shardext_rebalance");
 	PG_RETURN_INT32(RunRebalance(strategy, 0, mode,
 								 _("the shards are balanced; nothing to move")));
@@ -592,7 +592,7 @@ shardext_drain_node(PG_FUNCTION_ARGS)
 	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
 	int32		nodeId;
 
-	EnsureSuperuserAndShardext("shardext_drain_node");
+	EnsureAdminAndShardext("shardext_drain_node");
 	nodeId = GetWorkerNodeAt(host, port)->nodeId;
 	EnsureOutsideTransactionBlock("shardext_drain_node");
 	PG_RETURN_INT32(RunRebalance(REBALANCE_BY_SHARD_COUNT, nodeId, mode,
