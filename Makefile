@@ -12,7 +12,7 @@ SRCS = $(sort $(wildcard $(srcdir)/src/*.c $(srcdir)/src/*/*.c))
 OBJS = $(patsubst $(srcdir)/%.c,%.o,$(SRCS))
 SHARDEXT_HEADERS = $(wildcard $(srcdir)/src/include/shardext/*.h)
 
-DATA = $(wildcard $(srcdir)/src/sql/$(EXTENSION)--*.sql)
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/src/sql/$(EXTENSION)--*.sql))
 
 PG_CPPFLAGS = -I$(srcdir)/src/include -I$(shell $(PG_CONFIG) --includedir)
 PG_CFLAGS = -Wall -Werror -Wmissing-prototypes -Wno-declaration-after-statement
