@@ -148,6 +148,13 @@ expect_eq "local tables before the update" "3" \
 	"$(pq $COORD upg -c "CREATE TEMP TABLE t AS SELECT 1 AS x UNION ALL SELECT 2 UNION ALL SELECT 3" \
 		-c "SELECT count(*) FROM t")"
 expect_eq "the coordinator is up" "1" "$(pq $COORD postgres -c "SELECT 1")"
+for _ in $(seq 1 100); do
+	grep -q 'shardext maintenance of database "upg" waits for ALTER EXTENSION shardext UPDATE' \
+		"$WORK/cluster/coordinator.log" && break
+	sleep 0.2
+done
+expect_eq "the maintenance daemon waits for the update, and says so once" "1" \
+	"$(grep -c 'shardext maintenance of database "upg" waits for ALTER EXTENSION' "$WORK/cluster/coordinator.log")"
 
 # --- the update ---
 pq $COORD upg -c "ALTER EXTENSION shardext UPDATE" || fail "ALTER EXTENSION shardext UPDATE"
