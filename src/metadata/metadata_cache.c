@@ -421,6 +421,8 @@ BuildDistTableCacheEntry(DistTableCacheEntry *entry)
 		TupleDesc	desc = RelationGetDescr(rel);
 		Datum		attnum;
 
+		/* columns of a newer catalog are only read from a catalog that has them */
+		EnsureCatalogVersionMatches();
 		entry->isDistributed = true;
 		entry->method = DatumGetChar(heap_getattr(tuple, Anum_dist_table_method,
 												  desc, &isnull));
