@@ -82,6 +82,25 @@ MERGE INTO ff_l.u t USING (VALUES (2, 1), (9, 2), (19, 3)) s(k, v) ON t.k = s.k
 SELECT * FROM same_result('SELECT * FROM u');
 ROLLBACK;
 
+-- a MERGE into a reference table from a distributed source, with a CASE
+-- on a source column: the CASE's placeholder stays with its CASE
+CREATE TABLE ff_d.r (k int, w int);
+CREATE TABLE ff_l.r (k int, w int);
+SELECT create_reference_table('ff_d.r');
+INSERT INTO ff_d.r SELECT g, g FROM generate_series(1, 10) g;
+INSERT INTO ff_l.r SELECT g, g FROM generate_series(1, 10) g;
+BEGIN;
+MERGE INTO ff_d.r t USING (SELECT k, max(v) AS v FROM ff_d.a GROUP BY k) s ON t.k = s.k + 1
+	WHEN MATCHED AND 10 = ANY (ARRAY[0, 19]) THEN UPDATE SET w = 0
+	WHEN MATCHED THEN UPDATE SET w = CASE s.k WHEN NULL::int THEN 56 WHEN 3 THEN -3 ELSE NULLIF(t.w, -5) END
+	WHEN NOT MATCHED THEN INSERT (k, w) VALUES (s.k + 1, s.v);
+MERGE INTO ff_l.r t USING (SELECT k, max(v) AS v FROM ff_l.a GROUP BY k) s ON t.k = s.k + 1
+	WHEN MATCHED AND 10 = ANY (ARRAY[0, 19]) THEN UPDATE SET w = 0
+	WHEN MATCHED THEN UPDATE SET w = CASE s.k WHEN NULL::int THEN 56 WHEN 3 THEN -3 ELSE NULLIF(t.w, -5) END
+	WHEN NOT MATCHED THEN INSERT (k, w) VALUES (s.k + 1, s.v);
+SELECT * FROM same_result('SELECT * FROM r');
+ROLLBACK;
+
 -- a MERGE whose source reads the target itself is not "a source on every node"
 RESET search_path;
 BEGIN;

@@ -164,9 +164,26 @@ SELECT * FROM run_both($$MERGE INTO rtarget t USING (VALUES (1), (2), (70)) s(k)
 	WHEN NOT MATCHED THEN INSERT VALUES (s.k, -1)$$, 'rtarget');
 SELECT node_id > 0 AS node, result FROM shardext_run_on_shards('merge_d.rtarget',
 	'SELECT string_agg(k || ''='' || v, '','' ORDER BY k) FROM %s');
--- ... and refuses a source of distributed tables, or volatile values
-MERGE INTO merge_d.rtarget t USING merge_d.colo s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v;
-MERGE INTO merge_d.rtarget t USING merge_d.ref s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = random();
+-- from a source of distributed or local tables, or with volatile values: the
+-- coordinator computes the source rows once and every copy merges them
+SET search_path = merge_d, public;
+SELECT * FROM merge_tasks($$MERGE INTO rtarget t USING colo s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v$$);
+RESET search_path;
+SELECT * FROM run_both($$MERGE INTO rtarget t USING colo s ON t.k = s.k
+	WHEN MATCHED AND s.v > 100 THEN DELETE
+	WHEN MATCHED THEN UPDATE SET v = t.v + s.v
+	WHEN NOT MATCHED AND s.k < 13 THEN INSERT VALUES (s.k, s.v)$$, 'rtarget');
+SELECT * FROM run_both($$MERGE INTO rtarget t USING public.merge_source_local s ON t.k = s.k + 2
+	WHEN MATCHED THEN UPDATE SET v = s.v + (SELECT count(*) FROM other)$$, 'rtarget');
+MERGE INTO merge_d.rtarget t USING merge_d.ref s ON t.k = s.k - 8 WHEN MATCHED THEN UPDATE SET v = (random() * 1000)::int;
+SELECT count(DISTINCT result) AS copies_alike FROM shardext_run_on_shards('merge_d.rtarget',
+	'SELECT string_agg(k || ''='' || v, '','' ORDER BY k) FROM %s');
+MERGE INTO merge_d.rtarget t USING (SELECT 5 AS k UNION ALL SELECT k FROM merge_d.colo WHERE k = 5) s
+	ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = 0;
+-- ... but a user-defined function of the target's columns cannot run on the copies
+CREATE FUNCTION merge_twice(int) RETURNS int LANGUAGE sql AS 'SELECT $1 * 2';
+MERGE INTO merge_d.rtarget t USING merge_d.colo s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = merge_twice(t.v);
+DROP FUNCTION merge_twice(int);
 
 -- prepared statements route each execution by its parameters
 PREPARE m(int, int) AS MERGE INTO merge_d.target t USING (VALUES ($1, $2)) s(k, v) ON t.k = s.k

@@ -44,6 +44,14 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 		MemoryContextSwitchTo(oldContext);
 		return;
 	}
+	if (job->sourceArrayCount > 0 && !es->analyze)
+	{
+		/* building the tasks would run the source */
+		ExplainPropertyText("Source Rows", "computed once on the coordinator, sent to every copy",
+							es);
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
 	if (job->paramsFromSubplan && !es->analyze)
 	{
 		/* building the tasks would run the subqueries */

@@ -505,6 +505,78 @@ AppendArrayParam(StringInfo sql, RemoteParams *params, int number, List *rows, i
 }
 
 /*
+ * AddSourceArrayParams returns params followed by one text array per
+ * column of the scan's subplan, with that column's values of all its rows
+ * (read completely first, after the shards were locked), in the remote
+ * sessions' output settings: a MERGE source shipped to every copy of a
+ * reference table.
+ */
+RemoteParams *
+AddSourceArrayParams(DistributedScanState *state, RemoteParams *params)
+{
+	int			columns = state->job->sourceArrayCount;
+	RemoteParams *result = MakeRemoteParams(params->count + columns);
+	TupleDesc	desc;
+	List	  **texts = palloc0(sizeof(List *) * columns);
+	int			rows = 0;
+
+	for (int i = 0; i < params->count; i++)
+	{
+		result->types[i] = params->types[i];
+		result->values[i] = params->values[i];
+		result->lengths[i] = params->lengths[i];
+		result->formats[i] = params->formats[i];
+	}
+	if (state->sourceRows == NULL)
+		MaterializeSubplan(state);
+	desc = state->sourceSlot->tts_tupleDescriptor;
+	while (NextSourceRow(state))
+	{
+		TupleTableSlot *slot = state->sourceSlot;
+		int			nestLevel = BeginSafeDeparse();
+
+		slot_getallattrs(slot);
+		for (int c = 0; c < columns; c++)
+		{
+			Oid			output;
+			bool		isVarlena;
+
+			if (slot->tts_isnull[c])
+			{
+				texts[c] = lappend(texts[c], NULL);
+				continue;
+			}
+			getTypeOutputInfo(TupleDescAttr(desc, c)->atttypid, &output, &isVarlena);
+			texts[c] = lappend(texts[c], OidOutputFunctionCall(output, slot->tts_values[c]));
+		}
+		EndSafeDeparse(nestLevel);
+		rows++;
+		CHECK_FOR_INTERRUPTS();
+	}
+	for (int c = 0; c < columns; c++)
+	{
+		Datum	   *values = palloc(sizeof(Datum) * Max(rows, 1));
+		bool	   *nulls = palloc(sizeof(bool) * Max(rows, 1));
+		int			dims[1] = {rows};
+		int			lbs[1] = {1};
+		ListCell   *cell;
+		int			r = 0;
+
+		foreach(cell, texts[c])
+		{
+			nulls[r] = (lfirst(cell) == NULL);
+			values[r] = nulls[r] ? (Datum) 0 : CStringGetTextDatum(lfirst(cell));
+			r++;
+		}
+		EncodeRemoteParam(result, params->count + c,
+						  PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs, TEXTOID,
+															 -1, false, TYPALIGN_INT)),
+						  false, TEXTARRAYOID);
+	}
+	return result;
+}
+
+/*
  * NextRoutedReturnedRow stores the next RETURNING row of the batch whose
  * writes are done; false when there is none.
  */

@@ -148,6 +148,9 @@ BuildDistributedTasks(DistributedScanState *state)
 		shardIndexes = LockShardsToModify(state, shardIndexes, &anchor);
 
 	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+	/* the rows of a MERGE source shipped to every copy (merge_shipped_source.c) */
+	if (job->sourceArrayCount > 0)
+		params = AddSourceArrayParams(state, params);
 
 	foreach(cell, shardIndexes)
 	{

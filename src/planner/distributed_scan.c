@@ -90,6 +90,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->routedDedupe));
 	private = lappend(private, job->routedActions);
 	private = lappend(private, BoolNode(job->paramsFromSubplan));
+	private = lappend(private, IntNode(job->sourceArrayCount));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -129,6 +130,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->routedDedupe = NEXT_INT() != 0;
 	job->routedActions = NEXT_LIST();
 	job->paramsFromSubplan = NEXT_INT() != 0;
+	job->sourceArrayCount = NEXT_INT();
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;

@@ -61,7 +61,6 @@ static bool RouteValueInOneShard(Query *query, DistTableCacheEntry *entry, Node 
 								 Node **pin);
 static Node *RouteValuesCondition(Query *query, DistTableCacheEntry *entry, Node *route);
 static void DeparseMerge(RemoteSql *sql, Query *query);
-static void DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action);
 static PlannedStmt *PlanPushdownMerge(Query *query, DistTableCacheEntry *entry);
 static PlannedStmt *PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry,
 										 int cursorOptions, ParamListInfo boundParams);
@@ -84,14 +83,17 @@ PlanDistributedMerge(Query *query, int cursorOptions, ParamListInfo boundParams)
 		return plan;
 	if (entry->method == DISTRIBUTE_BY_HASH)
 		return PlanCoordinatorMerge(query, entry, cursorOptions, boundParams);
+	plan = PlanMergeWithShippedSource(query, cursorOptions, boundParams);
+	if (plan != NULL)
+		return plan;
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("MERGE into reference table \"%s\" with this source is not supported",
+			 errmsg("MERGE into reference table \"%s\" with these WHEN clauses is not supported",
 					get_rel_name(target->relid)),
-			 errdetail("A MERGE into a reference table runs whole on every copy of it, so its source "
-					   "must read only reference tables, VALUES lists and constants, and every "
-					   "expression in it must be one the nodes can evaluate the same way."),
-			 errhint("Put the source rows into a reference table first, or compute volatile values before the MERGE.")));
+			 errdetail("A MERGE into a reference table runs on every copy of it with the same "
+					   "source rows, so every part of its ON and WHEN clauses that uses the "
+					   "target's columns must be one the nodes can evaluate the same way."),
+			 errhint("Compute volatile or user-defined values from the source's columns only.")));
 	return NULL;
 }
 
@@ -383,7 +385,7 @@ DeparseMerge(RemoteSql *sql, Query *query)
 }
 
 /* one WHEN [NOT] MATCHED [AND condition] THEN ... clause */
-static void
+void
 DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
 {
 	StringInfo	buf = &sql->buf;

@@ -116,6 +116,7 @@ extern int	ShardIndexForRow(DistTableCacheEntry *entry, Datum value, bool isnull
 extern void BuildRoutedTasks(DistributedScanState *state);
 extern bool NextRoutedReturnedRow(DistributedScanState *state, TupleTableSlot *slot);
 extern void ResetRoutedWrite(DistributedScanState *state);
+extern RemoteParams *AddSourceArrayParams(DistributedScanState *state, RemoteParams *params);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
 

@@ -65,6 +65,7 @@ typedef struct DistributedJob
 	bool		routedDedupe;	/* a target row can come twice (joins): change it once */
 	List	   *routedActions;	/* per action: (matched, command, attnos, dist position) */
 	bool		paramsFromSubplan;	/* parameters read the one row of custom_plans */
+	int			sourceArrayCount;	/* more parameters: custom_plans' columns as arrays */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */

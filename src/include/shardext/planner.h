@@ -149,6 +149,11 @@ extern PlannedStmt *PlanWithSublinkParams(Query *query, List *columns, CustomSca
 /* merge_planner.c */
 extern PlannedStmt *PlanDistributedMerge(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);
+extern void DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action);
+
+/* merge_shipped_source.c */
+extern PlannedStmt *PlanMergeWithShippedSource(Query *query, int cursorOptions,
+											   ParamListInfo boundParams);
 
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
