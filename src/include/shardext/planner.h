@@ -9,7 +9,13 @@
  *	  statement goes to one node, without the standard planner;
  *	- DML (router_planner.c, insert_planner.c, insert_select.c): INSERT
  *	  routed row by row (or INSERT ... SELECT pushed down between co-located
- *	  tables), UPDATE/DELETE on the shards their WHERE clause leaves;
+ *	  tables), UPDATE/DELETE on the shards their WHERE clause leaves, with
+ *	  uncorrelated subqueries computed first (sublink_params.c); MERGE
+ *	  (merge_planner.c) pushed down where it is correct shard by shard;
+ *	  otherwise UPDATE/DELETE/MERGE of a hash table through the coordinator
+ *	  (coordinator_modify.c: a row source finds the rows by shard ctid, the
+ *	  executor's routed_writes.c changes them), and MERGE into a reference
+ *	  table from source rows the coordinator ships (merge_shipped_source.c);
  *	- multi-shard pushdown (pushdown_planner.c): a per-shard query plus a
  *	  coordinator "combine" step planned by the standard planner;
  *	- recursive planning (recursive_planner.c): subqueries, CTEs and set
