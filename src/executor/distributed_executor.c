@@ -57,6 +57,7 @@
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
 #include "shardext/resource_lock.h"
+#include "shardext/tenant_stats.h"
 
 /*
  * From libpq/libpq.h, which cannot be included here: it pulls in the GSSAPI
@@ -325,6 +326,11 @@ FinishScan(DistributedScanState *state)
 	state->finished = true;
 	if (state->job->kind != JOB_SELECT)
 		state->css.ss.ps.state->es_processed += state->affectedRows;
+	if (state->tenantSample != NULL)
+	{
+		TenantSampleEnd(state->tenantSample);
+		state->tenantSample = NULL;
+	}
 }
 
 /*

@@ -40,6 +40,10 @@ extern int	ShardextMoveTestPauseMs;
 extern int	ShardextNodeId;
 extern int	ShardextSnowflakeMaxClockSkew;
 extern int	ShardextSnowflakeClockOffset;
+extern int	ShardextStatTenantsLimit;
+extern int	ShardextStatTenantsPeriod;
+extern double ShardextStatTenantsSampleRate;
+extern bool ShardextRebalanceIsolatedTenants;
 
 extern void RegisterShardextGucs(void);
 
