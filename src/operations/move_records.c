@@ -85,7 +85,7 @@ ShardIdArray(ShardMoveState *state)
 	return buf.data;
 }
 
-/* the new shard ids of a split: lower halves, then upper halves */
+/* the new shard ids of a split: first pieces, then second pieces, ... */
 static char *
 NewShardIdArray(ShardMoveState *state)
 {
@@ -94,13 +94,27 @@ NewShardIdArray(ShardMoveState *state)
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	for (int half = 0; half < 2; half++)
+	for (int half = 0; half < state->pieces.count; half++)
 	{
 		foreach(cell, state->shards)
 			appendStringInfo(&buf, "%s" INT64_FORMAT,
 							 (half > 0 || foreach_current_index(cell) > 0) ? "," : "",
 							 ((MoveShard *) lfirst(cell))->childIds[half]);
 	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* where a split cuts: the last hash value of each piece but the last */
+static char *
+SplitPointArray(ShardMoveState *state)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int piece = 0; piece < state->pieces.count - 1; piece++)
+		appendStringInfo(&buf, "%s%d", piece > 0 ? "," : "", state->pieces.hashMax[piece]);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
@@ -115,7 +129,7 @@ NewShardIdArray(ShardMoveState *state)
 int64
 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status)
 {
-	const char *params[14];
+	const char *params[15];
 	char	   *value;
 	bool		split = state->operation == MOVE_OPERATION_SPLIT;
 
@@ -133,6 +147,7 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 	params[11] = psprintf("%d", MyProcPid);
 	params[12] = timestamptz_to_str(MyStartTimestamp);
 	params[13] = psprintf(INT64_FORMAT, state->totalBytes);
+	params[14] = split ? SplitPointArray(state) : NULL;
 
 	value = ExecuteRemoteScalar(local,
 								"WITH id AS (SELECT coalesce($1::int8, "
@@ -142,7 +157,7 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 								"          target_node_id = $8::int4, split_point = $9::int4, "
 								"          new_shard_ids = $10::int8[], status = $11, "
 								"          owner_pid = $12::int4, owner_start = $13::timestamptz, "
-								"          total_bytes = $14::int8, "
+								"          total_bytes = $14::int8, split_points = $15::int4[], "
 								"          started_at = CASE WHEN $11 = 'running' THEN now() END, "
 								"          phase = CASE WHEN $11 = 'running' THEN 'setting up' END, "
 								"          phase_started_at = CASE WHEN $11 = 'running' THEN now() END "
@@ -150,16 +165,16 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 								"ins AS (INSERT INTO shardext.move (move_id, job_id, operation, mode, relid, "
 								"          shard_ids, source_node_id, target_node_id, split_point, "
 								"          new_shard_ids, status, owner_pid, owner_start, total_bytes, "
-								"          started_at, phase, phase_started_at) "
+								"          started_at, phase, phase_started_at, split_points) "
 								"        SELECT v, coalesce($2::int8, v), $3, $4, $5::oid, $6::int8[], "
 								"          $7::int4, $8::int4, $9::int4, $10::int8[], $11, $12::int4, "
 								"          $13::timestamptz, $14::int8, "
 								"          CASE WHEN $11 = 'running' THEN now() END, "
 								"          CASE WHEN $11 = 'running' THEN 'setting up' END, "
-								"          CASE WHEN $11 = 'running' THEN now() END "
+								"          CASE WHEN $11 = 'running' THEN now() END, $15::int4[] "
 								"        FROM id WHERE NOT EXISTS (SELECT 1 FROM upd) RETURNING move_id) "
 								"SELECT move_id FROM upd UNION ALL SELECT move_id FROM ins",
-								14, params);
+								15, params);
 	if (value == NULL)
 		elog(ERROR, "could not record the move");
 	return pg_strtoint64(value);

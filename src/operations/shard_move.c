@@ -57,10 +57,10 @@ typedef struct RunningMove
 	bool		split;
 	int32		sourceNodeId;
 	int32		targetNodeId;
-	int32		splitPoint;
+	SplitPieces pieces;			/* splits: the new ranges */
 	int			shardCount;
 	Datum	   *shardIds;
-	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
+	Datum	   *newShardIds;	/* splits: first pieces, then second pieces, ... */
 } RunningMove;
 
 static char RelationIdentityOf(Oid relid);
@@ -83,6 +83,8 @@ static void CommitMovedPlacements(int64 moveId);
 static void ReadRunningMove(int64 moveId, RunningMove *move);
 static int32 SwitchMovedShard(RunningMove *move, int i);
 static char *MoveObjectName(int64 moveId);
+static void SetSplitPieces(ShardMoveState *state, int64 shardId, const SplitPieces *pieces);
+static void ReadSplitPieces(RunningMove *move, HeapTuple tuple, TupleDesc desc);
 
 /*
  * shardext_move_shard(shard_id bigint, target_node_id int, mode text)
@@ -104,7 +106,7 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 	CheckTargetNodeIdArgument(targetNodeId);
 
 	(void) RunSingleShardMove("shardext_move_shard", shardId, targetNodeId, mode,
-							  MOVE_OPERATION_MOVE);
+							  MOVE_OPERATION_MOVE, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -127,18 +129,21 @@ CheckTargetNodeIdArgument(int32 targetNodeId)
  * shardext_split_shard() do once their arguments are read: check the
  * caller, prepare the move (or split) of the shard's group, and run it over
  * a loopback connection of its own, after cleaning up what earlier moves
- * left.  function is the caller's SQL name, for messages.  Returns the
- * state of the finished move.
+ * left.  function is the caller's SQL name, for messages.  A split makes
+ * the given pieces, or halves when pieces is NULL.  Returns the state of
+ * the finished move.
  */
 ShardMoveState *
 RunSingleShardMove(const char *function, int64 shardId, int32 targetNodeId,
-				   MoveMode mode, MoveOperation operation)
+				   MoveMode mode, MoveOperation operation, const SplitPieces *pieces)
 {
 	NodeConnection *local;
 	ShardMoveState *state;
 
 	EnsureSuperuserAndShardext(function);
 	state = PrepareShardMove(shardId, targetNodeId, mode, operation, 0, 0);
+	if (pieces != NULL)
+		SetSplitPieces(state, shardId, pieces);
 	EnsureOutsideTransactionBlock(function);
 
 	local = OpenLoopbackConnection(true);
@@ -359,6 +364,11 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 							"single value", shardId)));
 		state->splitPoint = (int32) ((int64) state->hashMin +
 									 ((int64) state->hashMax - (int64) state->hashMin) / 2);
+		state->pieces.count = 2;
+		state->pieces.hashMin[0] = state->hashMin;
+		state->pieces.hashMax[0] = state->splitPoint;
+		state->pieces.hashMin[1] = state->splitPoint + 1;
+		state->pieces.hashMax[1] = state->hashMax;
 	}
 
 	state->description = psprintf("shard %s%s", ShardTableName(first->relid, first->shardId),
@@ -368,6 +378,35 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 										   list_length(state->shards) == 2 ? "" : "s"));
 
 	return state;
+}
+
+/*
+ * SetSplitPieces replaces the halves of a prepared split by the given
+ * pieces, which must cover the shard's range (as it is under the lock)
+ * exactly, in order.
+ */
+static void
+SetSplitPieces(ShardMoveState *state, int64 shardId, const SplitPieces *pieces)
+{
+	bool		valid = state->operation == MOVE_OPERATION_SPLIT &&
+		pieces->count >= 2 && pieces->count <= MAX_SPLIT_PIECES &&
+		pieces->hashMin[0] == state->hashMin &&
+		pieces->hashMax[pieces->count - 1] == state->hashMax;
+
+	for (int i = 0; valid && i < pieces->count; i++)
+	{
+		valid = pieces->hashMin[i] <= pieces->hashMax[i];
+		if (valid && i > 0)
+			valid = (int64) pieces->hashMin[i] == (int64) pieces->hashMax[i - 1] + 1;
+	}
+	if (!valid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the hash range of shard " INT64_FORMAT " changed", shardId),
+				 errdetail("A concurrent split changed the shard."),
+				 errhint("Try again.")));
+	state->pieces = *pieces;
+	state->splitPoint = pieces->hashMax[0];
 }
 
 /*
@@ -606,7 +645,7 @@ AssignSplitShardIds(ShardMoveState *state)
 	{
 		MoveShard  *moveShard = lfirst(cell);
 
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			moveShard->childIds[half] = NextShardId();
 			moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
@@ -881,12 +920,13 @@ CommitMovedPlacements(int64 moveId)
 
 	if (move.split)
 	{
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(colocationId)};
+		Oid			countTypes[2] = {INT4OID, INT4OID};
+		Datum		countValues[2] = {Int32GetDatum(colocationId),
+		Int32GetDatum(move.pieces.count - 1)};
 
-		if (SPI_execute_with_args("UPDATE shardext.colocation SET shard_count = shard_count + 1 "
-								  "WHERE colocationid = $1", 1, types, values, NULL, false,
-								  0) != SPI_OK_UPDATE)
+		if (SPI_execute_with_args("UPDATE shardext.colocation SET shard_count = shard_count + $2 "
+								  "WHERE colocationid = $1", 2, countTypes, countValues, NULL,
+								  false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update colocation group %d", colocationId);
 	}
 
@@ -917,7 +957,7 @@ ReadRunningMove(int64 moveId, RunningMove *move)
 	memset(move, 0, sizeof(RunningMove));
 	move->moveId = moveId;
 	if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
-							  "target_node_id, split_point, new_shard_ids "
+							  "target_node_id, split_point, new_shard_ids, split_points "
 							  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
 							  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read move " INT64_FORMAT, moveId);
@@ -935,14 +975,48 @@ ReadRunningMove(int64 moveId, RunningMove *move)
 	move->targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
 	if (move->split)
 	{
-		move->splitPoint = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+		ReadSplitPieces(move, tuple, desc);
 		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 6, &isnull)),
 						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
 						  NULL, &newCount);
-		if (newCount != 2 * move->shardCount)
+		if (newCount != move->pieces.count * move->shardCount)
 			elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
 				 newCount, move->shardCount);
 	}
+}
+
+/*
+ * ReadSplitPieces reads where a split cuts: split_points (the last hash
+ * value of each piece but the last), or split_point (two halves) in a
+ * record written before split_points existed.  The pieces' outer bounds
+ * are the shard's, filled in by SwitchMovedShard.
+ */
+static void
+ReadSplitPieces(RunningMove *move, HeapTuple tuple, TupleDesc desc)
+{
+	bool		isnull;
+	Datum		points = SPI_getbinval(tuple, desc, 7, &isnull);
+
+	if (isnull)
+	{
+		move->pieces.count = 2;
+		move->pieces.hashMax[0] = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+	}
+	else
+	{
+		Datum	   *values;
+		int			count;
+
+		deconstruct_array(DatumGetArrayTypeP(points), INT4OID, 4, true, TYPALIGN_INT,
+						  &values, NULL, &count);
+		if (count < 1 || count >= MAX_SPLIT_PIECES)
+			elog(ERROR, "move " INT64_FORMAT " has %d split points", move->moveId, count);
+		move->pieces.count = count + 1;
+		for (int i = 0; i < count; i++)
+			move->pieces.hashMax[i] = DatumGetInt32(values[i]);
+	}
+	for (int i = 1; i < move->pieces.count; i++)
+		move->pieces.hashMin[i] = move->pieces.hashMax[i - 1] + 1;
 }
 
 /*
@@ -985,20 +1059,29 @@ SwitchMovedShard(RunningMove *move, int i)
 	}
 	else
 	{
-		int32		hashMin = shard->hashMin;
-		int32		hashMax = shard->hashMax;
-		int64		lower = DatumGetInt64(move->newShardIds[i]);
-		int64		upper = DatumGetInt64(move->newShardIds[move->shardCount + i]);
+		int			last = move->pieces.count - 1;
 		Oid			deleteTypes[1] = {INT8OID};
 		Datum		deleteArgs[1] = {Int64GetDatum(shardId)};
 
+		if (move->pieces.hashMax[last - 1] < shard->hashMin ||
+			move->pieces.hashMax[last - 1] >= shard->hashMax)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("shard " INT64_FORMAT " no longer has the range the split cuts",
+							shardId)));
+		move->pieces.hashMin[0] = shard->hashMin;
+		move->pieces.hashMax[last] = shard->hashMax;
 		if (SPI_execute_with_args("DELETE FROM shardext.shard WHERE shardid = $1",
 								  1, deleteTypes, deleteArgs, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not delete shard " INT64_FORMAT, shardId);
-		InsertShard(lower, relid, true, hashMin, move->splitPoint);
-		InsertPlacement(lower, move->targetNodeId);
-		InsertShard(upper, relid, true, move->splitPoint + 1, hashMax);
-		InsertPlacement(upper, move->targetNodeId);
+		for (int piece = 0; piece <= last; piece++)
+		{
+			int64		newId = DatumGetInt64(move->newShardIds[piece * move->shardCount + i]);
+
+			InsertShard(newId, relid, true, move->pieces.hashMin[piece],
+						move->pieces.hashMax[piece]);
+			InsertPlacement(newId, move->targetNodeId);
+		}
 		InvalidateDistTableCache(relid);
 	}
 

@@ -56,3 +56,17 @@ CREATE FUNCTION pg_catalog.shardext_stat_tenants_reset()
 COMMENT ON FUNCTION pg_catalog.shardext_stat_tenants_reset()
 	IS 'forgets every tenant of shardext.stat_tenants and starts a new period';
 REVOKE ALL ON FUNCTION pg_catalog.shardext_stat_tenants_reset() FROM PUBLIC;
+
+-- splits that isolate a tenant cut a range in up to three pieces: the last
+-- hash value of each piece but the last (split_point stays the first one)
+ALTER TABLE shardext.move ADD COLUMN split_points int4[];
+
+CREATE FUNCTION pg_catalog.shardext_isolate_tenant(table_name regclass, tenant_value text,
+												   target_node_id int DEFAULT NULL,
+												   mode text DEFAULT 'online')
+	RETURNS bigint
+	LANGUAGE C
+	AS 'MODULE_PATHNAME', 'shardext_isolate_tenant';
+COMMENT ON FUNCTION pg_catalog.shardext_isolate_tenant(regclass, text, int, text)
+	IS 'give a distribution column value a shard of its own (split online, with its co-located shards), optionally moved to another node; returns the new shard id';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_isolate_tenant(regclass, text, int, text) FROM PUBLIC;
