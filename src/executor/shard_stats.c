@@ -112,6 +112,26 @@ CountShardQuery(int64 shardId)
 	LWLockRelease(ShardStats->lock);
 }
 
+/*
+ * ShardQueryCount returns the statements counted for a shard since the
+ * last reset (0 when it was not counted); the rebalancer's by_load reads it.
+ */
+int64
+ShardQueryCount(int64 shardId)
+{
+	ShardStatsEntry *entry;
+	int64		count = 0;
+
+	if (ShardStats == NULL)
+		return 0;
+	LWLockAcquire(ShardStats->lock, LW_SHARED);
+	entry = hash_search(ShardStatsHash, &shardId, HASH_FIND, NULL);
+	if (entry != NULL)
+		count = (int64) pg_atomic_read_u64(&entry->queries);
+	LWLockRelease(ShardStats->lock);
+	return count;
+}
+
 /* shardext_stat_shards() returns (shard_id, queries, since) for counted shards */
 Datum
 shardext_stat_shards(PG_FUNCTION_ARGS)
