@@ -22,6 +22,10 @@
  * statements (shardext.stat_tenants_sample_rate; each sampled statement
  * counts 1 / rate), and by readers of the view.
  *
+ * Colocation group ids are per database, so the database is part of a
+ * tenant's key.  Each database has one more entry, never taken over, that
+ * counts all its sampled statements: the total that shares are taken of.
+ *
  * Counts are kept for the current period (shardext.stat_tenants_period) and
  * the previous one: when a period ends, the current counts become the
  * previous ones and counting starts again from zero (the heap then orders
@@ -49,9 +53,13 @@
 
 typedef struct TenantKey
 {
-	int32		colocationId;
+	Oid			databaseId;
+	int32		colocationId;	/* TOTAL_COLOCATION_ID: the database's total */
 	int32		hash;
 } TenantKey;
+
+/* colocation ids start at 1; this one names a database's total entry */
+#define TOTAL_COLOCATION_ID 0
 
 /* counts of one period */
 typedef struct TenantCounts
@@ -78,9 +86,6 @@ typedef struct TenantStatsShared
 	int			capacity;
 	int			count;
 	TimestampTz periodStart;
-	TimestampTz resetTime;
-	double		total;			/* statements counted in the current period */
-	double		previousTotal;
 	TenantEntry *heap[FLEXIBLE_ARRAY_MEMBER];
 } TenantStatsShared;
 
@@ -134,9 +139,6 @@ TenantStatsShmemInit(void)
 		TenantStats->capacity = ShardextStatTenantsLimit;
 		TenantStats->count = 0;
 		TenantStats->periodStart = GetCurrentTimestamp();
-		TenantStats->resetTime = TenantStats->periodStart;
-		TenantStats->total = 0;
-		TenantStats->previousTotal = 0;
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(TenantKey);
@@ -189,13 +191,21 @@ TenantSampleBegin(DistTableCacheEntry *entry, Datum value, bool write)
 	return sample;
 }
 
-/* the Space-Saving counter of an entry; ties go by the previous period */
+/*
+ * EntryBelow orders the heap: by Space-Saving counter, ties by the previous
+ * period; a database's total entry is above every tenant.
+ */
 static inline bool
 EntryBelow(TenantEntry *a, TenantEntry *b)
 {
-	double		left = a->current.reads + a->current.writes + a->current.error;
-	double		right = b->current.reads + b->current.writes + b->current.error;
+	double		left;
+	double		right;
 
+	if (a->key.colocationId == TOTAL_COLOCATION_ID || b->key.colocationId == TOTAL_COLOCATION_ID)
+		return b->key.colocationId == TOTAL_COLOCATION_ID &&
+			a->key.colocationId != TOTAL_COLOCATION_ID;
+	left = a->current.reads + a->current.writes + a->current.error;
+	right = b->current.reads + b->current.writes + b->current.error;
 	if (left != right)
 		return left < right;
 	return a->previous.reads + a->previous.writes < b->previous.reads + b->previous.writes;
@@ -274,28 +284,26 @@ RotatePeriods(TimestampTz now)
 			memset(&entry->previous, 0, sizeof(TenantCounts));
 		memset(&entry->current, 0, sizeof(TenantCounts));
 	}
-	TenantStats->previousTotal = keepPrevious ? TenantStats->total : 0;
-	TenantStats->total = 0;
 	TenantStats->periodStart += (elapsed / periodUs) * periodUs;
 	for (int i = TenantStats->count / 2 - 1; i >= 0; i--)
 		HeapSiftDown(i);
 }
 
 /*
- * TrackedEntry returns the entry of a tenant, taking one over when the
- * tenant is not tracked yet: a free one, or the one with the smallest
- * counter, whose counter the newcomer inherits as its error.
+ * TrackedEntry returns the entry of a key, taking one over when it is not
+ * tracked yet: a free one, or the one with the smallest counter, whose
+ * counter the newcomer inherits as its error.  NULL when only database
+ * totals are left to take over.
  */
 static TenantEntry *
-TrackedEntry(TenantSample *sample)
+TrackedEntry(TenantKey *key, Oid relid, const char *value)
 {
-	TenantKey	key = {sample->colocationId, sample->hash};
 	TenantEntry *entry;
 	double		inherited = 0;
 	bool		found;
 	int			index;
 
-	entry = hash_search(TenantStatsHash, &key, HASH_FIND, NULL);
+	entry = hash_search(TenantStatsHash, key, HASH_FIND, NULL);
 	if (entry != NULL)
 		return entry;
 
@@ -305,27 +313,38 @@ TrackedEntry(TenantSample *sample)
 	{
 		TenantEntry *smallest = TenantStats->heap[0];
 
+		if (smallest->key.colocationId == TOTAL_COLOCATION_ID)
+			return NULL;
 		index = 0;
 		inherited = smallest->current.reads + smallest->current.writes +
 			smallest->current.error;
 		hash_search(TenantStatsHash, &smallest->key, HASH_REMOVE, NULL);
 	}
-	entry = hash_search(TenantStatsHash, &key, HASH_ENTER_NULL, &found);
+	entry = hash_search(TenantStatsHash, key, HASH_ENTER_NULL, &found);
 	if (entry == NULL)
-	{
-		/* cannot happen: an entry was just freed or is still free */
-		if (index == TenantStats->count - 1)
-			TenantStats->count--;
-		return NULL;
-	}
+		elog(ERROR, "shardext tenant statistics are out of entries");
 	memset(((char *) entry) + sizeof(TenantKey), 0, sizeof(TenantEntry) - sizeof(TenantKey));
-	entry->relid = sample->relid;
+	entry->relid = relid;
 	entry->current.error = inherited;
-	strlcpy(entry->value, sample->value, TENANT_VALUE_LEN);
+	strlcpy(entry->value, value, TENANT_VALUE_LEN);
 	HeapSet(index, entry);
-	if (index == TenantStats->count - 1 && inherited == 0)
+	if (index > 0)
 		HeapSiftUp(index);
+	else
+		HeapSiftDown(index);
 	return entry;
+}
+
+/* AddCounts adds one sampled statement to an entry and restores the heap */
+static void
+AddCounts(TenantEntry *entry, TenantSample *sample, double elapsedMs)
+{
+	if (sample->write)
+		entry->current.writes += sample->weight;
+	else
+		entry->current.reads += sample->weight;
+	entry->current.elapsedMs += sample->weight * elapsedMs;
+	HeapSiftDown(entry->heapIndex);
 }
 
 /*
@@ -336,25 +355,28 @@ void
 TenantSampleEnd(TenantSample *sample)
 {
 	TimestampTz now;
+	TenantKey	key;
 	TenantEntry *entry;
+	double		elapsedMs;
 
 	if (TenantStats == NULL || sample == NULL)
 		return;
 	now = GetCurrentTimestamp();
+	elapsedMs = (double) (now - sample->start) / 1000.0;
+	key.databaseId = MyDatabaseId;
 
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	RotatePeriods(now);
-	entry = TrackedEntry(sample);
+	key.colocationId = TOTAL_COLOCATION_ID;
+	key.hash = 0;
+	entry = TrackedEntry(&key, InvalidOid, "");
 	if (entry != NULL)
-	{
-		if (sample->write)
-			entry->current.writes += sample->weight;
-		else
-			entry->current.reads += sample->weight;
-		entry->current.elapsedMs += sample->weight * (double) (now - sample->start) / 1000.0;
-		HeapSiftDown(entry->heapIndex);
-	}
-	TenantStats->total += sample->weight;
+		AddCounts(entry, sample, elapsedMs);
+	key.colocationId = sample->colocationId;
+	key.hash = sample->hash;
+	entry = TrackedEntry(&key, sample->relid, sample->value);
+	if (entry != NULL)
+		AddCounts(entry, sample, elapsedMs);
 	LWLockRelease(TenantStats->lock);
 }
 
@@ -374,6 +396,8 @@ Datum
 shardext_stat_tenants(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TenantKey	totalKey = {MyDatabaseId, TOTAL_COLOCATION_ID, 0};
+	TenantEntry *total;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (TenantStats == NULL)
@@ -382,12 +406,16 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 	/* exclusive: reading may start a new period */
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	RotatePeriods(GetCurrentTimestamp());
+	total = hash_search(TenantStatsHash, &totalKey, HASH_FIND, NULL);
 	for (int i = 0; i < TenantStats->count; i++)
 	{
 		TenantEntry *entry = TenantStats->heap[i];
 		Datum		values[TENANT_STATS_COLUMNS];
 		bool		nulls[TENANT_STATS_COLUMNS] = {false};
 
+		if (entry->key.databaseId != MyDatabaseId ||
+			entry->key.colocationId == TOTAL_COLOCATION_ID)
+			continue;
 		if (entry->current.reads + entry->current.writes +
 			entry->previous.reads + entry->previous.writes <= 0)
 			continue;
@@ -403,8 +431,9 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 		values[9] = CountDatum(entry->previous.writes);
 		values[10] = CountDatum(entry->previous.error);
 		values[11] = Float8GetDatum(entry->previous.elapsedMs);
-		values[12] = CountDatum(TenantStats->total);
-		values[13] = CountDatum(TenantStats->previousTotal);
+		values[12] = CountDatum(total ? total->current.reads + total->current.writes : 0);
+		values[13] = CountDatum(total ? total->previous.reads + total->previous.writes : 0);
+		nulls[12] = nulls[13] = (total == NULL);
 		values[14] = TimestampTzGetDatum(TenantStats->periodStart);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -412,20 +441,30 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* shardext_stat_tenants_reset() forgets every tenant and starts a new period */
+/*
+ * shardext_stat_tenants_reset() forgets every tenant of this database (and
+ * its total); the periods go on.
+ */
 Datum
 shardext_stat_tenants_reset(PG_FUNCTION_ARGS)
 {
+	int			kept = 0;
+
 	if (TenantStats == NULL)
 		PG_RETURN_VOID();
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < TenantStats->count; i++)
-		hash_search(TenantStatsHash, &TenantStats->heap[i]->key, HASH_REMOVE, NULL);
-	TenantStats->count = 0;
-	TenantStats->total = 0;
-	TenantStats->previousTotal = 0;
-	TenantStats->periodStart = GetCurrentTimestamp();
-	TenantStats->resetTime = TenantStats->periodStart;
+	{
+		TenantEntry *entry = TenantStats->heap[i];
+
+		if (entry->key.databaseId == MyDatabaseId)
+			hash_search(TenantStatsHash, &entry->key, HASH_REMOVE, NULL);
+		else
+			HeapSet(kept++, entry);
+	}
+	TenantStats->count = kept;
+	for (int i = kept / 2 - 1; i >= 0; i--)
+		HeapSiftDown(i);
 	LWLockRelease(TenantStats->lock);
 	PG_RETURN_VOID();
 }

@@ -77,7 +77,6 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 	entry = CheckIsolationTable(relid);
 	if (!PG_ARGISNULL(2))
 		target = CheckIsolationTarget(PG_GETARG_INT32(2));
-	EnsureOutsideTransactionBlock("shardext_isolate_tenant");
 
 	hash = TenantHash(entry, valueText);
 	shard = FindShardIntervalForHash(entry, hash);
@@ -94,12 +93,13 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 		if (target == NULL || target->nodeId == nodeId)
 		{
 			ereport(NOTICE,
-					(errmsg("tenant %s of \"%s\" is already isolated in shard " INT64_FORMAT,
-							valueText, get_rel_name(relid), isolatedId)));
+					(errmsg("tenant %s of \"%s\" already has a shard of its own",
+							valueText, get_rel_name(relid))));
 			PG_RETURN_INT64(isolatedId);
 		}
 	}
-	else
+	EnsureOutsideTransactionBlock("shardext_isolate_tenant");
+	if (shard->hashMin != shard->hashMax)
 	{
 		ShardMoveState *state;
 
