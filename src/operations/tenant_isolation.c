@@ -31,20 +31,14 @@
 
 PG_FUNCTION_INFO_V1(shardext_isolate_tenant);
 
-/* what the error context of the follow-up move says */
-typedef struct IsolationMoveContext
-{
-	int64		shardId;
-	WorkerNode *source;
-} IsolationMoveContext;
-
 static DistTableCacheEntry *CheckIsolationTable(Oid relid);
 static WorkerNode *CheckIsolationTarget(int32 targetNodeId);
 static int32 TenantHash(DistTableCacheEntry *entry, const char *valueText);
 static void TenantPieces(ShardInterval *shard, int32 hash, SplitPieces *pieces,
 						 int *isolatedPiece);
 static int64 IsolatedShardOf(ShardMoveState *state, Oid relid, int isolatedPiece);
-static void IsolationMoveErrorContext(void *arg);
+static void MoveIsolatedShard(int64 shardId, WorkerNode *source, WorkerNode *target,
+							  MoveMode mode);
 
 /*
  * shardext_isolate_tenant(table_name regclass, tenant_value text,
@@ -61,7 +55,7 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 	WorkerNode *target = NULL;
 	ShardInterval *shard;
 	int32		hash;
-	int64		isolatedId;
+	int64		isolatedId = 0;
 	int32		nodeId;
 	SplitPieces pieces;
 	int			isolatedPiece;
@@ -110,18 +104,7 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 	}
 
 	if (target != NULL && target->nodeId != nodeId)
-	{
-		IsolationMoveContext context = {isolatedId, GetWorkerNode(nodeId)};
-		ErrorContextCallback callback;
-
-		callback.callback = IsolationMoveErrorContext;
-		callback.arg = &context;
-		callback.previous = error_context_stack;
-		error_context_stack = &callback;
-		(void) RunSingleShardMove("shardext_isolate_tenant", isolatedId, target->nodeId,
-								  mode, MOVE_OPERATION_MOVE, NULL);
-		error_context_stack = callback.previous;
-	}
+		MoveIsolatedShard(isolatedId, GetWorkerNode(nodeId), target, mode);
 	PG_RETURN_INT64(isolatedId);
 }
 
@@ -235,13 +218,33 @@ IsolatedShardOf(ShardMoveState *state, Oid relid, int isolatedPiece)
 	return 0;					/* keep compiler quiet */
 }
 
-/* tells, when the move after the split fails, where the tenant is */
+/*
+ * MoveIsolatedShard moves the isolated tenant's shard group to its target
+ * node; when that fails, the error's hint says where the tenant is now.
+ */
 static void
-IsolationMoveErrorContext(void *arg)
+MoveIsolatedShard(int64 shardId, WorkerNode *source, WorkerNode *target, MoveMode mode)
 {
-	IsolationMoveContext *context = arg;
+	MemoryContext oldContext = CurrentMemoryContext;
 
-	errcontext("while moving isolated shard " INT64_FORMAT " from node %s:%d; the tenant "
-			   "stays isolated there and shardext_move_shard() can move it later",
-			   context->shardId, context->source->host, context->source->port);
+	PG_TRY();
+	{
+		(void) RunSingleShardMove("shardext_isolate_tenant", shardId, target->nodeId, mode,
+								  MOVE_OPERATION_MOVE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		char	   *where;
+
+		MemoryContextSwitchTo(oldContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		where = psprintf("The tenant has a shard of its own, " INT64_FORMAT ", on node %s:%d; "
+						 "move it with shardext_move_shard().", shardId, source->host,
+						 source->port);
+		edata->hint = edata->hint ? psprintf("%s %s", edata->hint, where) : where;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 }
