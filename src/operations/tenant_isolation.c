@@ -67,8 +67,8 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 	relid = PG_GETARG_OID(0);
 	valueText = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	EnsureSuperuserAndShardext("shardext_isolate_tenant");
 	entry = CheckIsolationTable(relid);
+	EnsureSuperuserAndShardext("shardext_isolate_tenant");
 	if (!PG_ARGISNULL(2))
 		target = CheckIsolationTarget(PG_GETARG_INT32(2));
 
