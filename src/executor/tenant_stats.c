@@ -44,6 +44,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "shardext/guc.h"
@@ -442,22 +443,64 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 }
 
 /*
+ * DroppedDatabases returns the databases that tenants are counted for but
+ * that no longer exist (palloc'd, *count of them).  The lock is not held
+ * while the catalog is read.
+ */
+static Oid *
+DroppedDatabases(int *count)
+{
+	Oid		   *seen = palloc(sizeof(Oid) * Max(TenantStats->capacity, 1));
+	int			seenCount = 0;
+	Oid		   *dropped;
+
+	LWLockAcquire(TenantStats->lock, LW_SHARED);
+	for (int i = 0; i < TenantStats->count; i++)
+	{
+		Oid			databaseId = TenantStats->heap[i]->key.databaseId;
+		bool		known = false;
+
+		for (int j = 0; j < seenCount && !known; j++)
+			known = seen[j] == databaseId;
+		if (!known)
+			seen[seenCount++] = databaseId;
+	}
+	LWLockRelease(TenantStats->lock);
+
+	dropped = palloc(sizeof(Oid) * Max(seenCount, 1));
+	*count = 0;
+	for (int j = 0; j < seenCount; j++)
+	{
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(seen[j])))
+			dropped[(*count)++] = seen[j];
+	}
+	return dropped;
+}
+
+/*
  * shardext_stat_tenants_reset() forgets every tenant of this database (and
- * its total); the periods go on.
+ * its total), and those of databases dropped since they were counted; the
+ * periods go on.
  */
 Datum
 shardext_stat_tenants_reset(PG_FUNCTION_ARGS)
 {
 	int			kept = 0;
+	int			droppedCount;
+	Oid		   *dropped;
 
 	if (TenantStats == NULL)
 		PG_RETURN_VOID();
+	dropped = DroppedDatabases(&droppedCount);
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < TenantStats->count; i++)
 	{
 		TenantEntry *entry = TenantStats->heap[i];
+		bool		forget = entry->key.databaseId == MyDatabaseId;
 
-		if (entry->key.databaseId == MyDatabaseId)
+		for (int j = 0; j < droppedCount && !forget; j++)
+			forget = entry->key.databaseId == dropped[j];
+		if (forget)
 			hash_search(TenantStatsHash, &entry->key, HASH_REMOVE, NULL);
 		else
 			HeapSet(kept++, entry);
