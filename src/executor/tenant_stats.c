@@ -42,6 +42,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -165,17 +166,14 @@ TenantStatsSampleNext(void)
 
 /*
  * TenantSampleBegin notes the tenant of a sampled single-shard statement:
- * the hash of its distribution value and the value's text (cut to
- * TENANT_VALUE_LEN - 1 bytes).  Allocated in the current memory context.
+ * the hash of its distribution value and a copy of the value (its text is
+ * made only for a tenant not tracked yet).  Allocated in the current
+ * memory context, which must live until TenantSampleEnd.
  */
 TenantSample *
 TenantSampleBegin(DistTableCacheEntry *entry, Datum value, bool write)
 {
 	TenantSample *sample = palloc(sizeof(TenantSample));
-	Oid			outputFunction;
-	bool		isVarlena;
-	char	   *text;
-	int			length;
 
 	sample->relid = entry->relid;
 	sample->colocationId = entry->colocationId;
@@ -183,13 +181,28 @@ TenantSampleBegin(DistTableCacheEntry *entry, Datum value, bool write)
 	sample->write = write;
 	sample->weight = ShardextStatTenantsSampleRate >= 1.0 ? 1.0 :
 		1.0 / ShardextStatTenantsSampleRate;
-	getTypeOutputInfo(entry->distType, &outputFunction, &isVarlena);
-	text = OidOutputFunctionCall(outputFunction, value);
-	length = pg_mbcliplen(text, strlen(text), TENANT_VALUE_LEN - 1);
-	memcpy(sample->value, text, length);
-	sample->value[length] = '\0';
+	sample->type = entry->distType;
+	get_typlenbyval(entry->distType, &sample->typeLength, &sample->typeByValue);
+	sample->value = datumCopy(value, sample->typeByValue, sample->typeLength);
 	sample->start = GetCurrentTimestamp();
 	return sample;
+}
+
+/* SampleValueText writes the text of a sample's value, cut to fit, into buf */
+static void
+SampleValueText(TenantSample *sample, char *buf)
+{
+	Oid			outputFunction;
+	bool		isVarlena;
+	char	   *text;
+	int			length;
+
+	getTypeOutputInfo(sample->type, &outputFunction, &isVarlena);
+	text = OidOutputFunctionCall(outputFunction, sample->value);
+	length = pg_mbcliplen(text, strlen(text), TENANT_VALUE_LEN - 1);
+	memcpy(buf, text, length);
+	buf[length] = '\0';
+	pfree(text);
 }
 
 /*
@@ -357,25 +370,35 @@ TenantSampleEnd(TenantSample *sample)
 {
 	TimestampTz now;
 	TenantKey	key;
+	TenantKey	totalKey;
 	TenantEntry *entry;
 	double		elapsedMs;
+	char		text[TENANT_VALUE_LEN] = "";
 
 	if (TenantStats == NULL || sample == NULL)
 		return;
 	now = GetCurrentTimestamp();
 	elapsedMs = (double) (now - sample->start) / 1000.0;
-	key.databaseId = MyDatabaseId;
-
-	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
-	RotatePeriods(now);
-	key.colocationId = TOTAL_COLOCATION_ID;
-	key.hash = 0;
-	entry = TrackedEntry(&key, InvalidOid, "");
-	if (entry != NULL)
-		AddCounts(entry, sample, elapsedMs);
+	key.databaseId = totalKey.databaseId = MyDatabaseId;
 	key.colocationId = sample->colocationId;
 	key.hash = sample->hash;
-	entry = TrackedEntry(&key, sample->relid, sample->value);
+	totalKey.colocationId = TOTAL_COLOCATION_ID;
+	totalKey.hash = 0;
+
+	/* a tenant not tracked needs its text: made without the lock held */
+	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
+	entry = hash_search(TenantStatsHash, &key, HASH_FIND, NULL);
+	if (entry == NULL)
+	{
+		LWLockRelease(TenantStats->lock);
+		SampleValueText(sample, text);
+		LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
+	}
+	RotatePeriods(now);
+	entry = TrackedEntry(&totalKey, InvalidOid, "");
+	if (entry != NULL)
+		AddCounts(entry, sample, elapsedMs);
+	entry = TrackedEntry(&key, sample->relid, text);
 	if (entry != NULL)
 		AddCounts(entry, sample, elapsedMs);
 	LWLockRelease(TenantStats->lock);

@@ -30,7 +30,10 @@ typedef struct TenantSample
 	bool		write;
 	double		weight;			/* 1 / sample rate when sampled */
 	TimestampTz start;
-	char		value[TENANT_VALUE_LEN];
+	Oid			type;			/* of the distribution column */
+	Datum		value;			/* a copy, turned into text only when needed */
+	bool		typeByValue;
+	int16		typeLength;
 } TenantSample;
 
 extern Size TenantStatsShmemSize(void);
