@@ -17,14 +17,16 @@
  * where error <= N / K.  The view shows the error with each entry.
  *
  * The entries form a binary min-heap on their counters (the entry to take
- * over is at its root) and a shared hash table finds a tenant's entry.  One
- * LWLock guards both; it is taken, exclusively, only by sampled
- * statements (shardext.stat_tenants_sample_rate; each sampled statement
- * counts 1 / rate), and by readers of the view.
+ * over is at its root; each heap slot carries a copy of its entry's
+ * counters, so that sifting reads one compact array) and a shared hash
+ * table finds a tenant's entry.  One LWLock guards both; it is taken,
+ * exclusively, only by sampled statements (shardext.stat_tenants_sample_rate;
+ * each sampled statement counts 1 / rate), and by readers of the view.
  *
  * Colocation group ids are per database, so the database is part of a
- * tenant's key.  Each database has one more entry, never taken over, that
- * counts all its sampled statements: the total that shares are taken of.
+ * tenant's key, and all databases share the K entries (N above counts the
+ * statements of every database).  Each database's total of counted
+ * statements, which shares are taken of, is kept beside the heap.
  *
  * Counts are kept for the current period (shardext.stat_tenants_period) and
  * the previous one: when a period ends, the current counts become the
@@ -53,15 +55,15 @@
 
 #define TENANT_STATS_COLUMNS 15
 
+/* databases whose totals are kept (beyond, shares are not shown) */
+#define MAX_COUNTED_DATABASES 64
+
 typedef struct TenantKey
 {
 	Oid			databaseId;
-	int32		colocationId;	/* TOTAL_COLOCATION_ID: the database's total */
+	int32		colocationId;
 	int32		hash;
 } TenantKey;
-
-/* colocation ids start at 1; this one names a database's total entry */
-#define TOTAL_COLOCATION_ID 0
 
 /* counts of one period */
 typedef struct TenantCounts
@@ -82,13 +84,30 @@ typedef struct TenantEntry
 	char		value[TENANT_VALUE_LEN];
 } TenantEntry;
 
+/* a heap slot: the entry and a copy of what the heap is ordered by */
+typedef struct HeapSlot
+{
+	double		counter;		/* reads + writes + error, current period */
+	double		previous;		/* reads + writes, previous period */
+	TenantEntry *entry;
+} HeapSlot;
+
+/* statements counted for one database */
+typedef struct DatabaseTotal
+{
+	Oid			databaseId;		/* InvalidOid: a free slot */
+	double		current;
+	double		previous;
+} DatabaseTotal;
+
 typedef struct TenantStatsShared
 {
 	LWLock	   *lock;
 	int			capacity;
 	int			count;
 	TimestampTz periodStart;
-	TenantEntry *heap[FLEXIBLE_ARRAY_MEMBER];
+	DatabaseTotal totals[MAX_COUNTED_DATABASES];
+	HeapSlot	heap[FLEXIBLE_ARRAY_MEMBER];
 } TenantStatsShared;
 
 static TenantStatsShared *TenantStats = NULL;
@@ -101,7 +120,7 @@ static Size
 TenantStatsStructSize(void)
 {
 	return add_size(offsetof(TenantStatsShared, heap),
-					mul_size(sizeof(TenantEntry *), ShardextStatTenantsLimit));
+					mul_size(sizeof(HeapSlot), ShardextStatTenantsLimit));
 }
 
 /* TenantStatsShmemSize: the fixed size of the counters, from the limit */
@@ -137,9 +156,9 @@ TenantStatsShmemInit(void)
 	TenantStats = ShmemInitStruct("shardext tenant stats", TenantStatsStructSize(), &found);
 	if (!found)
 	{
+		memset(TenantStats, 0, offsetof(TenantStatsShared, heap));
 		TenantStats->lock = &(GetNamedLWLockTranche("shardext tenant stats"))->lock;
 		TenantStats->capacity = ShardextStatTenantsLimit;
-		TenantStats->count = 0;
 		TenantStats->periodStart = GetCurrentTimestamp();
 	}
 	memset(&info, 0, sizeof(info));
@@ -205,56 +224,57 @@ SampleValueText(TenantSample *sample, char *buf)
 	pfree(text);
 }
 
-/*
- * EntryBelow orders the heap: by Space-Saving counter, ties by the previous
- * period; a database's total entry is above every tenant.
- */
+/* SlotBelow orders the heap: by counter, ties by the previous period */
 static inline bool
-EntryBelow(TenantEntry *a, TenantEntry *b)
+SlotBelow(const HeapSlot *a, const HeapSlot *b)
 {
-	double		left;
-	double		right;
-
-	if (a->key.colocationId == TOTAL_COLOCATION_ID || b->key.colocationId == TOTAL_COLOCATION_ID)
-		return b->key.colocationId == TOTAL_COLOCATION_ID &&
-			a->key.colocationId != TOTAL_COLOCATION_ID;
-	left = a->current.reads + a->current.writes + a->current.error;
-	right = b->current.reads + b->current.writes + b->current.error;
-	if (left != right)
-		return left < right;
-	return a->previous.reads + a->previous.writes < b->previous.reads + b->previous.writes;
+	if (a->counter != b->counter)
+		return a->counter < b->counter;
+	return a->previous < b->previous;
 }
 
+/* HeapSet puts a slot at index and tells its entry where it is */
 static inline void
-HeapSet(int index, TenantEntry *entry)
+HeapSet(int index, HeapSlot slot)
 {
-	TenantStats->heap[index] = entry;
-	entry->heapIndex = index;
+	TenantStats->heap[index] = slot;
+	slot.entry->heapIndex = index;
 }
 
-/* moves the entry at index towards the root while it is below its parent */
+/* SyncSlot copies an entry's counters into its heap slot */
+static inline void
+SyncSlot(TenantEntry *entry)
+{
+	HeapSlot   *slot = &TenantStats->heap[entry->heapIndex];
+
+	slot->counter = entry->current.reads + entry->current.writes + entry->current.error;
+	slot->previous = entry->previous.reads + entry->previous.writes;
+}
+
+/* moves the slot at index towards the root while it is below its parent */
 static void
 HeapSiftUp(int index)
 {
-	TenantEntry *entry = TenantStats->heap[index];
+	HeapSlot	slot = TenantStats->heap[index];
 
 	while (index > 0)
 	{
 		int			parent = (index - 1) / 2;
 
-		if (!EntryBelow(entry, TenantStats->heap[parent]))
+		if (!SlotBelow(&slot, &TenantStats->heap[parent]))
 			break;
 		HeapSet(index, TenantStats->heap[parent]);
 		index = parent;
 	}
-	HeapSet(index, entry);
+	HeapSet(index, slot);
 }
 
-/* moves the entry at index towards the leaves while a child is below it */
+/* moves the slot at index towards the leaves while a child is below it */
 static void
 HeapSiftDown(int index)
 {
-	TenantEntry *entry = TenantStats->heap[index];
+	HeapSlot	slot = TenantStats->heap[index];
+	HeapSlot   *heap = TenantStats->heap;
 	int			count = TenantStats->count;
 
 	for (;;)
@@ -263,15 +283,38 @@ HeapSiftDown(int index)
 
 		if (child >= count)
 			break;
-		if (child + 1 < count && EntryBelow(TenantStats->heap[child + 1],
-											TenantStats->heap[child]))
+		if (child + 1 < count && SlotBelow(&heap[child + 1], &heap[child]))
 			child++;
-		if (!EntryBelow(TenantStats->heap[child], entry))
+		if (!SlotBelow(&heap[child], &slot))
 			break;
-		HeapSet(index, TenantStats->heap[child]);
+		HeapSet(index, heap[child]);
 		index = child;
 	}
-	HeapSet(index, entry);
+	HeapSet(index, slot);
+}
+
+/* DatabaseTotalOf returns this database's total, creating it (or NULL when full) */
+static DatabaseTotal *
+DatabaseTotalOf(Oid databaseId, bool create)
+{
+	DatabaseTotal *free = NULL;
+
+	for (int i = 0; i < MAX_COUNTED_DATABASES; i++)
+	{
+		DatabaseTotal *total = &TenantStats->totals[i];
+
+		if (total->databaseId == databaseId)
+			return total;
+		if (free == NULL && total->databaseId == InvalidOid)
+			free = total;
+	}
+	if (create && free != NULL)
+	{
+		free->databaseId = databaseId;
+		free->current = free->previous = 0;
+		return free;
+	}
+	return NULL;
 }
 
 /*
@@ -290,13 +333,19 @@ RotatePeriods(TimestampTz now)
 		return;
 	for (int i = 0; i < TenantStats->count; i++)
 	{
-		TenantEntry *entry = TenantStats->heap[i];
+		TenantEntry *entry = TenantStats->heap[i].entry;
 
 		if (keepPrevious)
 			entry->previous = entry->current;
 		else
 			memset(&entry->previous, 0, sizeof(TenantCounts));
 		memset(&entry->current, 0, sizeof(TenantCounts));
+		SyncSlot(entry);
+	}
+	for (int i = 0; i < MAX_COUNTED_DATABASES; i++)
+	{
+		TenantStats->totals[i].previous = keepPrevious ? TenantStats->totals[i].current : 0;
+		TenantStats->totals[i].current = 0;
 	}
 	TenantStats->periodStart += (elapsed / periodUs) * periodUs;
 	for (int i = TenantStats->count / 2 - 1; i >= 0; i--)
@@ -304,35 +353,25 @@ RotatePeriods(TimestampTz now)
 }
 
 /*
- * TrackedEntry returns the entry of a key, taking one over when it is not
- * tracked yet: a free one, or the one with the smallest counter, whose
- * counter the newcomer inherits as its error.  NULL when only database
- * totals are left to take over.
+ * TakeOverEntry makes an entry for a key that is not tracked: a free one,
+ * or the one with the smallest counter, whose counter the newcomer inherits
+ * as its error.
  */
 static TenantEntry *
-TrackedEntry(TenantKey *key, Oid relid, const char *value)
+TakeOverEntry(TenantKey *key, Oid relid, const char *value)
 {
 	TenantEntry *entry;
 	double		inherited = 0;
 	bool		found;
 	int			index;
 
-	entry = hash_search(TenantStatsHash, key, HASH_FIND, NULL);
-	if (entry != NULL)
-		return entry;
-
 	if (TenantStats->count < TenantStats->capacity)
 		index = TenantStats->count++;
 	else
 	{
-		TenantEntry *smallest = TenantStats->heap[0];
-
-		if (smallest->key.colocationId == TOTAL_COLOCATION_ID)
-			return NULL;
 		index = 0;
-		inherited = smallest->current.reads + smallest->current.writes +
-			smallest->current.error;
-		hash_search(TenantStatsHash, &smallest->key, HASH_REMOVE, NULL);
+		inherited = TenantStats->heap[0].counter;
+		hash_search(TenantStatsHash, &TenantStats->heap[0].entry->key, HASH_REMOVE, NULL);
 	}
 	entry = hash_search(TenantStatsHash, key, HASH_ENTER_NULL, &found);
 	if (entry == NULL)
@@ -341,24 +380,12 @@ TrackedEntry(TenantKey *key, Oid relid, const char *value)
 	entry->relid = relid;
 	entry->current.error = inherited;
 	strlcpy(entry->value, value, TENANT_VALUE_LEN);
-	HeapSet(index, entry);
+	TenantStats->heap[index].entry = entry;
+	entry->heapIndex = index;
+	SyncSlot(entry);
 	if (index > 0)
 		HeapSiftUp(index);
-	else
-		HeapSiftDown(index);
 	return entry;
-}
-
-/* AddCounts adds one sampled statement to an entry and restores the heap */
-static void
-AddCounts(TenantEntry *entry, TenantSample *sample, double elapsedMs)
-{
-	if (sample->write)
-		entry->current.writes += sample->weight;
-	else
-		entry->current.reads += sample->weight;
-	entry->current.elapsedMs += sample->weight * elapsedMs;
-	HeapSiftDown(entry->heapIndex);
 }
 
 /*
@@ -370,8 +397,8 @@ TenantSampleEnd(TenantSample *sample)
 {
 	TimestampTz now;
 	TenantKey	key;
-	TenantKey	totalKey;
 	TenantEntry *entry;
+	DatabaseTotal *total;
 	double		elapsedMs;
 	char		text[TENANT_VALUE_LEN] = "";
 
@@ -379,28 +406,33 @@ TenantSampleEnd(TenantSample *sample)
 		return;
 	now = GetCurrentTimestamp();
 	elapsedMs = (double) (now - sample->start) / 1000.0;
-	key.databaseId = totalKey.databaseId = MyDatabaseId;
+	key.databaseId = MyDatabaseId;
 	key.colocationId = sample->colocationId;
 	key.hash = sample->hash;
-	totalKey.colocationId = TOTAL_COLOCATION_ID;
-	totalKey.hash = 0;
 
-	/* a tenant not tracked needs its text: made without the lock held */
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	entry = hash_search(TenantStatsHash, &key, HASH_FIND, NULL);
 	if (entry == NULL)
 	{
+		/* a tenant not tracked needs its text: made without the lock */
 		LWLockRelease(TenantStats->lock);
 		SampleValueText(sample, text);
 		LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
+		entry = hash_search(TenantStatsHash, &key, HASH_FIND, NULL);
 	}
 	RotatePeriods(now);
-	entry = TrackedEntry(&totalKey, InvalidOid, "");
-	if (entry != NULL)
-		AddCounts(entry, sample, elapsedMs);
-	entry = TrackedEntry(&key, sample->relid, text);
-	if (entry != NULL)
-		AddCounts(entry, sample, elapsedMs);
+	total = DatabaseTotalOf(MyDatabaseId, true);
+	if (total != NULL)
+		total->current += sample->weight;
+	if (entry == NULL)
+		entry = TakeOverEntry(&key, sample->relid, text);
+	if (sample->write)
+		entry->current.writes += sample->weight;
+	else
+		entry->current.reads += sample->weight;
+	entry->current.elapsedMs += sample->weight * elapsedMs;
+	SyncSlot(entry);
+	HeapSiftDown(entry->heapIndex);
 	LWLockRelease(TenantStats->lock);
 }
 
@@ -412,16 +444,15 @@ CountDatum(double count)
 }
 
 /*
- * shardext_stat_tenants() returns one row per tracked tenant: colocation
- * group, table, hash, value, the current and previous period's counts, and
- * the totals the shares are taken of.
+ * shardext_stat_tenants() returns one row per tracked tenant of this
+ * database: colocation group, table, hash, value, the current and previous
+ * period's counts, and the totals the shares are taken of.
  */
 Datum
 shardext_stat_tenants(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	TenantKey	totalKey = {MyDatabaseId, TOTAL_COLOCATION_ID, 0};
-	TenantEntry *total;
+	DatabaseTotal *total;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (TenantStats == NULL)
@@ -430,17 +461,15 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 	/* exclusive: reading may start a new period */
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	RotatePeriods(GetCurrentTimestamp());
-	total = hash_search(TenantStatsHash, &totalKey, HASH_FIND, NULL);
+	total = DatabaseTotalOf(MyDatabaseId, false);
 	for (int i = 0; i < TenantStats->count; i++)
 	{
-		TenantEntry *entry = TenantStats->heap[i];
+		TenantEntry *entry = TenantStats->heap[i].entry;
 		Datum		values[TENANT_STATS_COLUMNS];
 		bool		nulls[TENANT_STATS_COLUMNS] = {false};
 
 		if (entry->key.databaseId != MyDatabaseId ||
-			entry->key.colocationId == TOTAL_COLOCATION_ID)
-			continue;
-		if (entry->current.reads + entry->current.writes +
+			entry->current.reads + entry->current.writes +
 			entry->previous.reads + entry->previous.writes <= 0)
 			continue;
 		values[0] = Int32GetDatum(entry->key.colocationId);
@@ -455,8 +484,8 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 		values[9] = CountDatum(entry->previous.writes);
 		values[10] = CountDatum(entry->previous.error);
 		values[11] = Float8GetDatum(entry->previous.elapsedMs);
-		values[12] = CountDatum(total ? total->current.reads + total->current.writes : 0);
-		values[13] = CountDatum(total ? total->previous.reads + total->previous.writes : 0);
+		values[12] = CountDatum(total ? total->current : 0);
+		values[13] = CountDatum(total ? total->previous : 0);
 		nulls[12] = nulls[13] = (total == NULL);
 		values[14] = TimestampTzGetDatum(TenantStats->periodStart);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -473,15 +502,16 @@ shardext_stat_tenants(PG_FUNCTION_ARGS)
 static Oid *
 DroppedDatabases(int *count)
 {
-	Oid		   *seen = palloc(sizeof(Oid) * Max(TenantStats->capacity, 1));
+	Oid		   *seen = palloc(sizeof(Oid) * (MAX_COUNTED_DATABASES + TenantStats->capacity));
 	int			seenCount = 0;
 	Oid		   *dropped;
 
 	LWLockAcquire(TenantStats->lock, LW_SHARED);
-	for (int i = 0; i < TenantStats->count; i++)
+	for (int i = 0; i < MAX_COUNTED_DATABASES + TenantStats->count; i++)
 	{
-		Oid			databaseId = TenantStats->heap[i]->key.databaseId;
-		bool		known = false;
+		Oid			databaseId = i < MAX_COUNTED_DATABASES ? TenantStats->totals[i].databaseId :
+			TenantStats->heap[i - MAX_COUNTED_DATABASES].entry->key.databaseId;
+		bool		known = databaseId == InvalidOid;
 
 		for (int j = 0; j < seenCount && !known; j++)
 			known = seen[j] == databaseId;
@@ -498,6 +528,20 @@ DroppedDatabases(int *count)
 			dropped[(*count)++] = seen[j];
 	}
 	return dropped;
+}
+
+/* ForgetDatabase: whether a reset removes the counts of a database */
+static bool
+ForgetDatabase(Oid databaseId, Oid *dropped, int droppedCount)
+{
+	if (databaseId == MyDatabaseId)
+		return true;
+	for (int j = 0; j < droppedCount; j++)
+	{
+		if (databaseId == dropped[j])
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -518,19 +562,21 @@ shardext_stat_tenants_reset(PG_FUNCTION_ARGS)
 	LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < TenantStats->count; i++)
 	{
-		TenantEntry *entry = TenantStats->heap[i];
-		bool		forget = entry->key.databaseId == MyDatabaseId;
+		HeapSlot	slot = TenantStats->heap[i];
 
-		for (int j = 0; j < droppedCount && !forget; j++)
-			forget = entry->key.databaseId == dropped[j];
-		if (forget)
-			hash_search(TenantStatsHash, &entry->key, HASH_REMOVE, NULL);
+		if (ForgetDatabase(slot.entry->key.databaseId, dropped, droppedCount))
+			hash_search(TenantStatsHash, &slot.entry->key, HASH_REMOVE, NULL);
 		else
-			HeapSet(kept++, entry);
+			HeapSet(kept++, slot);
 	}
 	TenantStats->count = kept;
 	for (int i = kept / 2 - 1; i >= 0; i--)
 		HeapSiftDown(i);
+	for (int i = 0; i < MAX_COUNTED_DATABASES; i++)
+	{
+		if (ForgetDatabase(TenantStats->totals[i].databaseId, dropped, droppedCount))
+			memset(&TenantStats->totals[i], 0, sizeof(DatabaseTotal));
+	}
 	LWLockRelease(TenantStats->lock);
 	PG_RETURN_VOID();
 }
