@@ -10,9 +10,10 @@
 #     pgbench_accounts is measured once for scale.
 #  2. a skewed mix (half of the transactions for one tenant, the rest spread
 #     over 1000 tenants; each transaction updates a counter and reads it
-#     back) on three workers: throughput with the hot tenant in an ordinary
-#     shard, then after shardext_isolate_tenant() put it on the third worker
-#     of its own, BENCH_ROUNDS runs each.
+#     back) on a table of two workers, a third one registered and empty:
+#     throughput with the hot tenant in an ordinary shard, then after
+#     shardext_isolate_tenant() put it on the third worker, BENCH_ROUNDS runs
+#     each.
 #
 # Environment: SHARDEXT_PORT (coordinator; workers on the next ports; a third
 # worker is added with scripts/cluster add-worker and stopped at the end),
@@ -119,9 +120,14 @@ run_select "$TMP/local.out" local_copy,public
 local_tps=$(tps "$TMP/local.out")
 off=() on=() tenth=() off_cpu=() on_cpu=() tenth_cpu=() on_ratio=() tenth_ratio=()
 for round in $(seq 1 "$ROUNDS"); do
-	set_rate 0; read -r a ac < <(measure "$TMP/off.out")
-	set_rate 1; read -r b bc < <(measure "$TMP/on.out")
-	set_rate 0.1; read -r c cc < <(measure "$TMP/tenth.out")
+	# the order of the three turns around from round to round
+	for turn in 0 1 2; do
+		case $(((round + turn) % 3)) in
+			0) set_rate 0; read -r a ac < <(measure "$TMP/off.out") ;;
+			1) set_rate 1; read -r b bc < <(measure "$TMP/on.out") ;;
+			2) set_rate 0.1; read -r c cc < <(measure "$TMP/tenth.out") ;;
+		esac
+	done
 	off+=("$a"); on+=("$b"); tenth+=("$c")
 	off_cpu+=("$ac"); on_cpu+=("$bc"); tenth_cpu+=("$cc")
 	on_ratio+=("$(awk -v a="$bc" -v b="$ac" 'BEGIN { printf "%.4f", a / b }')")
@@ -149,11 +155,11 @@ printf '  CPU per statement against off, per round: rate 1 median %s (range %s .
 # 2. the skewed mix, before and after isolating the hot tenant on worker 3
 $PSQL -p "$PORT" -d "$DB" <<SQL
 SET client_min_messages TO warning;
-SELECT shardext_add_node('127.0.0.1', $W3);
 CREATE TABLE tenant_counters (tenant_id int, id int, counter bigint NOT NULL DEFAULT 0,
 							  PRIMARY KEY (tenant_id, id));
 INSERT INTO tenant_counters SELECT t, g, 0 FROM generate_series(1, 1001) t, generate_series(1, 50) g;
 SELECT create_distributed_table('tenant_counters', 'tenant_id', shard_count => 12);
+SELECT shardext_add_node('127.0.0.1', $W3);
 SQL
 cat >"$TMP/hot.sql" <<'EOF'
 \set id random(1, 50)
@@ -175,7 +181,8 @@ node_of_hot() {
 		WHERE shard_id = shardext_shard_for_value('tenant_counters', '1001')"
 }
 echo
-echo "2. skewed mix (50% one tenant, 50% over 1000 tenants; UPDATE + SELECT), $CLIENTS clients, 3 workers"
+echo "2. skewed mix (50% one tenant, 50% over 1000 tenants; UPDATE + SELECT), $CLIENTS clients;"
+echo "   12 shards on workers 1 and 2, worker 3 empty until the hot tenant is isolated there"
 before=() after=()
 for round in $(seq 1 "$ROUNDS"); do run_mix "$TMP/before.out"; before+=("$(tps "$TMP/before.out")"); done
 echo "  before: hot tenant in a shard of 1/12 of the hash space on port $(node_of_hot): ${before[*]} tps"
