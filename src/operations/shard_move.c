@@ -957,7 +957,7 @@ ReadRunningMove(int64 moveId, RunningMove *move)
 	memset(move, 0, sizeof(RunningMove));
 	move->moveId = moveId;
 	if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
-							  "target_node_id, split_point, new_shard_ids, split_points "
+							  "target_node_id, split_point, new_shard_ids "
 							  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
 							  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read move " INT64_FORMAT, moveId);
@@ -975,10 +975,10 @@ ReadRunningMove(int64 moveId, RunningMove *move)
 	move->targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
 	if (move->split)
 	{
-		ReadSplitPieces(move, tuple, desc);
 		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 6, &isnull)),
 						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
 						  NULL, &newCount);
+		ReadSplitPieces(move, tuple, desc);
 		if (newCount != move->pieces.count * move->shardCount)
 			elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
 				 newCount, move->shardCount);
@@ -994,9 +994,16 @@ ReadRunningMove(int64 moveId, RunningMove *move)
 static void
 ReadSplitPieces(RunningMove *move, HeapTuple tuple, TupleDesc desc)
 {
-	bool		isnull;
-	Datum		points = SPI_getbinval(tuple, desc, 7, &isnull);
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(move->moveId)};
+	bool		isnull = true;
+	Datum		points = (Datum) 0;
 
+	if (SPI_execute_with_args("SELECT split_points FROM shardext.move WHERE move_id = $1",
+							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the split points of move " INT64_FORMAT, move->moveId);
+	if (SPI_processed == 1)
+		points = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
 	{
 		move->pieces.count = 2;
