@@ -58,11 +58,11 @@ FROM shardext.stat_tenants ORDER BY statements + prev_statements DESC, tenant_va
 SELECT tenant_value, coalesce(share_percent, prev_share_percent) AS share
 FROM shardext.stat_tenants ORDER BY 2 DESC, 1;
 
--- sampled: nothing counted at rate 0; shardext_stat_tenants_reset() forgets
+-- sampled (the default is 0.1): nothing counted at rate 0; shardext_stat_tenants_reset() forgets
 SET shardext.stat_tenants_sample_rate = 0;
 SELECT count(*) FROM accounts WHERE tenant_id = 11;
 SELECT count(*) FROM shardext.stat_tenants WHERE tenant_value = '11';
-RESET shardext.stat_tenants_sample_rate;
+SET shardext.stat_tenants_sample_rate = 1;
 SELECT shardext_stat_tenants_reset();
 SELECT count(*) FROM shardext.stat_tenants;
 

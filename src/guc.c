@@ -43,7 +43,7 @@ int			ShardextSnowflakeMaxClockSkew = 100;
 int			ShardextSnowflakeClockOffset = 0;
 int			ShardextStatTenantsLimit = 1000;
 int			ShardextStatTenantsPeriod = 60;
-double		ShardextStatTenantsSampleRate = 1.0;
+double		ShardextStatTenantsSampleRate = 0.1;
 bool		ShardextRebalanceIsolatedTenants = false;
 
 static const struct config_enum_entry multi_node_commit_options[] = {
@@ -344,7 +344,7 @@ RegisterTenantGucs(void)
 							 "Each sampled statement counts as 1 / rate statements; 0 stops "
 							 "counting.",
 							 &ShardextStatTenantsSampleRate,
-							 1.0, 0.0, 1.0,
+							 0.1, 0.0, 1.0,
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);

@@ -105,6 +105,7 @@ typedef struct TenantStatsShared
 	LWLock	   *lock;
 	int			capacity;
 	int			count;
+	uint64		takeovers;		/* entries made so far: tells that the hash changed */
 	TimestampTz periodStart;
 	DatabaseTotal totals[MAX_COUNTED_DATABASES];
 	HeapSlot	heap[FLEXIBLE_ARRAY_MEMBER];
@@ -112,6 +113,15 @@ typedef struct TenantStatsShared
 
 static TenantStatsShared *TenantStats = NULL;
 static HTAB *TenantStatsHash = NULL;
+
+/* what this backend knows of the last distribution column type it sampled */
+static struct
+{
+	Oid			type;
+	int16		length;
+	bool		byValue;
+	FmgrInfo	output;
+}			SampledType = {InvalidOid};
 
 PG_FUNCTION_INFO_V1(shardext_stat_tenants);
 PG_FUNCTION_INFO_V1(shardext_stat_tenants_reset);
@@ -200,8 +210,20 @@ TenantSampleBegin(DistTableCacheEntry *entry, Datum value, bool write)
 	sample->write = write;
 	sample->weight = ShardextStatTenantsSampleRate >= 1.0 ? 1.0 :
 		1.0 / ShardextStatTenantsSampleRate;
+	if (SampledType.type != entry->distType)
+	{
+		Oid			outputFunction;
+		bool		isVarlena;
+
+		SampledType.type = InvalidOid;
+		get_typlenbyval(entry->distType, &SampledType.length, &SampledType.byValue);
+		getTypeOutputInfo(entry->distType, &outputFunction, &isVarlena);
+		fmgr_info_cxt(outputFunction, &SampledType.output, TopMemoryContext);
+		SampledType.type = entry->distType;
+	}
 	sample->type = entry->distType;
-	get_typlenbyval(entry->distType, &sample->typeLength, &sample->typeByValue);
+	sample->typeLength = SampledType.length;
+	sample->typeByValue = SampledType.byValue;
 	sample->value = datumCopy(value, sample->typeByValue, sample->typeLength);
 	sample->start = GetCurrentTimestamp();
 	return sample;
@@ -211,13 +233,20 @@ TenantSampleBegin(DistTableCacheEntry *entry, Datum value, bool write)
 static void
 SampleValueText(TenantSample *sample, char *buf)
 {
-	Oid			outputFunction;
-	bool		isVarlena;
 	char	   *text;
 	int			length;
 
-	getTypeOutputInfo(sample->type, &outputFunction, &isVarlena);
-	text = OidOutputFunctionCall(outputFunction, sample->value);
+	if (SampledType.type == sample->type)
+		text = OutputFunctionCall(&SampledType.output, sample->value);
+	else
+	{
+		/* a nested statement sampled another type meanwhile */
+		Oid			outputFunction;
+		bool		isVarlena;
+
+		getTypeOutputInfo(sample->type, &outputFunction, &isVarlena);
+		text = OidOutputFunctionCall(outputFunction, sample->value);
+	}
 	length = pg_mbcliplen(text, strlen(text), TENANT_VALUE_LEN - 1);
 	memcpy(buf, text, length);
 	buf[length] = '\0';
@@ -365,17 +394,23 @@ TakeOverEntry(TenantKey *key, Oid relid, const char *value)
 	bool		found;
 	int			index;
 
+	TenantStats->takeovers++;
 	if (TenantStats->count < TenantStats->capacity)
+	{
 		index = TenantStats->count++;
+		entry = hash_search(TenantStatsHash, key, HASH_ENTER_NULL, &found);
+		if (entry == NULL)
+			elog(ERROR, "shardext tenant statistics are out of entries");
+	}
 	else
 	{
+		/* the smallest entry changes hands: one hash operation */
 		index = 0;
+		entry = TenantStats->heap[0].entry;
 		inherited = TenantStats->heap[0].counter;
-		hash_search(TenantStatsHash, &TenantStats->heap[0].entry->key, HASH_REMOVE, NULL);
+		if (!hash_update_hash_key(TenantStatsHash, entry, key))
+			elog(ERROR, "shardext tenant statistics track a tenant twice");
 	}
-	entry = hash_search(TenantStatsHash, key, HASH_ENTER_NULL, &found);
-	if (entry == NULL)
-		elog(ERROR, "shardext tenant statistics are out of entries");
 	memset(((char *) entry) + sizeof(TenantKey), 0, sizeof(TenantEntry) - sizeof(TenantKey));
 	entry->relid = relid;
 	entry->current.error = inherited;
@@ -415,10 +450,13 @@ TenantSampleEnd(TenantSample *sample)
 	if (entry == NULL)
 	{
 		/* a tenant not tracked needs its text: made without the lock */
+		uint64		takeovers = TenantStats->takeovers;
+
 		LWLockRelease(TenantStats->lock);
 		SampleValueText(sample, text);
 		LWLockAcquire(TenantStats->lock, LW_EXCLUSIVE);
-		entry = hash_search(TenantStatsHash, &key, HASH_FIND, NULL);
+		if (TenantStats->takeovers != takeovers)
+			entry = hash_search(TenantStatsHash, &key, HASH_FIND, NULL);
 	}
 	RotatePeriods(now);
 	total = DatabaseTotalOf(MyDatabaseId, true);
@@ -570,6 +608,7 @@ shardext_stat_tenants_reset(PG_FUNCTION_ARGS)
 			HeapSet(kept++, slot);
 	}
 	TenantStats->count = kept;
+	TenantStats->takeovers++;
 	for (int i = kept / 2 - 1; i >= 0; i--)
 		HeapSiftDown(i);
 	for (int i = 0; i < MAX_COUNTED_DATABASES; i++)
