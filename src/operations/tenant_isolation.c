@@ -68,7 +68,7 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 	valueText = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	entry = CheckIsolationTable(relid);
-	EnsureSuperuserAndShardext("shardext_isolate_tenant");
+	EnsureAdminAndShardext("shardext_isolate_tenant");
 	if (!PG_ARGISNULL(2))
 		target = CheckIsolationTarget(PG_GETARG_INT32(2));
 

@@ -33,17 +33,6 @@ typedef enum MoveMode
 	MOVE_MODE_BLOCK_WRITES
 } MoveMode;
 
-/* a split cuts a range in two halves, or in up to three to isolate a tenant */
-#define MAX_SPLIT_PIECES 3
-
-/* the ranges a split makes, in hash order, covering the shard's range */
-typedef struct SplitPieces
-{
-	int			count;
-	int32		hashMin[MAX_SPLIT_PIECES];
-	int32		hashMax[MAX_SPLIT_PIECES];
-} SplitPieces;
-
 /* one shard of the group being moved or split */
 typedef struct MoveShard
 {
@@ -130,7 +119,11 @@ extern void MoveBlockingCopyAndCutover(ShardMoveState *state);
 extern int64 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status);
 extern void SetMoveStatus(ShardMoveState *state, const char *status, const char *error);
 extern void SetMovePhase(ShardMoveState *state, const char *phase);
+#ifdef SHARDEXT_TEST_HOOKS
 extern void MoveTestPause(ShardMoveState *state, const char *point);
+#else
+#define MoveTestPause(state, point) ((void) 0)
+#endif
 extern void ReportMoveProgress(ShardMoveState *state, bool force, int64 lagBytes);
 extern void AddCleanupRecord(ShardMoveState *state, int32 nodeId, const char *objectType,
 							 const char *objectName, int64 shardId, const char *restore,
