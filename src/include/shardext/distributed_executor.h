@@ -95,6 +95,7 @@ typedef struct DistributedScanState
 	int			orderedNext;
 	uint64		affectedRows;
 	double		explainTime;
+	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
 	/* JOB_ROUTED (routed_writes.c) */
 	struct RoutedWriteState *routed;
 } DistributedScanState;
