@@ -170,6 +170,11 @@ SELECT * FROM dml_d.slots ORDER BY k, r;
 -- must all change the same way (messages are full sentences)
 UPDATE dml_d.m SET k = k + 1 WHERE v IN (SELECT x FROM dml_d.other);
 UPDATE dml_d.m SET v = 0 WHERE ctid = '(0,1)' AND random() < 2;
+BEGIN;
+DECLARE dml_cursor CURSOR FOR SELECT * FROM dml_d.m WHERE k = 7;
+FETCH dml_cursor;
+UPDATE dml_d.m SET v = 0 WHERE CURRENT OF dml_cursor;
+ROLLBACK;
 CREATE TABLE dml_d.ref (k int, v int);
 SELECT create_reference_table('dml_d.ref');
 UPDATE dml_d.ref SET v = random();

@@ -61,6 +61,8 @@ typedef struct CtidReferenceContext
 } CtidReferenceContext;
 
 static bool TargetColumnsWalker(Node *node, TargetColumnsContext *context);
+static bool NodeOfTypeWalker(Node *node, NodeTag *tag);
+static bool contain_node_of_type(Node *node, NodeTag tag);
 static bool CtidReferenceWalker(Node *node, CtidReferenceContext *context);
 static bool OnlyTargetColumns(Node *node, Index rtindex);
 static Query *TargetRowsQuery(Query *query, Index rtindex, Bitmapset *attnos, List *quals);
@@ -117,6 +119,23 @@ CtidReferenceWalker(Node *node, CtidReferenceContext *context)
 		return result;
 	}
 	return expression_tree_walker(node, CtidReferenceWalker, context);
+}
+
+static bool
+NodeOfTypeWalker(Node *node, NodeTag *tag)
+{
+	if (node == NULL)
+		return false;
+	if (nodeTag(node) == *tag)
+		return true;
+	return expression_tree_walker(node, NodeOfTypeWalker, tag);
+}
+
+/* does an expression (not its subqueries) have a node of the given type? */
+static bool
+contain_node_of_type(Node *node, NodeTag tag)
+{
+	return NodeOfTypeWalker(node, &tag);
 }
 
 /* collects the target's columns used at any depth (whole-row use noted) */
@@ -502,6 +521,13 @@ PlanCoordinatorModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	ListCell   *cell;
 
 	RejectShardCtidReferences(query);
+	/* a cursor's current row is one of the coordinator's (empty) table */
+	if (contain_node_of_type(query->jointree->quals, T_CurrentOfExpr))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("WHERE CURRENT OF on distributed table \"%s\" is not supported",
+						get_rel_name(target->relid)),
+				 errhint("Name the row by its key (WHERE key = ...) instead.")));
 	attnos = TargetColumns((Node *) query, rtindex, target->relid, NULL);
 	attnos = bms_add_member(attnos, entry->distAttnum);
 
