@@ -658,13 +658,13 @@ PlanRoutedWrite(Query *query, Query *source, Index targetIndex, List *actions,
 		RoutedAction *action = lfirst(cell);
 		Node	   *qual = action->qual ? action->qual :
 			(Node *) makeBoolConst(true, false);
+		ListCell   *valueCell;
 
 		job.routedActions = lappend(job.routedActions,
 									list_make4(makeInteger(action->matched ? 1 : 0),
 											   makeInteger(action->commandType),
 											   action->attnos,
 											   makeInteger(action->distPosition)));
-		ListCell   *valueCell;
 
 		customExprs = lappend(customExprs, expression_planner((Expr *) qual));
 		foreach(valueCell, action->values)
