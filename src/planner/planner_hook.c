@@ -35,6 +35,7 @@ static PlannedStmt *LocalPlanner(Query *parse, const char *queryString,
 static void RejectRowLocks(Query *parse);
 static void RejectModifyingCTEs(Query *parse);
 static bool IsDistributedResultRelation(Query *parse);
+static Oid	ResultRelid(Query *parse);
 static void WrapDistributedTablesForRowMarks(Query *query);
 
 static PlannedStmt *
@@ -85,7 +86,10 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 			break;
 		case CMD_INSERT:
 			if (IsDistributedResultRelation(parse))
+			{
+				RejectIndexTableWrite(ResultRelid(parse), "INSERT into");
 				plan = PlanDistributedInsert(parse, cursorOptions, boundParams);
+			}
 			break;
 		case CMD_UPDATE:
 		case CMD_DELETE:
@@ -93,6 +97,11 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 				plan = PlanDistributedModify(parse);
 			break;
 		default:
+			if (IsDistributedResultRelation(parse) && parse->commandType == CMD_MERGE)
+			{
+				RejectIndexTableWrite(ResultRelid(parse), "MERGE into");
+				RejectMergeWithGlobalIndexes(ResultRelid(parse));
+			}
 			if (IsDistributedResultRelation(parse))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -205,6 +214,13 @@ WrapDistributedTablesForRowMarks(Query *query)
 		rte->updatedCols = NULL;
 		rte->extraUpdatedCols = NULL;
 	}
+}
+
+/* the target table of an INSERT/UPDATE/DELETE/MERGE */
+static Oid
+ResultRelid(Query *parse)
+{
+	return rt_fetch(parse->resultRelation, parse->rtable)->relid;
 }
 
 /* is the target of this INSERT/UPDATE/DELETE/MERGE a distributed table? */
