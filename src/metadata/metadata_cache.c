@@ -462,6 +462,18 @@ TableGlobalIndexes(Oid relid)
 	return entry != NULL ? entry->globalIndexes : NIL;
 }
 
+/* GlobalIndexRelids returns the index table OIDs of a list of GlobalIndex */
+List *
+GlobalIndexRelids(List *indexes)
+{
+	List	   *result = NIL;
+	ListCell   *cell;
+
+	foreach(cell, indexes)
+		result = lappend_oid(result, ((GlobalIndex *) lfirst(cell))->indexRelid);
+	return result;
+}
+
 /* is relid the index table of a global index? */
 bool
 IsGlobalIndexTable(Oid relid)

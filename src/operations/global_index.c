@@ -35,6 +35,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -662,6 +663,8 @@ SyncGlobalIndexPrivileges(Oid baseRelid)
 {
 	ListCell   *cell;
 
+	/* see the privileges the command just changed */
+	CommandCounterIncrement();
 	foreach(cell, TableGlobalIndexes(baseRelid))
 		SyncIndexPrivileges(baseRelid, lfirst(cell));
 }
@@ -670,73 +673,74 @@ static void
 SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index)
 {
 	char	   *tableName = IndexTableName(index->name);
-	Oid			baseOwner;
+	Oid			baseOwner = RelationOwner(baseRelid);
 	List	   *commands = NIL;
 	ListCell   *cell;
 	Oid			argtypes[2] = {OIDOID, OIDOID};
 	Datum		values[2] = {ObjectIdGetDatum(baseRelid), ObjectIdGetDatum(index->indexRelid)};
-
-	baseOwner = RelationOwner(baseRelid);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	/* who has which privileges on the table now, and who on the index */
-	if (SPI_execute_with_args(
-							  "WITH b AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
-							  "           WHERE oid = $1 AND relacl IS NOT NULL "
-							  "           UNION ALL "
-							  "           SELECT (pg_catalog.aclexplode(attacl)).* FROM pg_catalog.pg_attribute "
-							  "           WHERE attrelid = $1 AND attacl IS NOT NULL), "
-							  "     i AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
-							  "           WHERE oid = $2 AND relacl IS NOT NULL) "
-							  "SELECT g.grantee, "
-							  "  bool_or(b.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')), "
-							  "  bool_or(b.privilege_type IN ('INSERT', 'UPDATE', 'DELETE')), "
-							  "  bool_or(b.privilege_type = 'TRUNCATE') "
-							  "FROM (SELECT grantee FROM b UNION SELECT grantee FROM i) g "
-							  "LEFT JOIN b ON b.grantee = g.grantee "
-							  "WHERE g.grantee <> (SELECT relowner FROM pg_catalog.pg_class WHERE oid = $1) "
-							  "GROUP BY g.grantee ORDER BY g.grantee",
-							  2, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the privileges of table \"%s\"", get_rel_name(baseRelid));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Oid			grantee = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
-		bool		reads = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull)) && !isnull;
-		bool		writes;
-		bool		truncates;
-		char	   *role;
-		StringInfoData privileges;
-
-		writes = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull)) && !isnull;
-		truncates = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull)) && !isnull;
-		role = grantee == InvalidOid ? "PUBLIC" :
-			pstrdup(quote_identifier(GetUserNameFromId(grantee, false)));
-		commands = lappend(commands, psprintf("REVOKE ALL ON TABLE %s FROM %s", tableName, role));
-		initStringInfo(&privileges);
-		if (reads || writes)
-			appendStringInfoString(&privileges, "SELECT");
-		if (writes)
-			appendStringInfoString(&privileges, ", INSERT, UPDATE, DELETE");
-		if (truncates)
-			appendStringInfo(&privileges, "%sTRUNCATE", privileges.len > 0 ? ", " : "");
-		if (privileges.len > 0)
-			commands = lappend(commands, psprintf("GRANT %s ON TABLE %s TO %s",
-												  privileges.data, tableName, role));
-	}
-	SPI_finish();
-
-	if (RelationOwner(index->indexRelid) != baseOwner)
-		commands = lcons(psprintf("ALTER TABLE %s OWNER TO %s", tableName,
-								  quote_identifier(GetUserNameFromId(baseOwner, false))),
-						 commands);
+	MemoryContext callerContext = CurrentMemoryContext;
 
 	GlobalIndexInternalWriteDepth++;
 	PG_TRY();
 	{
+		if (RelationOwner(index->indexRelid) != baseOwner)
+			RunSPI(psprintf("ALTER TABLE %s OWNER TO %s", tableName,
+							quote_identifier(GetUserNameFromId(baseOwner, false))),
+				   SPI_OK_UTILITY);
+
+		/* the owner may do everything; every other role what it may on the table */
+		commands = lappend(commands, psprintf("GRANT ALL ON TABLE %s TO %s", tableName,
+											  quote_identifier(GetUserNameFromId(baseOwner,
+																				 false))));
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args(
+								  "WITH b AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
+								  "           WHERE oid = $1 AND relacl IS NOT NULL "
+								  "           UNION ALL "
+								  "           SELECT (pg_catalog.aclexplode(attacl)).* FROM pg_catalog.pg_attribute "
+								  "           WHERE attrelid = $1 AND attacl IS NOT NULL), "
+								  "     i AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
+								  "           WHERE oid = $2 AND relacl IS NOT NULL) "
+								  "SELECT g.grantee, "
+								  "  coalesce(bool_or(b.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')), false), "
+								  "  coalesce(bool_or(b.privilege_type IN ('INSERT', 'UPDATE', 'DELETE')), false), "
+								  "  coalesce(bool_or(b.privilege_type = 'TRUNCATE'), false) "
+								  "FROM (SELECT grantee FROM b UNION SELECT grantee FROM i) g "
+								  "LEFT JOIN b ON b.grantee = g.grantee "
+								  "WHERE g.grantee <> (SELECT relowner FROM pg_catalog.pg_class WHERE oid = $1) "
+								  "GROUP BY g.grantee ORDER BY g.grantee",
+								  2, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the privileges of table \"%s\"", get_rel_name(baseRelid));
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[i];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+			Oid			grantee = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
+			bool		reads = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+			bool		writes = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
+			bool		truncates = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
+			MemoryContext spiContext = MemoryContextSwitchTo(callerContext);
+			char	   *role = grantee == InvalidOid ? "PUBLIC" :
+				pstrdup(quote_identifier(GetUserNameFromId(grantee, false)));
+			StringInfoData privileges;
+
+			commands = lappend(commands, psprintf("REVOKE ALL ON TABLE %s FROM %s", tableName, role));
+			initStringInfo(&privileges);
+			if (reads || writes)
+				appendStringInfoString(&privileges, "SELECT");
+			if (writes)
+				appendStringInfoString(&privileges, ", INSERT, UPDATE, DELETE");
+			if (truncates)
+				appendStringInfo(&privileges, "%sTRUNCATE", privileges.len > 0 ? ", " : "");
+			if (privileges.len > 0)
+				commands = lappend(commands, psprintf("GRANT %s ON TABLE %s TO %s",
+													  privileges.data, tableName, role));
+			MemoryContextSwitchTo(spiContext);
+		}
+		SPI_finish();
+
 		foreach(cell, commands)
 			RunSPI(lfirst(cell), SPI_OK_UTILITY);
 	}
@@ -745,4 +749,74 @@ SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index)
 		GlobalIndexInternalWriteDepth--;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * RenameGlobalIndexColumn renames a column of the index tables after the
+ * same column of their table was renamed (attnum): the index tables carry
+ * the table's column names, which shardext uses to write them and which
+ * unique violations report.
+ */
+void
+RenameGlobalIndexColumn(Oid baseRelid, AttrNumber attnum, const char *oldName,
+						const char *newName)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(baseRelid);
+	ListCell   *cell;
+
+	foreach(cell, entry->globalIndexes)
+	{
+		GlobalIndex *index = lfirst(cell);
+		bool		covered = (attnum == entry->distAttnum);
+		char	   *sql;
+
+		for (int i = 0; i < index->columnCount; i++)
+			covered |= (index->baseAttnums[i] == attnum);
+		if (!covered)
+			continue;
+		if (strncmp(newName, "shardext_count", strlen("shardext_count")) == 0 && !index->isUnique)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_COLUMN),
+					 errmsg("column name \"%s\" is reserved for the row counts of global index \"%s\"",
+							newName, index->name)));
+		sql = psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", IndexTableName(index->name),
+					   quote_identifier(oldName), quote_identifier(newName));
+		GlobalIndexInternalWriteDepth++;
+		PG_TRY();
+		{
+			RunSPI(sql, SPI_OK_UTILITY);
+		}
+		PG_FINALLY();
+		{
+			GlobalIndexInternalWriteDepth--;
+		}
+		PG_END_TRY();
+	}
+}
+
+/*
+ * RejectIndexedColumnChange refuses an ALTER TABLE that would change an
+ * indexed column of a global index (its values' hashes place the entries).
+ */
+void
+RejectIndexedColumnChange(Oid baseRelid, const char *column, const char *what)
+{
+	AttrNumber	attnum = get_attnum(baseRelid, column);
+	ListCell   *cell;
+
+	foreach(cell, TableGlobalIndexes(baseRelid))
+	{
+		GlobalIndex *index = lfirst(cell);
+
+		for (int i = 0; i < index->columnCount; i++)
+		{
+			if (index->baseAttnums[i] == attnum)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot %s column \"%s\" of global index \"%s\"",
+								what, column, index->name),
+						 errhint("Drop the global index with shardext_drop_global_index(), "
+								 "change the column and create the index again.")));
+		}
+	}
 }

@@ -25,7 +25,6 @@
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
-static List *IndexRelids(List *indexes);
 static bool IndexCoversAttnum(GlobalIndex *index, AttrNumber attnum);
 static List *HiddenAttnums(DistTableCacheEntry *entry, List *indexes);
 static void AppendHiddenColumns(StringInfo buf, Oid relid, const char *alias, List *attnums);
@@ -34,18 +33,6 @@ static Node *IndexColumnValue(Node *clause, Index rtindex, AttrNumber attno, Oid
 							  Oid collation, bool first, bool *any);
 static bool IsColumnEquality(Oid opno, Oid type, Oid inputCollation, Oid collation,
 							 bool first);
-
-/* the index table OIDs of a list of GlobalIndex */
-static List *
-IndexRelids(List *indexes)
-{
-	List	   *result = NIL;
-	ListCell   *cell;
-
-	foreach(cell, indexes)
-		result = lappend_oid(result, ((GlobalIndex *) lfirst(cell))->indexRelid);
-	return result;
-}
 
 static bool
 IndexCoversAttnum(GlobalIndex *index, AttrNumber attnum)
@@ -195,7 +182,7 @@ PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry, List *columns,
 	if (onConflict == NULL)
 	{
 		job->gindexMode = GINDEX_INSERT_ROWS;
-		job->gindexRelids = IndexRelids(indexes);
+		job->gindexRelids = GlobalIndexRelids(indexes);
 		return NULL;
 	}
 
@@ -212,7 +199,7 @@ PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry, List *columns,
 							 "its indexed columns.")));
 		job->gindexMode = GINDEX_ARBITER_FIRST;
 		job->gindexArbiter = arbiter->indexRelid;
-		job->gindexRelids = list_delete_oid(IndexRelids(indexes), arbiter->indexRelid);
+		job->gindexRelids = list_delete_oid(GlobalIndexRelids(indexes), arbiter->indexRelid);
 		return NULL;
 	}
 
@@ -257,7 +244,7 @@ PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry, List *columns,
 		}
 	}
 	job->gindexMode = GINDEX_RETURNED;
-	job->gindexRelids = IndexRelids(indexes);
+	job->gindexRelids = GlobalIndexRelids(indexes);
 	job->hiddenLead = GINDEX_LEAD_INSERTED;
 	job->hiddenAttnums = HiddenAttnums(entry, indexes);
 	return onConflict;
@@ -323,7 +310,7 @@ PlanGlobalIndexModify(Query *query, DistTableCacheEntry *entry, DistributedJob *
 	if (affected == NIL)
 		return;
 	job->gindexMode = query->commandType == CMD_DELETE ? GINDEX_RETURNED : GINDEX_LOCK_THEN_UPDATE;
-	job->gindexRelids = IndexRelids(affected);
+	job->gindexRelids = GlobalIndexRelids(affected);
 	job->hiddenLead = query->commandType == CMD_DELETE ? GINDEX_LEAD_NONE :
 		GINDEX_LEAD_OLD_POSITION;
 	job->hiddenAttnums = HiddenAttnums(entry, affected);
@@ -491,7 +478,8 @@ IndexColumnValue(Node *clause, Index rtindex, AttrNumber attno, Oid type, Oid co
  * quals pin (col = value; col = ANY (array) for a one-column index), when
  * they do not pin its distribution column already.  *indexes runs parallel
  * to *kinds (InvalidOid for plain pruning values); it is filled in for the
- * values before as well.  A unique index is preferred.
+ * values before as well.  A unique index is preferred, then one of more
+ * columns.
  */
 void
 FindGlobalIndexPruning(Query *query, Index rtindex, DistTableCacheEntry *entry, Node *quals,
@@ -547,7 +535,8 @@ FindGlobalIndexPruning(Query *query, Index rtindex, DistTableCacheEntry *entry, 
 		}
 		if (list_length(found) != index->columnCount)
 			continue;
-		if (best == NULL || (index->isUnique && !best->isUnique))
+		if (best == NULL || (index->isUnique && !best->isUnique) ||
+			(index->isUnique == best->isUnique && index->columnCount > best->columnCount))
 		{
 			best = index;
 			bestValues = found;

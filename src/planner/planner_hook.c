@@ -22,6 +22,7 @@
 #include "utils/rel.h"
 
 #include "shardext/ddl.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"

@@ -34,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
+#include "shardext/global_index.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 

@@ -23,11 +23,17 @@
  */
 extern int	GlobalIndexInternalWriteDepth;
 
+/* planner/global_index_planner.c */
+extern void RejectIndexTableWrite(Oid relid, const char *command);
+
 /* operations/global_index.c */
 extern void EnsureGlobalIndexCatalog(void);
 extern char *GlobalIndexCountColumn(Oid baseRelid, AttrNumber *attnums, int count);
 extern void DropGlobalIndexTable(GlobalIndex *index);
 extern void DropGlobalIndexesOfTable(Oid baseRelid);
 extern void SyncGlobalIndexPrivileges(Oid baseRelid);
+extern void RenameGlobalIndexColumn(Oid baseRelid, AttrNumber attnum, const char *oldName,
+									const char *newName);
+extern void RejectIndexedColumnChange(Oid baseRelid, const char *column, const char *what);
 
 #endif							/* SHARDEXT_GLOBAL_INDEX_H */

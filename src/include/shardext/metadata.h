@@ -104,6 +104,7 @@ extern void InvalidateNodeCache(void);
 extern List *TableGlobalIndexes(Oid relid);
 extern bool IsGlobalIndexTable(Oid relid);
 extern GlobalIndex *FindGlobalIndexByName(const char *name);
+extern List *GlobalIndexRelids(List *indexes);
 
 /* shard_lookup.c */
 extern int32 HashDistributionValue(DistTableCacheEntry *entry, Datum value);

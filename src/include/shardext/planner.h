@@ -105,7 +105,6 @@ extern PlannedStmt *PlanRecursively(Query *parse, const char *queryString, int c
 									ParamListInfo boundParams, LocalPlannerFunction localPlanner);
 
 /* global_index_planner.c */
-extern void RejectIndexTableWrite(Oid relid, const char *command);
 extern void RejectMergeWithGlobalIndexes(Oid relid);
 extern OnConflictExpr *PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry,
 											 List *columns, DistributedJob *job);
