@@ -552,6 +552,8 @@ ExecuteRemoteTasks(List *tasks, bool writes, bool inTransaction,
 	job = palloc0(sizeof(DistributedJob));
 	job->kind = writes ? JOB_MODIFY : JOB_SELECT;
 	job->anchor = -1;
+	/* reads (index lookups) repeat their text: prepared once per connection */
+	job->usePrepared = !writes;
 	state->job = job;
 	state->inTransaction = inTransaction || writes;
 	state->subxactLevel = GetCurrentTransactionNestLevel();
@@ -1105,7 +1107,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			default:
 				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
 					NoteFailedNode(conn->nodeId);
-				if (task->uniqueIndexName != NULL)
+				if (task->uniqueShards != NIL)
 					ReportUniqueViolation(conn, result, task);
 				ReportRemoteError(conn, result, ERROR, task->sql);
 		}

@@ -98,8 +98,10 @@ static void AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBa
 static List *ShardBatchTasks(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch);
 static RemoteTask *EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples,
 							 int first, int count, int kind);
-static void AppendValuesList(StringInfo sql, RemoteParams *params, IndexChangeSet *set,
+struct ParamSql;
+static void AppendValuesList(struct ParamSql *sql, RemoteParams *params, IndexChangeSet *set,
 							 List *tuples, int first, int count, bool withDelta);
+static void NoteUniqueShard(RemoteTask *task, IndexChangeSet *set, ShardInterval *shard);
 static void AppendEntryMatch(StringInfo sql, IndexChangeSet *set, const char *left,
 							 const char *right);
 static GlobalIndex *FindIndexOf(Oid baseRelid, Oid indexRelid);
@@ -542,8 +544,59 @@ ShardBatchTasks(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *bat
 }
 
 /*
+ * The SQL of an index statement is kept as parts -- text (String) and
+ * parameter numbers (Integer, 0-based) -- so that it can be numbered from
+ * any offset when it joins another statement (MergeIndexTasks).
+ */
+typedef struct ParamSql
+{
+	StringInfoData buf;
+	List	   *parts;
+} ParamSql;
+
+static void
+FlushParamSql(ParamSql *sql)
+{
+	if (sql->buf.len > 0)
+	{
+		sql->parts = lappend(sql->parts, makeString(pstrdup(sql->buf.data)));
+		resetStringInfo(&sql->buf);
+	}
+}
+
+/* appends parameter n (0-based) cast to type */
+static void
+AppendParamPart(ParamSql *sql, int n, Oid type)
+{
+	FlushParamSql(sql);
+	sql->parts = lappend(sql->parts, makeInteger(n));
+	appendStringInfo(&sql->buf, "::%s", RemoteTypeName(type, -1));
+}
+
+/* the text of parts with parameter n as $(n + 1 + offset) */
+static char *
+AssembleParamSql(List *parts, int offset)
+{
+	StringInfoData buf;
+	ListCell   *cell;
+
+	initStringInfo(&buf);
+	foreach(cell, parts)
+	{
+		Node	   *part = lfirst(cell);
+
+		if (IsA(part, String))
+			appendStringInfoString(&buf, strVal(part));
+		else
+			appendStringInfo(&buf, "$%d", intVal(part) + 1 + offset);
+	}
+	return buf.data;
+}
+
+/*
  * EntryTask builds the statement of count entries (from the first-th of
- * tuples) for an index shard: kind ENTRY_*.
+ * tuples) for an index shard: kind ENTRY_*.  Its SQL parts are kept in
+ * taskPrivate.
  */
 static RemoteTask *
 EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples, int first, int count,
@@ -555,49 +608,50 @@ EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples, int first, in
 	RemoteParams *params = MakeRemoteParams(count * (columns + (withDelta ? 1 : 0)));
 	char	   *shardName = QualifiedShardName(set->indexRelid, shard->shardId);
 	const char *countColumn = set->columnNames[columns];
-	StringInfoData sql;
+	ParamSql	sql;
+	StringInfo	buf = &sql.buf;
 
-	initStringInfo(&sql);
+	initStringInfo(buf);
+	sql.parts = NIL;
 	if (kind == ENTRY_INSERT)
 	{
-		appendStringInfo(&sql, "INSERT INTO %s AS i (", shardName);
+		appendStringInfo(buf, "INSERT INTO %s AS i (", shardName);
 		for (int c = 0; c < columns; c++)
-			appendStringInfo(&sql, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
+			appendStringInfo(buf, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
 		if (withDelta)
-			appendStringInfo(&sql, ", %s", countColumn);
-		appendStringInfoString(&sql, ") VALUES ");
+			appendStringInfo(buf, ", %s", countColumn);
+		appendStringInfoString(buf, ") VALUES ");
 		AppendValuesList(&sql, params, set, tuples, first, count, withDelta);
 		if (!set->isUnique)
 		{
-			appendStringInfoString(&sql, " ON CONFLICT (");
+			appendStringInfoString(buf, " ON CONFLICT (");
 			for (int c = 0; c < columns; c++)
-				appendStringInfo(&sql, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
-			appendStringInfo(&sql, ") DO UPDATE SET %s = i.%s OPERATOR(pg_catalog.+) excluded.%s",
+				appendStringInfo(buf, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
+			appendStringInfo(buf, ") DO UPDATE SET %s = i.%s OPERATOR(pg_catalog.+) excluded.%s",
 							 countColumn, countColumn, countColumn);
 		}
 		else
-		{
-			task->uniqueIndexName = set->name;
-			task->uniqueBaseRelid = InvalidOid;
-		}
+			NoteUniqueShard(task, set, shard);
 	}
 	else
 	{
 		if (kind == ENTRY_DECREMENT)
-			appendStringInfo(&sql, "UPDATE %s i SET %s = i.%s OPERATOR(pg_catalog.-) v.n FROM (VALUES ",
+			appendStringInfo(buf, "UPDATE %s i SET %s = i.%s OPERATOR(pg_catalog.-) v.n FROM (VALUES ",
 							 shardName, countColumn, countColumn);
 		else
-			appendStringInfo(&sql, "DELETE FROM %s i USING (VALUES ", shardName);
+			appendStringInfo(buf, "DELETE FROM %s i USING (VALUES ", shardName);
 		AppendValuesList(&sql, params, set, tuples, first, count, withDelta);
-		appendStringInfoString(&sql, ") v (");
+		appendStringInfoString(buf, ") v (");
 		for (int c = 0; c < columns; c++)
-			appendStringInfo(&sql, "%sc%d", c > 0 ? ", " : "", c + 1);
-		appendStringInfo(&sql, "%s) WHERE ", withDelta ? ", n" : "");
-		AppendEntryMatch(&sql, set, "i", "v");
+			appendStringInfo(buf, "%sc%d", c > 0 ? ", " : "", c + 1);
+		appendStringInfo(buf, "%s) WHERE ", withDelta ? ", n" : "");
+		AppendEntryMatch(buf, set, "i", "v");
 		if (kind == ENTRY_DELETE_EMPTY)
-			appendStringInfo(&sql, " AND i.%s OPERATOR(pg_catalog.<=) 0", countColumn);
+			appendStringInfo(buf, " AND i.%s OPERATOR(pg_catalog.<=) 0", countColumn);
 	}
-	task->sql = sql.data;
+	FlushParamSql(&sql);
+	task->sql = AssembleParamSql(sql.parts, 0);
+	task->taskPrivate = sql.parts;
 	task->params = params;
 	task->shardId = shard->shardId;
 	if (shard->placementCount != 1)
@@ -611,11 +665,25 @@ EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples, int first, in
 }
 
 /*
+ * NoteUniqueShard records that a task writes a shard of a unique global
+ * index, so that its unique violations are reported under the index's name.
+ */
+static void
+NoteUniqueShard(RemoteTask *task, IndexChangeSet *set, ShardInterval *shard)
+{
+	UniqueShard *unique = palloc(sizeof(UniqueShard));
+
+	unique->relname = ShardTableName(set->indexRelid, shard->shardId);
+	unique->indexName = set->name;
+	task->uniqueShards = lappend(task->uniqueShards, unique);
+}
+
+/*
  * AppendValuesList appends "($1::t1, $2::t2, ...), (...)" for the entries
  * and sets their parameters; withDelta adds each entry's count.
  */
 static void
-AppendValuesList(StringInfo sql, RemoteParams *params, IndexChangeSet *set, List *tuples,
+AppendValuesList(ParamSql *sql, RemoteParams *params, IndexChangeSet *set, List *tuples,
 				 int first, int count, bool withDelta)
 {
 	int			columns = set->keyCount + 1;
@@ -625,19 +693,20 @@ AppendValuesList(StringInfo sql, RemoteParams *params, IndexChangeSet *set, List
 	{
 		HeapTuple	tuple = list_nth(tuples, first + r);
 
-		appendStringInfoString(sql, r > 0 ? ", (" : "(");
+		appendStringInfoString(&sql->buf, r > 0 ? ", (" : "(");
 		for (int c = 0; c < columns + (withDelta ? 1 : 0); c++)
 		{
 			bool		isnull;
 			Oid			type = c < columns ? set->types[c] : INT8OID;
 			Datum		value = heap_getattr(tuple, c + 2, set->desc, &isnull);
 
-			appendStringInfo(sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
-							 RemoteTypeName(type, -1));
+			if (c > 0)
+				appendStringInfoString(&sql->buf, ", ");
+			AppendParamPart(sql, n, type);
 			EncodeRemoteParam(params, n, value, isnull, type);
 			n++;
 		}
-		appendStringInfoChar(sql, ')');
+		appendStringInfoChar(&sql->buf, ')');
 	}
 }
 
@@ -649,6 +718,68 @@ AppendEntryMatch(StringInfo sql, IndexChangeSet *set, const char *left, const ch
 		appendStringInfo(sql, "%s%s.%s %s %s.c%d", c > 0 ? " AND " : "", left,
 						 set->columnNames[c], QualifiedEqualityOperator(set->types[c]),
 						 right, c + 1);
+}
+
+/*
+ * MergeIndexTasks folds the index statements (from ApplyGlobalIndexChanges
+ * with lastRound) into statements of the write on the same node, as
+ * data-modifying WITH queries: WITH shardext_gidx1 AS (INSERT INTO <index
+ * shard> ...) INSERT INTO <shard> ...  One statement per node instead of
+ * two -- and a single-row INSERT whose index entry is on the same node
+ * stays a single statement that commits on its own.  Returns the index
+ * tasks that found no statement on their node.
+ */
+List *
+MergeIndexTasks(List *indexTasks, List *tasks)
+{
+	List	   *unmerged = NIL;
+	ListCell   *cell;
+
+	foreach(cell, indexTasks)
+	{
+		RemoteTask *index = lfirst(cell);
+		RemoteTask *target = NULL;
+		ListCell   *taskCell;
+		RemoteParams *params;
+		char	   *indexSql;
+
+		foreach(taskCell, tasks)
+		{
+			RemoteTask *task = lfirst(taskCell);
+
+			if (task->nodeId == index->nodeId && task->taskPrivate == NULL)
+			{
+				target = task;
+				break;
+			}
+		}
+		if (target == NULL || index->taskPrivate == NULL)
+		{
+			unmerged = lappend(unmerged, index);
+			continue;
+		}
+		indexSql = AssembleParamSql(index->taskPrivate, target->params->count);
+		/* the write's SQL starts with INSERT, or with WITH after a first merge */
+		target->sql = strncmp(target->sql, "WITH ", 5) == 0 ?
+			psprintf("WITH shardext_gidx%d AS (%s), %s", foreach_current_index(cell), indexSql,
+					 target->sql + 5) :
+			psprintf("WITH shardext_gidx%d AS (%s) %s", foreach_current_index(cell), indexSql,
+					 target->sql);
+		params = MakeRemoteParams(target->params->count + index->params->count);
+		for (int i = 0; i < params->count; i++)
+		{
+			RemoteParams *from = i < target->params->count ? target->params : index->params;
+			int			j = i < target->params->count ? i : i - target->params->count;
+
+			params->types[i] = from->types[j];
+			params->values[i] = from->values[j];
+			params->lengths[i] = from->lengths[j];
+			params->formats[i] = from->formats[j];
+		}
+		target->params = params;
+		target->uniqueShards = list_concat(target->uniqueShards, index->uniqueShards);
+	}
+	return unmerged;
 }
 
 /*
@@ -688,20 +819,31 @@ void
 ReportUniqueViolation(NodeConnection *conn, PGresult *result, RemoteTask *task)
 {
 	const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-	char	   *detail;
+	const char *table = PQresultErrorField(result, PG_DIAG_TABLE_NAME);
 	const char *remoteDetail;
+	char	   *detail;
+	const char *indexName = NULL;
+	ListCell   *cell;
 
-	if (sqlstate == NULL || strcmp(sqlstate, "23505") != 0)
+	if (sqlstate == NULL || strcmp(sqlstate, "23505") != 0 || table == NULL)
+		return;
+	foreach(cell, task->uniqueShards)
+	{
+		UniqueShard *unique = lfirst(cell);
+
+		if (strcmp(unique->relname, table) == 0)
+			indexName = unique->indexName;
+	}
+	if (indexName == NULL)
 		return;
 	remoteDetail = PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
 	detail = remoteDetail ? pstrdup(remoteDetail) : NULL;
 	PQclear(result);
 	ereport(ERROR,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
-			 errmsg("duplicate key value violates unique constraint \"%s\"",
-					task->uniqueIndexName),
+			 errmsg("duplicate key value violates unique constraint \"%s\"", indexName),
 			 detail ? errdetail_internal("%s", detail) : 0,
-			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, task->uniqueIndexName)));
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, indexName)));
 }
 
 /* the rows of an INSERT ... ON CONFLICT DO NOTHING sent to one arbiter shard */

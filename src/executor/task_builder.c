@@ -580,6 +580,7 @@ BuildInsertTasks(DistributedScanState *state)
 	int			rowsPerTask;
 	RemoteParams *shared;
 	bool	   *admitted = NULL;
+	List	   *indexTasks = NIL;
 
 	if (entry == NULL)
 		ereport(ERROR,
@@ -592,10 +593,10 @@ BuildInsertTasks(DistributedScanState *state)
 	if (job->gindexMode == GINDEX_ARBITER_FIRST)
 		admitted = AdmitInsertRows(state, rows.count, rows.columns, rows.values, rows.nulls);
 	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry, admitted);
-	/* the index statements go out with the rows, on each node before them */
+	/* the index statements go out with the rows (see MergeIndexTasks) */
 	if (job->gindexMode == GINDEX_INSERT_ROWS || job->gindexMode == GINDEX_ARBITER_FIRST)
-		state->tasks = AddInsertRowsToIndexes(state, rows.count, rows.columns, rows.values,
-											  rows.nulls, admitted);
+		indexTasks = AddInsertRowsToIndexes(state, rows.count, rows.columns, rows.values,
+											rows.nulls, admitted);
 	state->insertRowCount = rows.count;
 	state->orderReturning = false;
 	state->orderedRows = NULL;
@@ -630,6 +631,8 @@ BuildInsertTasks(DistributedScanState *state)
 			done += count;
 		}
 	}
+	if (indexTasks != NIL)
+		state->tasks = list_concat(MergeIndexTasks(indexTasks, state->tasks), state->tasks);
 }
 
 /*

@@ -595,6 +595,7 @@ shardext_check_global_index(PG_FUNCTION_ARGS)
 	GlobalIndex *index;
 	Oid			relid;
 	const char *dist;
+	const char *n;
 	StringInfoData sql;
 	StringInfoData join;
 	int64		mismatches;
@@ -620,24 +621,24 @@ shardext_check_global_index(PG_FUNCTION_ARGS)
 	}
 	appendStringInfo(&join, "b.%s = i.%s", dist, dist);
 
+	/* the row count column's name is free among the columns */
+	n = quote_identifier(GlobalIndexCountColumn(relid, index->baseAttnums, index->columnCount));
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
-					 "SELECT pg_catalog.sum(CASE WHEN b.n IS NULL OR i.n IS NULL OR b.n <> i.n "
-					 "THEN GREATEST(pg_catalog.abs(coalesce(b.n, 0) - coalesce(i.n, 0)), 1) "
+					 "SELECT pg_catalog.sum(CASE WHEN b.%s IS NULL OR i.%s IS NULL OR b.%s <> i.%s "
+					 "THEN GREATEST(pg_catalog.abs(coalesce(b.%s, 0) - coalesce(i.%s, 0)), 1) "
 					 "ELSE 0 END)::pg_catalog.int8 "
-					 "FROM (SELECT %s, %s, pg_catalog.count(*) AS n FROM ONLY %s WHERE ",
-					 KeyColumnList(relid, index, NULL), dist,
+					 "FROM (SELECT %s, %s, pg_catalog.count(*) AS %s FROM ONLY %s WHERE ",
+					 n, n, n, n, n, n, KeyColumnList(relid, index, NULL), dist, n,
 					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 												get_rel_name(relid)));
 	for (int i = 0; i < index->columnCount; i++)
 		appendStringInfo(&sql, "%s%s IS NOT NULL", i > 0 ? " AND " : "",
 						 quote_identifier(get_attname(relid, index->baseAttnums[i], false)));
-	appendStringInfo(&sql, " GROUP BY %s, %s) b FULL JOIN (SELECT %s, %s, %s AS n FROM %s) i ON %s",
+	appendStringInfo(&sql, " GROUP BY %s, %s) b FULL JOIN (SELECT %s, %s, %s AS %s FROM %s) i ON %s",
 					 KeyColumnList(relid, index, NULL), dist,
 					 KeyColumnList(relid, index, NULL), dist,
-					 index->isUnique ? "1::pg_catalog.int8" :
-					 quote_identifier(GlobalIndexCountColumn(relid, index->baseAttnums,
-															 index->columnCount)),
+					 index->isUnique ? "1::pg_catalog.int8" : n, n,
 					 IndexTableName(index->name), join.data);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -29,6 +29,13 @@ typedef struct RemoteParams
 
 typedef struct TaskConnection TaskConnection;
 
+/* a shard of a unique global index that a task writes */
+typedef struct UniqueShard
+{
+	char	   *relname;		/* the shard table's name */
+	const char *indexName;
+} UniqueShard;
+
 /* one statement on one placement */
 typedef struct RemoteTask
 {
@@ -46,9 +53,8 @@ typedef struct RemoteTask
 	int		   *rowPositions;
 	int			rowCount;
 	List	   *returnedRows;	/* MinimalTuples kept until every task is done */
-	/* a write to a unique global index: reports its violations by this name */
-	const char *uniqueIndexName;
-	Oid			uniqueBaseRelid;
+	/* writes to unique global indexes: their violations go by the index name */
+	List	   *uniqueShards;	/* UniqueShard * */
 	/* global index maintenance: what it keeps per task (LockedRows ...) */
 	void	   *taskPrivate;
 } RemoteTask;
@@ -129,6 +135,7 @@ extern void EndGlobalIndexChanges(GlobalIndexChanges *changes);
 extern bool *ArbiterIndexAdmits(Oid baseRelid, Oid indexRelid, int rowCount,
 								BaseValueFunction values, void **rowArgs);
 extern void ReportUniqueViolation(NodeConnection *conn, PGresult *result, RemoteTask *task);
+extern List *MergeIndexTasks(List *indexTasks, List *tasks);
 extern char *QualifiedEqualityOperator(Oid type);
 
 /* global_index_lookup.c */
