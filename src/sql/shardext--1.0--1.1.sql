@@ -56,7 +56,7 @@ COMMENT ON FUNCTION pg_catalog.shardext_check_global_index(text)
 CREATE VIEW shardext.global_indexes AS
 	SELECT g.index_name,
 		   g.baserelid AS table_name,
-		   (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.ord)
+		   (SELECT string_agg(quote_ident(a.attname::text) COLLATE "default", ', ' ORDER BY k.ord)
 			FROM unnest(g.columns) WITH ORDINALITY AS k(attnum, ord)
 			JOIN pg_catalog.pg_attribute a
 			  ON a.attrelid = g.baserelid AND a.attnum = k.attnum) AS columns,
