@@ -24,6 +24,7 @@ END
 $fn$;
 
 CREATE TABLE users (id bigint PRIMARY KEY, email text, name text, score int);
+CREATE INDEX users_email ON users (email);
 SELECT create_distributed_table('users', 'id', shard_count => 8);
 CREATE TABLE countries (code text PRIMARY KEY, name text);
 SELECT create_reference_table('countries');

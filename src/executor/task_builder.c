@@ -591,7 +591,11 @@ BuildInsertTasks(DistributedScanState *state)
 
 	EvaluateInsertRows(state, &rows);
 	if (job->gindexMode == GINDEX_ARBITER_FIRST)
+	{
+		/* the shards of every row are locked first, as other writers lock them */
+		RouteAndLockInsertRows(state, &rows, &entry, NULL);
 		admitted = AdmitInsertRows(state, rows.count, rows.columns, rows.values, rows.nulls);
+	}
 	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry, admitted);
 	/* the index statements go out with the rows (see MergeIndexTasks) */
 	if (job->gindexMode == GINDEX_INSERT_ROWS || job->gindexMode == GINDEX_ARBITER_FIRST)

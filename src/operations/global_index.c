@@ -34,10 +34,12 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -75,6 +77,7 @@ static char *IndexTableName(const char *name);
 static char *KeyColumnList(Oid baseRelid, GlobalIndex *index, const char *prefix);
 static void SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index);
 static Oid	RelationOwner(Oid relid);
+static void NoteMissingLocalIndex(Relation rel, AttrNumber attnum);
 
 /* depth of writes shardext itself makes to index tables (see global_index.h) */
 int			GlobalIndexInternalWriteDepth = 0;
@@ -128,6 +131,7 @@ shardext_create_global_index(PG_FUNCTION_ARGS)
 	index.baseAttnums = attnums;
 	SyncIndexPrivileges(relid, &index);
 	FillIndexTable(rel, &index);
+	NoteMissingLocalIndex(rel, attnums[0]);
 
 	table_close(rel, NoLock);
 	PG_RETURN_TEXT_P(cstring_to_text(name));
@@ -471,6 +475,36 @@ FillIndexTable(Relation rel, GlobalIndex *index)
 	}
 	PG_END_TRY();
 	GlobalIndexInternalWriteDepth--;
+}
+
+/*
+ * NoteMissingLocalIndex: a lookup through the global index finds the shards
+ * that hold the value; within each, the query still searches the rows, so
+ * without an index of the table that starts with the column it scans them.
+ */
+static void
+NoteMissingLocalIndex(Relation rel, AttrNumber attnum)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *cell;
+
+	foreach(cell, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
+		bool		leads = index->rd_index->indkey.values[0] == attnum &&
+			index->rd_rel->relam == BTREE_AM_OID;
+
+		index_close(index, AccessShareLock);
+		if (leads)
+			return;
+	}
+	ereport(NOTICE,
+			(errmsg("table \"%s\" has no index on column \"%s\"", RelationGetRelationName(rel),
+					get_attname(RelationGetRelid(rel), attnum, false)),
+			 errdetail("Queries routed by the global index scan the shards they are sent to."),
+			 errhint("Create one with CREATE INDEX ON %s (%s).",
+					 quote_identifier(RelationGetRelationName(rel)),
+					 quote_identifier(get_attname(RelationGetRelid(rel), attnum, false)))));
 }
 
 /* the owner of a relation */

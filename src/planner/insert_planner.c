@@ -337,7 +337,12 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 	}
 
 	InitInsertJob(&job, query, entry, columns, distColumn, &paramExprs);
-	job.usePrepared = (list_length(rows) == 1);
+	/*
+	 * A single row's statement is prepared per connection -- but not with
+	 * global index entries joining it: its text then names two shards, and
+	 * each pair would be prepared once before it pays off.
+	 */
+	job.usePrepared = (list_length(rows) == 1 && job.gindexMode == GINDEX_NONE);
 	job.insertRowCount = list_length(rows);
 
 	foreach(cell, paramExprs)
