@@ -84,9 +84,34 @@ typedef struct DistTableCacheEntry
 	MemoryContext context;		/* owns all memory of this entry */
 } DistTableCacheEntry;
 
+/* the record of a running move or split (shardext.move) */
+typedef struct MoveRecord
+{
+	int64		moveId;
+	bool		split;
+	int32		sourceNodeId;
+	int32		targetNodeId;
+	int32		splitPoint;
+	int			shardCount;
+	Datum	   *shardIds;
+	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
+} MoveRecord;
+
+/* what BeginCatalogAccess saved, for EndCatalogAccess */
+typedef struct CatalogAccess
+{
+	Oid			savedUserId;
+	int			savedSecContext;
+	int			gucNestLevel;
+} CatalogAccess;
+
 /* metadata_cache.c */
 extern void InitializeMetadataCache(void);
 extern bool ShardextExtensionLoaded(void);
+extern Oid	ShardextExtensionOwner(void);
+extern char *InstalledShardextVersion(void);
+extern bool CatalogVersionMatches(void);
+extern void EnsureCatalogVersionMatches(void);
 extern DistTableCacheEntry *GetDistTableCacheEntry(Oid relid);
 extern bool IsDistributedTable(Oid relid);
 extern bool IsHashDistributedTable(Oid relid);
@@ -130,6 +155,16 @@ extern void InsertPlacement(int64 shardId, int32 nodeId);
 extern void DeletePlacement(int64 shardId, int32 nodeId);
 extern int64 NodePlacementCount(int32 nodeId);
 extern void InvalidateShardTable(int64 shardId);
+extern void DeleteShard(int64 shardId);
+extern void IncrementColocationShardCount(int32 colocationId);
+extern void ReadRunningMoveRecord(int64 moveId, MoveRecord *move);
+extern void RecordDeferredShardDrop(int64 moveId, int32 nodeId, const char *shardName,
+									int64 shardId);
+extern void MarkMoveSwitched(int64 moveId);
+extern void RegisterLocalIdentity(const char *coordinatorId, int32 nodeId);
+extern void UnregisterLocalIdentity(const char *coordinatorId);
+extern void BeginCatalogAccess(CatalogAccess *access);
+extern void EndCatalogAccess(CatalogAccess *access);
 extern void InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid,
 							  int columnCount, AttrNumber *attnums, bool isUnique);
 
