@@ -324,6 +324,16 @@ DELETE FROM users WHERE email = 'owner700@x';
 INSERT INTO shardext_gidx.users_email_gidx VALUES ('sneaky@x', 1);
 SELECT shardext_create_global_index('users', 'score');
 RESET ROLE;
+-- the owner, no superuser, makes and drops a global index of their own table
+SET ROLE gidx_owner;
+SELECT rolsuper FROM pg_roles WHERE rolname = current_user;
+SELECT shardext_create_global_index('users', 'score', index_name => 'owners_own');
+SELECT relowner::regrole FROM pg_class WHERE oid = 'shardext_gidx.owners_own'::regclass;
+INSERT INTO users VALUES (704, 'owner704@x', 7);
+SELECT id FROM users WHERE score = 7;
+SELECT shardext_check_global_index('owners_own');
+SELECT shardext_drop_global_index('owners_own');
+RESET ROLE;
 SET ROLE gidx_reader;
 SELECT id FROM users WHERE email = 'writer701b@x';
 INSERT INTO users VALUES (703, 'reader703@x', 0);

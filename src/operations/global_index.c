@@ -55,6 +55,7 @@
 #include "utils/typcache.h"
 #include "utils/varlena.h"
 
+#include "shardext/distributed_executor.h"
 #include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
@@ -651,9 +652,12 @@ shardext_check_global_index(PG_FUNCTION_ARGS)
 	{
 		const char *column = quote_identifier(get_attname(relid, index->baseAttnums[i], false));
 
-		appendStringInfo(&join, "b.%s = i.%s AND ", column, column);
+		appendStringInfo(&join, "b.%s %s i.%s AND ", column,
+						 QualifiedEqualityOperator(get_atttype(relid, index->baseAttnums[i])),
+						 column);
 	}
-	appendStringInfo(&join, "b.%s = i.%s", dist, dist);
+	appendStringInfo(&join, "b.%s %s i.%s", dist,
+					 QualifiedEqualityOperator(GetDistTableCacheEntry(relid)->distType), dist);
 
 	/* the row count column's name is free among the columns */
 	n = quote_identifier(GlobalIndexCountColumn(relid, index->baseAttnums, index->columnCount));
