@@ -1293,6 +1293,7 @@ EndDistributedScan(CustomScanState *node)
 	if (state->started)
 		AbandonExecution(state);
 	ForgetSourceRows(state);
+	EndGlobalIndexChanges(state->gindexChanges);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
 }
