@@ -6,6 +6,11 @@
  *	  index shard that holds the value which distribution values have it,
  *	  then the query runs on the shards of those values only.
  *
+ * The index shard answers with the shards, not the distribution values:
+ * the position of each value's hash among the shards' hash ranges (passed
+ * as the array of their lower bounds), each once -- a value that many rows
+ * have costs no more than one that few have.
+ *
  * The lookup is a read like the query's own: inside the remote
  * transactions when the transaction has one (it sees its own writes) or
  * keeps a snapshot, otherwise with a fresh snapshot of the index shard's
@@ -30,15 +35,13 @@ typedef struct LookupContext
 {
 	DistTableCacheEntry *anchor;
 	bool	   *matches;
-	Oid			distType;
-	int32		distTypmod;
 	int			found;
 } LookupContext;
 
 static GlobalIndex *IndexOfTable(Oid indexRelid);
-static RemoteTask *LookupTask(GlobalIndex *index, ShardInterval *shard, bool any,
-							  Datum *values, int count);
-static void NoteDistributionValue(RemoteTask *task, PGresult *row, void *arg);
+static RemoteTask *LookupTask(GlobalIndex *index, DistTableCacheEntry *anchor,
+							  ShardInterval *shard, bool any, Datum *values, int count);
+static void NoteShard(RemoteTask *task, PGresult *row, void *arg);
 
 /* the global index whose index table is indexRelid */
 static GlobalIndex *
@@ -65,20 +68,31 @@ IndexOfTable(Oid indexRelid)
 }
 
 /*
- * LookupTask: SELECT DISTINCT <distribution column> FROM <index shard>
- * WHERE <indexed columns> = the values (any: the first column = ANY of an
- * array of count values).
+ * LookupTask: SELECT DISTINCT width_bucket(hash of the distribution value,
+ * lower bounds of anchor's shards) FROM <index shard> WHERE <indexed
+ * columns> = the values (any: the first column = ANY of an array of count
+ * values).  Parameter 1 is the array of bounds.
  */
 static RemoteTask *
-LookupTask(GlobalIndex *index, ShardInterval *shard, bool any, Datum *values, int count)
+LookupTask(GlobalIndex *index, DistTableCacheEntry *anchor, ShardInterval *shard, bool any,
+		   Datum *values, int count)
 {
 	Oid			baseRelid = index->baseRelid;
 	DistTableCacheEntry *base = GetDistTableCacheEntry(baseRelid);
 	RemoteTask *task = palloc0(sizeof(RemoteTask));
+	Datum	   *bounds = palloc(sizeof(Datum) * Max(anchor->shardCount, 1));
 	StringInfoData sql;
 
+	for (int i = 0; i < anchor->shardCount; i++)
+		bounds[i] = Int32GetDatum(anchor->shards[i].hashMin);
+	task->params = MakeRemoteParams(1 + (any ? 1 : index->columnCount));
+	EncodeRemoteParam(task->params, 0,
+					  PointerGetDatum(construct_array(bounds, anchor->shardCount, INT4OID,
+													  sizeof(int32), true, TYPALIGN_INT)),
+					  false, INT4ARRAYOID);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT DISTINCT %s FROM ONLY %s WHERE ",
+	appendStringInfo(&sql, "SELECT DISTINCT pg_catalog.width_bucket(shardext.worker_hash_value(%s), "
+					 "$1::pg_catalog.int4[]) FROM ONLY %s WHERE ",
 					 quote_identifier(get_attname(baseRelid, base->distAttnum, false)),
 					 QualifiedShardName(index->indexRelid, shard->shardId));
 	if (any)
@@ -90,26 +104,24 @@ LookupTask(GlobalIndex *index, ShardInterval *shard, bool any, Datum *values, in
 		char		typalign;
 
 		get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
-		task->params = MakeRemoteParams(1);
-		appendStringInfo(&sql, "%s %s ANY ($1::%s)",
+		appendStringInfo(&sql, "%s %s ANY ($2::%s)",
 						 quote_identifier(get_attname(baseRelid, index->baseAttnums[0], false)),
 						 QualifiedEqualityOperator(type), RemoteTypeName(arrayType, -1));
-		EncodeRemoteParam(task->params, 0,
+		EncodeRemoteParam(task->params, 1,
 						  PointerGetDatum(construct_array(values, count, type, typlen,
 														  typbyval, typalign)),
 						  false, arrayType);
 	}
 	else
 	{
-		task->params = MakeRemoteParams(index->columnCount);
 		for (int c = 0; c < index->columnCount; c++)
 		{
 			Oid			type = get_atttype(baseRelid, index->baseAttnums[c]);
 
 			appendStringInfo(&sql, "%s%s %s $%d::%s", c > 0 ? " AND " : "",
 							 quote_identifier(get_attname(baseRelid, index->baseAttnums[c], false)),
-							 QualifiedEqualityOperator(type), c + 1, RemoteTypeName(type, -1));
-			EncodeRemoteParam(task->params, c, values[c], false, type);
+							 QualifiedEqualityOperator(type), c + 2, RemoteTypeName(type, -1));
+			EncodeRemoteParam(task->params, c + 1, values[c], false, type);
 		}
 	}
 	task->sql = sql.data;
@@ -119,21 +131,20 @@ LookupTask(GlobalIndex *index, ShardInterval *shard, bool any, Datum *values, in
 	return task;
 }
 
-/* row callback: the shard of a distribution value the index returned */
+/* row callback: a shard (1-based position in anchor) that holds matches */
 static void
-NoteDistributionValue(RemoteTask *task, PGresult *row, void *arg)
+NoteShard(RemoteTask *task, PGresult *row, void *arg)
 {
 	LookupContext *context = arg;
-	Oid			inputFunction;
-	Oid			typioparam;
-	Datum		value;
+	int			position;
 
 	if (PQgetisnull(row, 0, 0))
 		return;
-	getTypeInputInfo(context->distType, &inputFunction, &typioparam);
-	value = OidInputFunctionCall(inputFunction, PQgetvalue(row, 0, 0), typioparam,
-								 context->distTypmod);
-	context->matches[FindShardForValue(context->anchor, value)->shardIndex] = true;
+	position = atoi(PQgetvalue(row, 0, 0));
+	if (position < 1 || position > context->anchor->shardCount)
+		elog(ERROR, "global index lookup returned shard position %d of %d", position,
+			 context->anchor->shardCount);
+	context->matches[position - 1] = true;
 	context->found++;
 }
 
@@ -150,7 +161,6 @@ LookupGlobalIndex(DistributedScanState *state, DistTableCacheEntry *anchor, Oid 
 {
 	GlobalIndex *index = IndexOfTable(indexRelid);
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(indexRelid);
-	DistTableCacheEntry *base = GetDistTableCacheEntry(index->baseRelid);
 	List	   *tasks = NIL;
 	LookupContext context;
 
@@ -182,7 +192,7 @@ LookupGlobalIndex(DistributedScanState *state, DistTableCacheEntry *anchor, Oid 
 					shardValues[n++] = elements[i];
 			}
 			if (n > 0)
-				tasks = lappend(tasks, LookupTask(index, &entry->shards[s], true,
+				tasks = lappend(tasks, LookupTask(index, anchor, &entry->shards[s], true,
 												  shardValues, n));
 		}
 	}
@@ -193,17 +203,14 @@ LookupGlobalIndex(DistributedScanState *state, DistTableCacheEntry *anchor, Oid 
 			if (nulls[c])
 				return;
 		}
-		tasks = list_make1(LookupTask(index, FindShardForValue(entry, values[0]), false,
+		tasks = list_make1(LookupTask(index, anchor, FindShardForValue(entry, values[0]), false,
 									  values, index->columnCount));
 	}
 
 	memset(&context, 0, sizeof(context));
 	context.anchor = anchor;
 	context.matches = matches;
-	context.distType = base->distType;
-	context.distTypmod = base->distTypmod;
-	ExecuteRemoteTasks(tasks, false, RemoteReadsInTransaction(), NoteDistributionValue,
-					   &context);
+	ExecuteRemoteTasks(tasks, false, RemoteReadsInTransaction(), NoteShard, &context);
 
 	if (state->lookupNote == NULL)
 	{

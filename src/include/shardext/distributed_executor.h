@@ -144,7 +144,7 @@ typedef struct GlobalIndexLookupNote
 	char	   *indexName;
 	char	   *sql;			/* of the first lookup */
 	int			lookups;		/* index shards asked */
-	int			matches;		/* distribution values found */
+	int			matches;		/* shards found */
 } GlobalIndexLookupNote;
 extern void LookupGlobalIndex(DistributedScanState *state, DistTableCacheEntry *anchor,
 							  Oid indexRelid, int kind, Datum *values, bool *nulls,
