@@ -77,6 +77,7 @@ static char *ColumnDefinition(Relation rel, AttrNumber attnum);
 static char *IndexTableName(const char *name);
 static char *KeyColumnList(Oid baseRelid, GlobalIndex *index, const char *prefix);
 static void SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index);
+static List *IndexPrivilegeCommands(Oid baseRelid, GlobalIndex *index);
 static Oid	RelationOwner(Oid relid);
 static void NoteMissingLocalIndex(Relation rel, AttrNumber attnum);
 
@@ -708,79 +709,104 @@ SyncGlobalIndexPrivileges(Oid baseRelid)
 		SyncIndexPrivileges(baseRelid, lfirst(cell));
 }
 
-static void
-SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index)
+/*
+ * Who may do what on a table ($1), by its table and column privileges
+ * (aclexplode), for every role that appears there or in the index table's
+ * privileges ($2), its owner left out: reads, writes, truncates.
+ */
+static const char *const IndexPrivilegesQuery =
+"WITH b AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
+"           WHERE oid = $1 AND relacl IS NOT NULL "
+"           UNION ALL "
+"           SELECT (pg_catalog.aclexplode(attacl)).* FROM pg_catalog.pg_attribute "
+"           WHERE attrelid = $1 AND attacl IS NOT NULL), "
+"     i AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
+"           WHERE oid = $2 AND relacl IS NOT NULL) "
+"SELECT g.grantee, "
+"       coalesce(pg_catalog.bool_or(b.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', "
+"                                                         'DELETE')), false), "
+"       coalesce(pg_catalog.bool_or(b.privilege_type IN ('INSERT', 'UPDATE', 'DELETE')), "
+"                false), "
+"       coalesce(pg_catalog.bool_or(b.privilege_type = 'TRUNCATE'), false) "
+"FROM (SELECT grantee FROM b UNION SELECT grantee FROM i) g "
+"LEFT JOIN b ON b.grantee OPERATOR(pg_catalog.=) g.grantee "
+"WHERE g.grantee OPERATOR(pg_catalog.<>) "
+"      (SELECT relowner FROM pg_catalog.pg_class WHERE oid = $1) "
+"GROUP BY g.grantee ORDER BY g.grantee";
+
+/*
+ * IndexPrivilegeCommands returns the GRANT and REVOKE statements that give
+ * the index table of a global index the privileges that follow from its
+ * table's (in the caller's memory).
+ */
+static List *
+IndexPrivilegeCommands(Oid baseRelid, GlobalIndex *index)
 {
 	char	   *tableName = IndexTableName(index->name);
-	Oid			baseOwner = RelationOwner(baseRelid);
-	List	   *commands = NIL;
-	ListCell   *cell;
 	Oid			argtypes[2] = {OIDOID, OIDOID};
 	Datum		values[2] = {ObjectIdGetDatum(baseRelid), ObjectIdGetDatum(index->indexRelid)};
 	MemoryContext callerContext = CurrentMemoryContext;
+	List	   *commands = NIL;
+
+	/* the owner may do everything; every other role what it may on the table */
+	commands = lappend(commands,
+					   psprintf("GRANT ALL ON TABLE %s TO %s", tableName,
+								quote_identifier(GetUserNameFromId(RelationOwner(baseRelid),
+																   false))));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(IndexPrivilegesQuery, 2, argtypes, values, NULL, false, 0) !=
+		SPI_OK_SELECT)
+		elog(ERROR, "could not read the privileges of table \"%s\"", get_rel_name(baseRelid));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Oid			grantee = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
+		bool		reads = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+		bool		writes = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
+		bool		truncates = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
+		MemoryContext spiContext = MemoryContextSwitchTo(callerContext);
+		char	   *role = grantee == InvalidOid ? "PUBLIC" :
+			pstrdup(quote_identifier(GetUserNameFromId(grantee, false)));
+		StringInfoData privileges;
+
+		commands = lappend(commands, psprintf("REVOKE ALL ON TABLE %s FROM %s", tableName, role));
+		initStringInfo(&privileges);
+		if (reads || writes)
+			appendStringInfoString(&privileges, "SELECT");
+		if (writes)
+			appendStringInfoString(&privileges, ", INSERT, UPDATE, DELETE");
+		if (truncates)
+			appendStringInfo(&privileges, "%sTRUNCATE", privileges.len > 0 ? ", " : "");
+		if (privileges.len > 0)
+			commands = lappend(commands, psprintf("GRANT %s ON TABLE %s TO %s",
+												  privileges.data, tableName, role));
+		MemoryContextSwitchTo(spiContext);
+	}
+	SPI_finish();
+	return commands;
+}
+
+/*
+ * SyncIndexPrivileges gives an index table its table's owner, then the
+ * privileges that follow from the table's (see SyncGlobalIndexPrivileges).
+ */
+static void
+SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index)
+{
+	Oid			baseOwner = RelationOwner(baseRelid);
+	ListCell   *cell;
 
 	GlobalIndexInternalWriteDepth++;
 	PG_TRY();
 	{
 		if (RelationOwner(index->indexRelid) != baseOwner)
-			RunSPI(psprintf("ALTER TABLE %s OWNER TO %s", tableName,
+			RunSPI(psprintf("ALTER TABLE %s OWNER TO %s", IndexTableName(index->name),
 							quote_identifier(GetUserNameFromId(baseOwner, false))),
 				   SPI_OK_UTILITY);
-
-		/* the owner may do everything; every other role what it may on the table */
-		commands = lappend(commands, psprintf("GRANT ALL ON TABLE %s TO %s", tableName,
-											  quote_identifier(GetUserNameFromId(baseOwner,
-																				 false))));
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (SPI_execute_with_args(
-								  "WITH b AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
-								  "           WHERE oid = $1 AND relacl IS NOT NULL "
-								  "           UNION ALL "
-								  "           SELECT (pg_catalog.aclexplode(attacl)).* FROM pg_catalog.pg_attribute "
-								  "           WHERE attrelid = $1 AND attacl IS NOT NULL), "
-								  "     i AS (SELECT (pg_catalog.aclexplode(relacl)).* FROM pg_catalog.pg_class "
-								  "           WHERE oid = $2 AND relacl IS NOT NULL) "
-								  "SELECT g.grantee, "
-								  "  coalesce(bool_or(b.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')), false), "
-								  "  coalesce(bool_or(b.privilege_type IN ('INSERT', 'UPDATE', 'DELETE')), false), "
-								  "  coalesce(bool_or(b.privilege_type = 'TRUNCATE'), false) "
-								  "FROM (SELECT grantee FROM b UNION SELECT grantee FROM i) g "
-								  "LEFT JOIN b ON b.grantee = g.grantee "
-								  "WHERE g.grantee <> (SELECT relowner FROM pg_catalog.pg_class WHERE oid = $1) "
-								  "GROUP BY g.grantee ORDER BY g.grantee",
-								  2, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read the privileges of table \"%s\"", get_rel_name(baseRelid));
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			HeapTuple	tuple = SPI_tuptable->vals[i];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			Oid			grantee = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
-			bool		reads = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
-			bool		writes = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
-			bool		truncates = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
-			MemoryContext spiContext = MemoryContextSwitchTo(callerContext);
-			char	   *role = grantee == InvalidOid ? "PUBLIC" :
-				pstrdup(quote_identifier(GetUserNameFromId(grantee, false)));
-			StringInfoData privileges;
-
-			commands = lappend(commands, psprintf("REVOKE ALL ON TABLE %s FROM %s", tableName, role));
-			initStringInfo(&privileges);
-			if (reads || writes)
-				appendStringInfoString(&privileges, "SELECT");
-			if (writes)
-				appendStringInfoString(&privileges, ", INSERT, UPDATE, DELETE");
-			if (truncates)
-				appendStringInfo(&privileges, "%sTRUNCATE", privileges.len > 0 ? ", " : "");
-			if (privileges.len > 0)
-				commands = lappend(commands, psprintf("GRANT %s ON TABLE %s TO %s",
-													  privileges.data, tableName, role));
-			MemoryContextSwitchTo(spiContext);
-		}
-		SPI_finish();
-
-		foreach(cell, commands)
+		foreach(cell, IndexPrivilegeCommands(baseRelid, index))
 			RunSPI(lfirst(cell), SPI_OK_UTILITY);
 	}
 	PG_FINALLY();
