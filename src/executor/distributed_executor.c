@@ -58,6 +58,7 @@
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
 #include "shardext/resource_lock.h"
+#include "shardext/tenant_stats.h"
 
 /* per-connection executor state (NodeConnection.executorState) */
 typedef struct ConnectionExecState
@@ -321,6 +322,11 @@ FinishScan(DistributedScanState *state)
 	state->finished = true;
 	if (state->job->kind != JOB_SELECT)
 		state->css.ss.ps.state->es_processed += state->affectedRows;
+	if (state->tenantSample != NULL)
+	{
+		TenantSampleEnd(state->tenantSample);
+		state->tenantSample = NULL;
+	}
 }
 
 /*

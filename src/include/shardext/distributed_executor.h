@@ -107,6 +107,7 @@ typedef struct DistributedScanState
 	struct GlobalIndexChanges *gindexChanges;
 	List	   *lockTasks;		/* GINDEX_LOCK_THEN_UPDATE: the locking SELECTs */
 	struct GlobalIndexLookupNote *lookupNote;
+	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
 } DistributedScanState;
 
 /* a row a task returned, handed to an ExecuteRemoteTasks callback */

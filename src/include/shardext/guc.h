@@ -48,6 +48,10 @@ extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;
 extern int	ShardextSnowflakeClockOffset;
 #endif
+extern int	ShardextStatTenantsLimit;
+extern int	ShardextStatTenantsPeriod;
+extern double ShardextStatTenantsSampleRate;
+extern bool ShardextRebalanceIsolatedTenants;
 
 extern void RegisterShardextGucs(void);
 
