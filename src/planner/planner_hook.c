@@ -21,6 +21,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
@@ -33,6 +34,7 @@ static bool DistributedTableWalker(Node *node, void *context);
 static void RejectRowLocks(Query *parse);
 static void RejectModifyingCTEs(Query *parse);
 static bool IsDistributedResultRelation(Query *parse);
+static Oid	ResultRelid(Query *parse);
 static void WrapDistributedTablesForRowMarks(Query *query);
 
 /* ShardextLocalPlanner plans a query as PostgreSQL would (the next hook) */
@@ -80,7 +82,10 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 			break;
 		case CMD_INSERT:
 			if (IsDistributedResultRelation(parse))
+			{
+				RejectIndexTableWrite(ResultRelid(parse), "INSERT into");
 				plan = PlanDistributedInsert(parse, cursorOptions, boundParams);
+			}
 			break;
 		case CMD_UPDATE:
 		case CMD_DELETE:
@@ -89,7 +94,12 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 			break;
 		case CMD_MERGE:
 			if (IsDistributedResultRelation(parse))
+			{
+				/* MERGE does not maintain global indexes (yet): refused for them */
+				RejectIndexTableWrite(ResultRelid(parse), "MERGE into");
+				RejectMergeWithGlobalIndexes(ResultRelid(parse));
 				plan = PlanDistributedMerge(parse, cursorOptions, boundParams);
+			}
 			break;
 		default:
 			break;
@@ -193,6 +203,13 @@ WrapDistributedTablesForRowMarks(Query *query)
 		rte->inh = false;
 		RteClearPermissions(rte);
 	}
+}
+
+/* the target table of an INSERT/UPDATE/DELETE/MERGE */
+static Oid
+ResultRelid(Query *parse)
+{
+	return rt_fetch(parse->resultRelation, parse->rtable)->relid;
 }
 
 /* is the target of this INSERT/UPDATE/DELETE/MERGE a distributed table? */

@@ -34,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
+#include "shardext/global_index.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -52,15 +53,17 @@ typedef struct RouterContext
 	bool		failed;
 } RouterContext;
 
-static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
+static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry,
+								   bool byLockedCtids);
 static bool ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 								 const char *command, bool raise);
+static PlannedStmt *PlanModifyWithGlobalIndexes(Query *query, DistTableCacheEntry *entry,
+												DistributedJob *gindex, const char *command);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
 static bool PinByValue(RouterLevel *level, Node *clause);
 static bool PinByEquality(RouterLevel *level, Node *clause);
 static void CheckLevelPins(RouterLevel *level, RouterContext *context);
 static bool AnalyzeSublinksWalker(Node *node, void *context);
-static bool ContainsAnyVar(Node *node);
 static bool ContainsAnyVarWalker(Node *node, void *context);
 static Node *CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool array);
 static List *PlanExprs(List *exprs);
@@ -97,7 +100,7 @@ ContainsAnyVarWalker(Node *node, void *context)
 }
 
 /* does the expression depend on any row (of any query level)? */
-static bool
+bool
 ContainsAnyVar(Node *node)
 {
 	return ContainsAnyVarWalker(node, NULL);
@@ -649,6 +652,15 @@ RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 
 	if (!sql->failed)
 		return;
+	if (IsHashDistributedTable(target->relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s of distributed table \"%s\" with global indexes and with %s is not supported",
+						command, get_rel_name(target->relid), sql->failReason),
+				 errdetail("The global indexes are maintained where rows change, so the statement "
+						   "must run whole on the shards."),
+				 errhint("Compute the values first (for example in a SELECT), then run "
+						 "the %s with constants or parameters.", command)));
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("%s of reference table \"%s\" with %s is not supported",
@@ -662,14 +674,18 @@ RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 /*
  * DeparseModifyStatement deparses an UPDATE or DELETE of the target's shard
  * up to its RETURNING clause: SET (the distribution column cannot change),
- * the other FROM items (FROM / USING) and WHERE.
+ * the other FROM items (FROM / USING) and WHERE.  byLockedCtids (an UPDATE
+ * of global index columns, see global_index_maintenance.c) restricts it to
+ * the rows of the ctids in $1 and names their places shardext_old.
  */
 static void
-DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
+DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry,
+					   bool byLockedCtids)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	List	   *fromItems = NIL;
 	ListCell   *cell;
+	char	   *alias;
 
 	foreach(cell, query->jointree->fromlist)
 	{
@@ -686,7 +702,8 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 
 		appendStringInfoString(&sql->buf, "UPDATE ONLY ");
 		RemoteSqlAppendRelation(sql, target->relid);
-		appendStringInfo(&sql->buf, " %s SET ", RemoteSqlAlias(sql, 0, query->resultRelation));
+		alias = RemoteSqlAlias(sql, 0, query->resultRelation);
+		appendStringInfo(&sql->buf, " %s SET ", alias);
 		foreach(cell, query->targetList)
 		{
 			TargetEntry *tle = lfirst(cell);
@@ -705,14 +722,15 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 			first = false;
 			DeparseRemoteExpr(sql, (Node *) tle->expr);
 		}
-		if (fromItems != NIL)
+		if (fromItems != NIL || byLockedCtids)
 			appendStringInfoString(&sql->buf, " FROM ");
 	}
 	else
 	{
 		appendStringInfoString(&sql->buf, "DELETE FROM ONLY ");
 		RemoteSqlAppendRelation(sql, target->relid);
-		appendStringInfo(&sql->buf, " %s", RemoteSqlAlias(sql, 0, query->resultRelation));
+		alias = RemoteSqlAlias(sql, 0, query->resultRelation);
+		appendStringInfo(&sql->buf, " %s", alias);
 		if (fromItems != NIL)
 			appendStringInfoString(&sql->buf, " USING ");
 	}
@@ -722,11 +740,20 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 			appendStringInfoString(&sql->buf, ", ");
 		DeparseRemoteFromItem(sql, lfirst(cell));
 	}
+	if (byLockedCtids)
+		appendStringInfo(&sql->buf, "%sunnest($1::pg_catalog.tid[]) WITH ORDINALITY AS "
+						 "shardext_old (old_ctid, old_position)", fromItems != NIL ? ", " : "");
 	if (query->jointree->quals != NULL)
 	{
-		appendStringInfoString(&sql->buf, " WHERE ");
+		appendStringInfoString(&sql->buf, byLockedCtids ? " WHERE (" : " WHERE ");
 		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		if (byLockedCtids)
+			appendStringInfoString(&sql->buf, ") AND ");
 	}
+	else if (byLockedCtids)
+		appendStringInfoString(&sql->buf, " WHERE ");
+	if (byLockedCtids)
+		appendStringInfo(&sql->buf, "%s.ctid OPERATOR(pg_catalog.=) shardext_old.old_ctid", alias);
 }
 
 /*
@@ -749,7 +776,20 @@ ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 		PushdownInfo info;
 
 		memset(&info, 0, sizeof(info));
-		return AnalyzePushdownFrom(query, &info) && info.colocationId == entry->colocationId;
+		if (AnalyzePushdownFrom(query, &info) && info.colocationId == entry->colocationId)
+			return true;
+		if (!raise)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s of distributed table \"%s\" with global indexes that reads other "
+						"distributed tables this way is not supported",
+						command, get_rel_name(target->relid)),
+				 errdetail("The global indexes are maintained where rows change, so the other "
+						   "tables must be co-located with it and joined on the distribution "
+						   "column, or be reference tables."),
+				 errhint("Read the other tables' values first, then run the %s with them.",
+						 command)));
 	}
 	foreach(cell, relations)
 	{
@@ -780,7 +820,7 @@ DeparseShippedModify(Query *query, DistTableCacheEntry *entry, RemoteSql *sql,
 {
 	InitRemoteSql(sql);
 	RemoteSqlPushQuery(sql, query);
-	DeparseModifyStatement(sql, query, entry);
+	DeparseModifyStatement(sql, query, entry, false);
 	DeparseReturning(sql, query->returningList);
 	RemoteSqlPopQuery(sql);
 	FinishRemoteSql(sql);
@@ -796,7 +836,9 @@ DeparseShippedModify(Query *query, DistTableCacheEntry *entry, RemoteSql *sql,
  * reference tables, everything shippable), also once its uncorrelated
  * subqueries are values the coordinator computes first
  * (sublink_params.c); otherwise an UPDATE or DELETE of a hash-distributed
- * table runs through the coordinator (coordinator_modify.c).
+ * table runs through the coordinator (coordinator_modify.c).  A table with
+ * global indexes keeps its writes on the shards, where their index
+ * maintenance is (PlanModifyWithGlobalIndexes).
  */
 PlannedStmt *
 PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams)
@@ -808,10 +850,17 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	List	   *sublinkColumns = NIL;
 	RemoteSql	sql;
 	DistributedJob job;
+	DistributedJob gindex;
 	List	   *values = NIL;
 	List	   *kinds = NIL;
 	List	   *customExprs;
 	CustomScan *scan;
+
+	RejectIndexTableWrite(target->relid, command);
+	memset(&gindex, 0, sizeof(gindex));
+	PlanGlobalIndexModify(query, entry, &gindex);
+	if (gindex.gindexMode != GINDEX_NONE)
+		return PlanModifyWithGlobalIndexes(query, entry, &gindex, command);
 
 	if (!DeparseShippedModify(query, entry, &sql, command))
 	{
@@ -852,4 +901,71 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 		return PlanWithSublinkParams(shipped, sublinkColumns, scan, query->returningList,
 									 cursorOptions, boundParams);
 	return MakeDistributedPlannedStmt(query, scan, query->returningList);
+}
+
+/*
+ * PlanModifyWithGlobalIndexes plans an UPDATE or DELETE that maintains
+ * global indexes (gindex says how): only whole on the shards, where the
+ * changed rows' old and new values are seen (global_index_maintenance.c);
+ * what cannot run there is refused.
+ */
+static PlannedStmt *
+PlanModifyWithGlobalIndexes(Query *query, DistTableCacheEntry *entry, DistributedJob *gindex,
+							const char *command)
+{
+	RemoteSql	sql;
+	RemoteSql	lock;
+	DistributedJob job;
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+	List	   *indexes = NIL;
+	List	   *customExprs;
+	bool		lockFirst = gindex->gindexMode == GINDEX_LOCK_THEN_UPDATE;
+
+	InitRemoteSql(&sql);
+	InitRemoteSql(&lock);
+	if (lockFirst)
+	{
+		/* the locking SELECT's parameters come first ($1: the ctids) */
+		lock.paramExprs = list_make1(LockedCtidsParam());
+		DeparseLockingSelect(&lock, query, gindex);
+		FinishRemoteSql(&lock);
+		if (lock.failed)
+			RemoteSqlFail(&sql, lock.failReason);
+		sql.paramExprs = list_copy(lock.paramExprs);
+		sql.relations = list_copy(lock.relations);
+	}
+	RemoteSqlPushQuery(&sql, query);
+	DeparseModifyStatement(&sql, query, entry, lockFirst);
+	DeparseReturning(&sql, query->returningList);
+	AppendHiddenReturning(&sql, query, gindex);
+	RemoteSqlPopQuery(&sql);
+	FinishRemoteSql(&sql);
+	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
+		RemoteSqlFail(&sql, "a volatile function");
+	RejectUnshippable(&sql, query, command);
+	ModifyReadsColocated(query, entry, sql.relations, command, true);
+	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+					  &values, &kinds);
+	FindGlobalIndexPruning(query, query->resultRelation, entry, query->jointree->quals,
+						   &values, &kinds, &indexes);
+
+	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
+					   list_length(sql.paramExprs));
+	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
+	job.pruneCount = list_length(values);
+	job.pruneKinds = kinds;
+	job.pruneIndexes = indexes;
+	job.hasReturning = query->returningList != NIL;
+	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
+	job.gindexMode = gindex->gindexMode;
+	job.gindexRelids = gindex->gindexRelids;
+	job.hiddenLead = gindex->hiddenLead;
+	job.hiddenAttnums = gindex->hiddenAttnums;
+	job.lockSqlParts = lock.parts;
+	job.lockParamCount = list_length(lock.paramExprs);
+	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
+
+	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
+									  query->returningList);
 }
