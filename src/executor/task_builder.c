@@ -438,7 +438,7 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
 	 * runs once: an aggregate without GROUP BY returns its row of an empty
 	 * input, which the shard computes (its rows fail the same condition).
 	 */
-	if (result == NIL && job->kind == JOB_SELECT && anchor->shardCount > 0)
+	if (result == NIL && job->emptyInputRow && anchor->shardCount > 0)
 		result = list_make1_int(0);
 	return result;
 }

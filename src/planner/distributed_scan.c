@@ -100,6 +100,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, job->routedActions);
 	private = lappend(private, BoolNode(job->paramsFromSubplan));
 	private = lappend(private, IntNode(job->sourceArrayCount));
+	private = lappend(private, BoolNode(job->emptyInputRow));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -149,6 +150,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->routedActions = NEXT_LIST();
 	job->paramsFromSubplan = NEXT_INT() != 0;
 	job->sourceArrayCount = NEXT_INT();
+	job->emptyInputRow = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;

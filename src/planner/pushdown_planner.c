@@ -432,6 +432,7 @@ BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql, DistributedJob 
 	job->pruneCount = list_length(values);
 	job->pruneKinds = kinds;
 	job->pruneIndexes = indexes;
+	job->emptyInputRow = ReturnsRowOfNoInput(query);
 	*customExprs = NIL;
 	foreach(cell, list_concat(values, sql->paramExprs))
 		*customExprs = lappend(*customExprs, expression_planner(lfirst(cell)));

@@ -537,6 +537,17 @@ CheckLevelPins(RouterLevel *level, RouterContext *context)
 	}
 }
 
+/*
+ * ReturnsRowOfNoInput: does the query return a row even when its tables
+ * give none (aggregates without GROUP BY)?  Then it runs on one shard even
+ * when no shard can hold a matching row.
+ */
+bool
+ReturnsRowOfNoInput(Query *query)
+{
+	return query->hasAggs && query->groupClause == NIL && query->groupingSets == NIL;
+}
+
 /* does the query, or a subquery of it, have FOR UPDATE / SHARE? */
 static bool
 QueryLocksRows(Node *node, void *context)
@@ -620,6 +631,7 @@ PlanRouterQuery(Query *query)
 	/* a text with parameters is reused: prepare it once per connection */
 	job.usePrepared = (sql.paramExprs != NIL);
 	job.locksRows = QueryLocksRows((Node *) query, NULL);
+	job.emptyInputRow = ReturnsRowOfNoInput(query);
 
 	foreach(cell, query->targetList)
 	{
@@ -853,6 +865,7 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	DistributedJob gindex;
 	List	   *values = NIL;
 	List	   *kinds = NIL;
+	List	   *indexes = NIL;
 	List	   *customExprs;
 	CustomScan *scan;
 
@@ -884,12 +897,15 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	}
 	FindPruningValues(shipped, shipped->resultRelation, entry, shipped->jointree->quals,
 					  &values, &kinds);
+	FindGlobalIndexPruning(shipped, shipped->resultRelation, entry, shipped->jointree->quals,
+						   &values, &kinds, &indexes);
 
 	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
 					   list_length(sql.paramExprs));
 	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
 	job.pruneCount = list_length(values);
 	job.pruneKinds = kinds;
+	job.pruneIndexes = indexes;
 	job.hasReturning = query->returningList != NIL;
 	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
 	job.paramsFromSubplan = (shipped != query);

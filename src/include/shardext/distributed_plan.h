@@ -100,6 +100,7 @@ typedef struct DistributedJob
 	List	   *routedActions;	/* per action: (matched, command, attnos, dist position) */
 	bool		paramsFromSubplan;	/* parameters read the one row of custom_plans */
 	int			sourceArrayCount;	/* more parameters: custom_plans' columns as arrays */
+	bool		emptyInputRow;	/* a read that returns a row of no input (aggregates) */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */

@@ -65,6 +65,7 @@ extern void FindPruningValues(Query *query, Index rtindex, DistTableCacheEntry *
 extern void FindColumnPruningValues(Index rtindex, AttrNumber attno, DistTableCacheEntry *entry,
 									Node *quals, List **values, List **kinds);
 extern bool IsHashEquality(Oid opno, DistTableCacheEntry *entry);
+extern bool ReturnsRowOfNoInput(Query *query);
 extern Node *StripRelabel(Node *node);
 extern bool ContainsAnyVar(Node *node);
 extern bool IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex);
