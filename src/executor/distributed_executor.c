@@ -7,11 +7,19 @@
  * At the first fetch the scan builds its tasks (task_builder.c: one per
  * shard, per placement when it writes; shards locked in id order before
  * placements are looked at, so shard moves can block writes at cutover).
- * Tasks are
- * queued on connections -- inside a transaction (or when writing) one per
- * node, so the transaction reads its own writes; otherwise up to
- * shardext.max_connections_per_node per node -- and one event loop drives
- * them all: results arrive in single-row mode and are returned as they come.
+ * Tasks are queued per node, and every connection to a node takes the
+ * node's next task when it is free.  The scan starts with one connection
+ * per node (its first connections are taken in node id order, so that two
+ * statements waiting for slots of the shared pool cannot wait for each
+ * other), opened in parallel.  Inside a transaction (or when writing) that
+ * stays the only one, so the transaction reads its own writes; otherwise
+ * "slow start" adds connections while the node's tasks wait and all its
+ * connections stay busy: after shardext.executor_slow_start_interval, one,
+ * then two at once, then four..., up to shardext.max_connections_per_node
+ * and as long as the node's shared pool has room.  Quick tasks (small
+ * shards) thus run one after the other on one connection.  One event loop
+ * drives everything, connection attempts included: results arrive in
+ * single-row mode and are returned as they come.
  *
  * A connection serves one task at a time.  When another scan (for example
  * the inner side of a nested loop) needs a connection that a scan is still
@@ -106,8 +114,15 @@ static void FinishScan(DistributedScanState *state);
 static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
 static void CollectReturnedRows(DistributedScanState *state);
 static void AssignTasksToConnections(DistributedScanState *state);
-static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
-										 int index);
+static NodeTaskQueue *GetNodeTaskQueue(DistributedScanState *state, int32 nodeId);
+static void OpenFirstConnections(DistributedScanState *state);
+static TaskConnection *AddTaskConnection(DistributedScanState *state, NodeTaskQueue *queue,
+										 NodeConnection *conn);
+static bool AdvanceConnecting(TaskConnection *tc);
+static void OpenMoreConnections(DistributedScanState *state);
+static bool NeedsAnotherConnection(DistributedScanState *state, NodeTaskQueue *queue);
+static long NextExecutorTimeout(DistributedScanState *state);
+static void SendNextTasks(DistributedScanState *state, TaskConnection *tc);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
@@ -116,7 +131,7 @@ static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **task
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
-static void WaitForSingleConnection(NodeConnection *conn);
+static void WaitForSingleConnection(NodeConnection *conn, long timeout);
 static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
@@ -555,7 +570,7 @@ StartExecution(DistributedScanState *state)
 	SendFirstTasks(state);
 }
 
-/* SendFirstTasks starts the first queued task of every idle connection */
+/* SendFirstTasks starts a task on every idle connection that is ready */
 static void
 SendFirstTasks(DistributedScanState *state)
 {
@@ -565,91 +580,240 @@ SendFirstTasks(DistributedScanState *state)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current == NULL && tc->queue != NIL)
-		{
-			RemoteTask *task = linitial(tc->queue);
-
-			tc->queue = list_delete_first(tc->queue);
-			SendTask(state, tc, task);
-		}
+		if (!tc->conn->connecting)
+			SendNextTasks(state, tc);
 	}
 }
 
 /*
- * AssignTasksToConnections queues each task on a connection to its node:
- * inside transactions always the node's first connection, otherwise spread
- * over up to shardext.max_connections_per_node connections.
+ * SendNextTasks starts the next task of its node on a connection that is
+ * free and ready.
+ */
+static void
+SendNextTasks(DistributedScanState *state, TaskConnection *tc)
+{
+	if (tc->current == NULL && tc->node->pending != NIL && !tc->conn->connecting)
+	{
+		RemoteTask *task = linitial(tc->node->pending);
+
+		tc->node->pending = list_delete_first(tc->node->pending);
+		SendTask(state, tc, task);
+	}
+}
+
+/*
+ * AssignTasksToConnections queues each task on its node, then makes sure
+ * every node with tasks has a first connection (see the file header).
+ * Inside a transaction a node's tasks must run on its first connection,
+ * which a parallel COPY may have left out of the transaction.
  */
 static void
 AssignTasksToConnections(DistributedScanState *state)
 {
 	ListCell   *cell;
-	List	   *nodeIds = NIL;
-	List	   *nodeTaskCounts = NIL;
 
 	foreach(cell, state->tasks)
 	{
 		RemoteTask *task = lfirst(cell);
-		int			position = list_length(nodeIds);
-		int			index;
-		int			perNode;
-		ListCell   *c;
-		int			p = 0;
-		int			count;
+		NodeTaskQueue *queue = GetNodeTaskQueue(state, task->nodeId);
 
-		foreach(c, nodeIds)
-		{
-			if (lfirst_int(c) == task->nodeId)
-			{
-				position = p;
-				break;
-			}
-			p++;
-		}
-		if (position == list_length(nodeIds))
-		{
-			nodeIds = lappend_int(nodeIds, task->nodeId);
-			nodeTaskCounts = lappend_int(nodeTaskCounts, 0);
-		}
-		count = list_nth_int(nodeTaskCounts, position);
-		list_nth_cell(nodeTaskCounts, position)->int_value = count + 1;
+		queue->pending = lappend(queue->pending, task);
+	}
+	OpenFirstConnections(state);
+}
 
-		perNode = state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1);
-		if (state->inTransaction && count == 0 &&
-			NodeHasOtherConnectionInTransaction(task->nodeId, 0))
-		{
-			WorkerNode *node = GetWorkerNode(task->nodeId);
+/* GetNodeTaskQueue returns the scan's queue of a node, making it if needed */
+static NodeTaskQueue *
+GetNodeTaskQueue(DistributedScanState *state, int32 nodeId)
+{
+	ListCell   *cell;
+	NodeTaskQueue *queue;
+	int			position = 0;
 
-			/* a parallel COPY left its work on other connections */
-			ereport(ERROR,
-					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-					 errmsg("cannot run a distributed query on node %s:%d after a parallel "
-							"operation in the same transaction", node->host, node->port),
-					 errhint("Run the query in its own transaction.")));
-		}
-		index = count % perNode;
-		task->taskConn = GetTaskConnection(state, task->nodeId, index);
-		task->taskConn->queue = lappend(task->taskConn->queue, task);
+	foreach(cell, state->nodeQueues)
+	{
+		queue = lfirst(cell);
+		if (queue->nodeId == nodeId)
+			return queue;
+		if (queue->nodeId < nodeId)
+			position = foreach_current_index(cell) + 1;
+	}
+
+	if (state->inTransaction && NodeHasOtherConnectionInTransaction(nodeId, 0))
+	{
+		WorkerNode *node = GetWorkerNode(nodeId);
+
+		/* a parallel COPY left its work on other connections */
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot run a distributed query on node %s:%d after a parallel "
+						"operation in the same transaction", node->host, node->port),
+				 errhint("Run the query in its own transaction.")));
+	}
+	queue = palloc0(sizeof(NodeTaskQueue));
+	queue->nodeId = nodeId;
+	queue->burst = 1;
+	state->nodeQueues = list_insert_nth(state->nodeQueues, position, queue);
+	return queue;
+}
+
+/*
+ * OpenFirstConnections gives every node with tasks its first connection,
+ * in node id order (the queues are sorted): cached ones are used as they
+ * are, missing ones start connecting and are finished by the event loop,
+ * so that they open in parallel.
+ */
+static void
+OpenFirstConnections(DistributedScanState *state)
+{
+	ListCell   *cell;
+	TimestampTz now = GetCurrentTimestamp();
+
+	foreach(cell, state->nodeQueues)
+	{
+		NodeTaskQueue *queue = lfirst(cell);
+
+		if (queue->taskConns != NIL || queue->pending == NIL)
+			continue;
+		AddTaskConnection(state, queue,
+						  StartNodeConnection(queue->nodeId, 0, POOL_SLOT_REQUIRED));
+		queue->lastOpened = now;
 	}
 }
 
+/* AddTaskConnection makes conn one of the connections of a node's queue */
 static TaskConnection *
-GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
+AddTaskConnection(DistributedScanState *state, NodeTaskQueue *queue, NodeConnection *conn)
 {
-	NodeConnection *conn = GetNodeConnectionByIndex(nodeId, index);
+	TaskConnection *tc = palloc0(sizeof(TaskConnection));
+
+	tc->conn = conn;
+	tc->node = queue;
+	queue->taskConns = lappend(queue->taskConns, tc);
+	state->taskConns = lappend(state->taskConns, tc);
+	if (conn->connecting)
+		tc->connectEvents = ContinueNodeConnection(conn, false);
+	return tc;
+}
+
+/*
+ * AdvanceConnecting drives a connection that is being opened; returns
+ * whether it is still being opened (then tc->connectEvents says what for).
+ */
+static bool
+AdvanceConnecting(TaskConnection *tc)
+{
+	if (!tc->conn->connecting)
+		return false;
+	tc->connectEvents = ContinueNodeConnection(tc->conn, tc->socketReady);
+	tc->socketReady = false;
+	return tc->connectEvents != 0;
+}
+
+/*
+ * NeedsAnotherConnection: the slow start test of a node's queue (see the
+ * file header), but for the interval.
+ */
+static bool
+NeedsAnotherConnection(DistributedScanState *state, NodeTaskQueue *queue)
+{
 	ListCell   *cell;
-	TaskConnection *tc;
+
+	if (state->inTransaction || queue->pending == NIL || queue->poolFull ||
+		list_length(queue->taskConns) >= ShardextMaxConnectionsPerNode)
+		return false;
+	foreach(cell, queue->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+
+		/* a free or opening connection takes the next task */
+		if (tc->current == NULL || tc->conn->connecting)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * OpenMoreConnections is the slow start step: for each node that needs
+ * another connection and has waited the interval, it opens up to
+ * queue->burst more at once (optional slots of the shared pool), and
+ * doubles the burst for the next step.
+ */
+static void
+OpenMoreConnections(DistributedScanState *state)
+{
+	ListCell   *cell;
+	TimestampTz now = 0;
+
+	foreach(cell, state->nodeQueues)
+	{
+		NodeTaskQueue *queue = lfirst(cell);
+		int			opened = 0;
+
+		if (!NeedsAnotherConnection(state, queue))
+			continue;
+		if (now == 0)
+			now = GetCurrentTimestamp();
+		if (!TimestampDifferenceExceeds(queue->lastOpened, now,
+										ShardextExecutorSlowStartInterval))
+			continue;
+		while (opened < queue->burst && opened < list_length(queue->pending) &&
+			   list_length(queue->taskConns) < ShardextMaxConnectionsPerNode)
+		{
+			NodeConnection *conn = StartNodeConnection(queue->nodeId,
+													   list_length(queue->taskConns),
+													   POOL_SLOT_OPTIONAL);
+
+			if (conn == NULL)
+			{
+				queue->poolFull = true;
+				break;
+			}
+			AddTaskConnection(state, queue, conn);
+			opened++;
+		}
+		queue->lastOpened = now;
+		queue->burst *= 2;
+	}
+}
+
+/*
+ * NextExecutorTimeout returns how long the event loop may sleep (-1: until
+ * something happens): until the nearest connection attempt times out or
+ * the next slow start step is due.
+ */
+static long
+NextExecutorTimeout(DistributedScanState *state)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	long		timeout = -1;
+	ListCell   *cell;
 
 	foreach(cell, state->taskConns)
 	{
-		tc = lfirst(cell);
-		if (tc->conn == conn)
-			return tc;
+		TaskConnection *tc = lfirst(cell);
+
+		if (tc->conn->connecting)
+		{
+			long		left = TimestampDifferenceMilliseconds(now, tc->conn->connectDeadline);
+
+			timeout = timeout < 0 ? left : Min(timeout, left);
+		}
 	}
-	tc = palloc0(sizeof(TaskConnection));
-	tc->conn = conn;
-	state->taskConns = lappend(state->taskConns, tc);
-	return tc;
+	foreach(cell, state->nodeQueues)
+	{
+		NodeTaskQueue *queue = lfirst(cell);
+
+		if (NeedsAnotherConnection(state, queue))
+		{
+			long		left = TimestampDifferenceMilliseconds(now,
+															   TimestampTzPlusMilliseconds(queue->lastOpened,
+																						   ShardextExecutorSlowStartInterval));
+
+			timeout = timeout < 0 ? left : Min(timeout, left);
+		}
+	}
+	return timeout;
 }
 
 /*
@@ -854,6 +1018,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	es = GetConnectionExecState(conn);
 	es->owner = state;
 	tc->current = task;
+	task->taskConn = tc;
 	task->sent = true;
 	CountShardQuery(task->shardId);
 }
@@ -876,13 +1041,12 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 			TaskConnection *tc = list_nth(state->taskConns, (state->nextConn + i) % count);
 			PGresult   *result = NULL;
 
-			while (tc->current == NULL && tc->queue != NIL)
+			if (AdvanceConnecting(tc))
 			{
-				RemoteTask *task = linitial(tc->queue);
-
-				tc->queue = list_delete_first(tc->queue);
-				SendTask(state, tc, task);
+				active = true;
+				continue;
 			}
+			SendNextTasks(state, tc);
 			if (tc->current == NULL)
 				continue;
 			if (PollConnection(state, tc, &result))
@@ -891,7 +1055,7 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 				state->nextConn = (state->nextConn + i) % count;
 				return result;
 			}
-			if (tc->current == NULL && tc->queue != NIL)
+			if (tc->current == NULL && tc->node->pending != NIL)
 			{
 				/* finished a task: start the next one right away */
 				i--;
@@ -902,6 +1066,7 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 		}
 		if (!active)
 			return NULL;
+		OpenMoreConnections(state);
 		WaitForConnections(state);
 	}
 }
@@ -1045,13 +1210,14 @@ ReleaseConnection(NodeConnection *conn)
 
 /*
  * WaitForSingleConnection waits for input on one connection (or an
- * interrupt), with the wait set the connection keeps (see
- * WaitOnNodeConnection): a scan of one shard is the common case.
+ * interrupt, or timeout ms: -1 for none), with the wait set the connection
+ * keeps (see WaitOnNodeConnection): a scan of one shard is the common
+ * case.
  */
 static void
-WaitForSingleConnection(NodeConnection *conn)
+WaitForSingleConnection(NodeConnection *conn, long timeout)
 {
-	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, -1L);
+	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, timeout);
 
 	if (rc & WL_LATCH_SET)
 	{
@@ -1067,8 +1233,9 @@ WaitForSingleConnection(NodeConnection *conn)
 }
 
 /*
- * WaitForConnections sleeps until a busy connection has input (or an
- * interrupt arrives) and consumes the input.
+ * WaitForConnections sleeps until a busy connection has input, a
+ * connection being opened can go on, an interrupt arrives, or the next
+ * timeout of the scan (NextExecutorTimeout); input is consumed.
  */
 static void
 WaitForConnections(DistributedScanState *state)
@@ -1077,38 +1244,41 @@ WaitForConnections(DistributedScanState *state)
 	WaitEvent	events[16];
 	int			count;
 	ListCell   *cell;
-	int			busy = 0;
+	int			waiting = 0;
 	TaskConnection *only = NULL;
+	long		timeout = NextExecutorTimeout(state);
 
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current != NULL)
+		if (tc->current != NULL || tc->conn->connecting)
 		{
-			busy++;
+			waiting++;
 			only = tc;
 		}
 	}
-	if (busy == 0)
+	if (waiting == 0)
 		return;
-	if (busy == 1)
+	if (waiting == 1 && !only->conn->connecting)
 	{
-		WaitForSingleConnection(only->conn);
+		WaitForSingleConnection(only->conn, timeout);
 		return;
 	}
 
-	set = CreateWaitEventSet(CurrentMemoryContext, busy + 2);
+	set = CreateWaitEventSet(CurrentMemoryContext, waiting + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current != NULL)
+		if (tc->conn->connecting)
+			AddWaitEventToSet(set, tc->connectEvents, PQsocket(tc->conn->pgConn), NULL, tc);
+		else if (tc->current != NULL)
 			AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(tc->conn->pgConn), NULL, tc);
 	}
-	count = WaitEventSetWait(set, -1L, events, lengthof(events), PG_WAIT_EXTENSION);
+	count = WaitEventSetWait(set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 	FreeWaitEventSet(set);
 
 	for (int i = 0; i < count; i++)
@@ -1119,11 +1289,13 @@ WaitForConnections(DistributedScanState *state)
 			CheckForDistributedDeadlockCancel();
 			CHECK_FOR_INTERRUPTS();
 		}
-		else if (events[i].events & WL_SOCKET_READABLE)
+		else if (events[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 		{
 			TaskConnection *tc = events[i].user_data;
 
-			if (!PQconsumeInput(tc->conn->pgConn))
+			if (tc->conn->connecting)
+				tc->socketReady = true;
+			else if (!PQconsumeInput(tc->conn->pgConn))
 				ConnectionFailed(tc->conn);
 		}
 	}
@@ -1170,7 +1342,7 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 			continue;
 		}
 		if (tc->current == task)
-			WaitForSingleConnection(tc->conn);
+			WaitForSingleConnection(tc->conn, -1L);
 	}
 	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
 	ExecDropSingleTupleTableSlot(tmp);
@@ -1194,7 +1366,7 @@ AbandonExecution(DistributedScanState *state)
 		NodeConnection *conn = tc->conn;
 		bool		clean = true;
 
-		tc->queue = NIL;
+		tc->node->pending = NIL;
 		if (tc->current == NULL)
 			continue;
 		if (conn->xactState == REMOTE_XACT_NONE)
@@ -1243,6 +1415,7 @@ ReScanDistributedScan(CustomScanState *node)
 	state->finished = false;
 	state->tasksBuilt = false;
 	state->tasks = NIL;
+	state->nodeQueues = NIL;
 	state->taskConns = NIL;
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;

@@ -27,6 +27,7 @@ typedef struct RemoteParams
 } RemoteParams;
 
 typedef struct TaskConnection TaskConnection;
+typedef struct NodeTaskQueue NodeTaskQueue;
 
 /* one statement on one placement */
 typedef struct RemoteTask
@@ -47,12 +48,25 @@ typedef struct RemoteTask
 	List	   *returnedRows;	/* MinimalTuples kept until every task is done */
 } RemoteTask;
 
-/* a connection the scan uses and the tasks queued on it */
+/* a connection the scan uses */
 struct TaskConnection
 {
 	NodeConnection *conn;
-	List	   *queue;			/* RemoteTask * not yet sent */
+	NodeTaskQueue *node;		/* whose tasks it runs */
 	RemoteTask *current;		/* sent; results not all read */
+	int			connectEvents;	/* while conn->connecting: the socket events it needs */
+	bool		socketReady;	/* ... and they happened */
+};
+
+/* the tasks of one node, taken by its connections as they become free */
+struct NodeTaskQueue
+{
+	int32		nodeId;
+	List	   *pending;		/* RemoteTask * not yet sent */
+	List	   *taskConns;		/* TaskConnection * to the node */
+	TimestampTz lastOpened;		/* when the scan last added a connection */
+	int			burst;			/* connections the next slow start step may open */
+	bool		poolFull;		/* the shared pool refused one: stop asking */
 };
 
 typedef struct DistributedScanState
@@ -75,7 +89,8 @@ typedef struct DistributedScanState
 	bool		inTransaction;	/* tasks run inside remote transactions */
 	int			subxactLevel;	/* nesting level the execution started at */
 	List	   *tasks;
-	List	   *taskConns;		/* TaskConnection * */
+	List	   *nodeQueues;		/* NodeTaskQueue *, by node id */
+	List	   *taskConns;		/* TaskConnection *, of every node */
 	List	   *bufferedTasks;	/* RemoteTask * whose buffer is still to read */
 	int			nextConn;		/* round-robin start of the next poll */
 	int			remoteColumns;
