@@ -16,11 +16,11 @@
  *
  * Every connection to a node holds a slot of the node's shared count
  * (shared_pool.c).  A backend's first connection to a node is required: if
- * the pool is full, the backend first closes its idle cached connections
- * (to any node) that the running transaction has not used -- so that it
- * never waits while sitting on slots it does not need -- and then waits.
- * More connections to a node are optional and simply not opened when the
- * pool has no room.
+ * the pool is full, the backend waits for a slot -- holding only slots of
+ * pools that come earlier in one global order, or that its transaction
+ * uses (see AcquireSlot), so that backends never wait for each other in a
+ * circle.  More connections to a node are optional and simply not opened
+ * when the pool has no room.
  *
  * At the end of each transaction (ConnectionsAtTransactionEnd) the cache
  * keeps at most shardext.max_cached_connections_per_node connections per
@@ -109,8 +109,10 @@ static bool lastAttemptTimedOut = false;
 static void EnsureConnectionContext(void);
 static ConnectionCacheEntry *GetCacheEntry(int32 nodeId);
 static NodeConnection *CachedConnectionAt(int32 nodeId, int index);
-static bool AcquireSlot(NodeConnection *conn, PoolSlotKind kind);
-static void ReleaseIdleConnections(void);
+static bool PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait);
+static bool AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait);
+static void ReleaseIdleConnectionsAfter(PoolEntry *entry);
+static int	ComparePoolOrder(const void *a, const void *b);
 static void BeginConnect(NodeConnection *conn, const char *dbname, bool replication);
 static bool FinishConnect(NodeConnection *conn);
 static void CompleteConnection(NodeConnection *conn);
@@ -252,9 +254,58 @@ StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind)
 {
 	NodeConnection *conn = CachedConnectionAt(nodeId, index);
 
+	return PrepareConnection(conn, kind, true) ? conn : NULL;
+}
+
+/*
+ * StartFirstNodeConnections returns the first connection (index 0) to each
+ * of the nodes, like StartNodeConnection with required slots, but takes
+ * them in the global order of the nodes' pools (see AcquireSlot), so that
+ * statements needing several nodes cannot wait for each other.
+ */
+List *
+StartFirstNodeConnections(List *nodeIds)
+{
+	int			count = list_length(nodeIds);
+	NodeConnection **ordered = palloc(count * sizeof(NodeConnection *));
+	List	   *conns = NIL;
+	ListCell   *cell;
+
+	foreach(cell, nodeIds)
+	{
+		NodeConnection *conn = CachedConnectionAt(lfirst_int(cell), 0);
+
+		conns = lappend(conns, conn);
+		ordered[foreach_current_index(cell)] = conn;
+	}
+	qsort(ordered, count, sizeof(NodeConnection *), ComparePoolOrder);
+	for (int i = 0; i < count; i++)
+		(void) PrepareConnection(ordered[i], POOL_SLOT_REQUIRED, true);
+	pfree(ordered);
+	return conns;
+}
+
+/* qsort comparator: connections in the global order of their pools */
+static int
+ComparePoolOrder(const void *a, const void *b)
+{
+	uintptr_t	left = (uintptr_t) (*(NodeConnection *const *) a)->poolEntry;
+	uintptr_t	right = (uintptr_t) (*(NodeConnection *const *) b)->poolEntry;
+
+	return left < right ? -1 : (left > right ? 1 : 0);
+}
+
+/*
+ * PrepareConnection makes a cache slot usable: keeps it when connected (or
+ * connecting), else takes a pool slot (waiting for a required one only if
+ * wait) and starts connecting.  Returns false when no slot was taken.
+ */
+static bool
+PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait)
+{
 	conn->lastUsedLxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
 	if (conn->pgConn != NULL && (conn->connecting || PQstatus(conn->pgConn) == CONNECTION_OK))
-		return conn;
+		return true;
 
 	if (conn->pgConn != NULL)
 	{
@@ -266,8 +317,8 @@ StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind)
 		DisconnectNodeConnection(conn);
 	}
 	conn->executorState = NULL;
-	if (!conn->holdsSlot && !AcquireSlot(conn, kind))
-		return NULL;
+	if (!conn->holdsSlot && !AcquireSlot(conn, kind, wait))
+		return false;
 
 	PG_TRY();
 	{
@@ -279,7 +330,7 @@ StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	return conn;
+	return true;
 }
 
 /*
@@ -328,19 +379,24 @@ FinishNodeConnection(NodeConnection *conn)
 
 /*
  * AcquireSlot takes a slot of the node's shared pool for a connection.  A
- * required slot that is not free at once is waited for, after closing
- * this backend's idle connections that the running transaction did not
- * use: waiting while holding slots one does not need could make sessions
- * wait for each other forever.
+ * required slot that is not free at once is waited for (if wait).  Before
+ * it waits, the backend closes its idle cached connections that the
+ * running transaction has not used and that belong to pools later in the
+ * global order of pools (their addresses in shared memory, the same in
+ * every backend): a backend waits only while holding slots of earlier
+ * pools (and those its transaction uses), so backends cannot wait for
+ * each other in a circle.  Only connections a transaction holds from an
+ * earlier statement can break the order; connection_wait_timeout ends
+ * such a wait.
  */
 static bool
-AcquireSlot(NodeConnection *conn, PoolSlotKind kind)
+AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait)
 {
 	if (!TryAcquirePoolSlot(conn->poolEntry, kind))
 	{
-		if (kind == POOL_SLOT_OPTIONAL)
+		if (kind == POOL_SLOT_OPTIONAL || !wait)
 			return false;
-		ReleaseIdleConnections();
+		ReleaseIdleConnectionsAfter(conn->poolEntry);
 		if (!TryAcquirePoolSlot(conn->poolEntry, kind))
 			WaitForPoolSlot(conn->poolEntry, conn->host, conn->port);
 	}
@@ -349,11 +405,12 @@ AcquireSlot(NodeConnection *conn, PoolSlotKind kind)
 }
 
 /*
- * ReleaseIdleConnections closes the cached connections that are idle,
- * outside remote transactions, and not used by the running transaction.
+ * ReleaseIdleConnectionsAfter closes the cached connections that are idle,
+ * outside remote transactions, not used by the running transaction, and
+ * whose pool comes after entry in the global order (see AcquireSlot).
  */
 static void
-ReleaseIdleConnections(void)
+ReleaseIdleConnectionsAfter(PoolEntry *entry)
 {
 	LocalTransactionId lxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
 	List	   *all = AllNodeConnections();
@@ -364,7 +421,8 @@ ReleaseIdleConnections(void)
 		NodeConnection *conn = lfirst(cell);
 
 		if (conn->pgConn != NULL && !conn->connecting && !conn->queryInProgress &&
-			conn->xactState == REMOTE_XACT_NONE && conn->lastUsedLxid != lxid)
+			conn->xactState == REMOTE_XACT_NONE && conn->lastUsedLxid != lxid &&
+			(uintptr_t) conn->poolEntry > (uintptr_t) entry)
 			CloseNodeConnection(conn);
 	}
 	list_free(all);
@@ -739,7 +797,7 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 
 	PG_TRY();
 	{
-		(void) AcquireSlot(conn, POOL_SLOT_REQUIRED);
+		(void) AcquireSlot(conn, POOL_SLOT_REQUIRED, true);
 		BeginConnect(conn, dbname, replication);
 		connected = FinishConnect(conn);
 	}

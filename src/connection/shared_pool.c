@@ -55,7 +55,7 @@
 #define MAX_POOL_NODES 1024
 #define POOL_HOST_LEN 256
 /* how often a waiter looks again even without a wakeup */
-#define POOL_RECHECK_MS 100
+#define POOL_RECHECK_MS 1000
 
 typedef struct PoolKey
 {

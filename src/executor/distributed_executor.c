@@ -667,7 +667,11 @@ static void
 OpenFirstConnections(DistributedScanState *state)
 {
 	ListCell   *cell;
-	TimestampTz now = GetCurrentTimestamp();
+	List	   *nodeIds = NIL;
+	List	   *queues = NIL;
+	List	   *conns;
+	ListCell   *connCell;
+	TimestampTz now;
 
 	foreach(cell, state->nodeQueues)
 	{
@@ -675,8 +679,19 @@ OpenFirstConnections(DistributedScanState *state)
 
 		if (queue->taskConns != NIL || queue->pending == NIL)
 			continue;
-		AddTaskConnection(state, queue,
-						  StartNodeConnection(queue->nodeId, 0, POOL_SLOT_REQUIRED));
+		nodeIds = lappend_int(nodeIds, queue->nodeId);
+		queues = lappend(queues, queue);
+	}
+	if (nodeIds == NIL)
+		return;
+
+	conns = StartFirstNodeConnections(nodeIds);
+	now = GetCurrentTimestamp();
+	forboth(cell, queues, connCell, conns)
+	{
+		NodeTaskQueue *queue = lfirst(cell);
+
+		AddTaskConnection(state, queue, lfirst(connCell));
 		queue->lastOpened = now;
 	}
 }

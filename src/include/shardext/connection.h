@@ -119,6 +119,7 @@ extern NodeConnection *GetNodeConnection(int32 nodeId);
 extern NodeConnection *GetNodeConnectionByIndex(int32 nodeId, int index);
 extern NodeConnection *GetOptionalNodeConnection(int32 nodeId, int index);
 extern NodeConnection *StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind);
+extern List *StartFirstNodeConnections(List *nodeIds);
 extern int	ContinueNodeConnection(NodeConnection *conn, bool socketReady);
 extern void FinishNodeConnection(NodeConnection *conn);
 extern List *NodeConnectionList(int32 nodeId);
