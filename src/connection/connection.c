@@ -1008,7 +1008,8 @@ CheckNodeConninfo(char **newval, void **extra, GucSource source)
 	options = PQconninfoParse(*newval ? *newval : "", &parseError);
 	if (options == NULL)
 	{
-		GUC_check_errdetail("%s", parseError ? pchomp(parseError) : "out of memory");
+		GUC_check_errdetail("It is not a valid libpq connection string: %s.",
+							parseError ? pchomp(parseError) : "out of memory");
 		if (parseError)
 			PQfreemem(parseError);
 		return false;
