@@ -25,6 +25,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# reload_conninfo VALUE: wait until new sessions see VALUE
+reload_conninfo() {
+	coord "SELECT pg_reload_conf()" >/dev/null
+	for _ in $(seq 1 50); do
+		[ "$(coord "SHOW shardext.node_conninfo")" = "$1" ] && return 0
+		sleep 0.1
+	done
+	fail "new sessions do not see shardext.node_conninfo = '$1'"
+}
+
 # TLS on both workers, with a self-signed certificate in each data directory
 for w in 1 2; do
 	data="$SHARDEXT_CLUSTER_DIR/worker$w"
@@ -52,8 +62,7 @@ tcp_user_timeout=60000 connect_timeout=10 gssencmode=disable target_session_attr
 ssl_max_protocol_version=TLSv1.2 sslmode=require"
 expect_eq "ten options" "10" "$(wc -w <<<"$ten")"
 coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten'" >/dev/null
-coord "SELECT pg_reload_conf()" >/dev/null
-sleep 0.3
+reload_conninfo "$ten"
 
 # a session's connections to the nodes, as the nodes see them: its cached
 # one and the one shardext_run_on_nodes opens to ask
@@ -73,14 +82,13 @@ expect_eq "queries work over them" "100" "$(coord "SELECT count(*) FROM ci_t")"
 
 # two more options (the eleventh and twelfth) that cannot work: connections fail, naming why
 coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten sslmode=verify-full sslrootcert=$TMP/no-such-root.crt'" >/dev/null
-coord "SELECT pg_reload_conf()" >/dev/null
-sleep 0.3
+reload_conninfo "$ten sslmode=verify-full sslrootcert=$TMP/no-such-root.crt"
 expect_error_like "the twelfth option is used too" "no-such-root.crt" \
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t"
 
 # a bad keyword in postgresql.conf: the reload refuses it, the last good value stays
 coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten'" >/dev/null
-coord "SELECT pg_reload_conf()" >/dev/null
+reload_conninfo "$ten"
 echo "shardext.node_conninfo = 'no_such_option=1'" >>"$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 coord "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
@@ -98,6 +106,6 @@ sleep 0.5
 expect_error_like "a node without TLS is refused (sslmode=require)" "SSL was required" \
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t"
 coord "ALTER SYSTEM RESET shardext.node_conninfo" >/dev/null
-coord "SELECT pg_reload_conf()" >/dev/null
-sleep 0.3
+sed -i '/^shardext.node_conninfo = .no_such/d' "$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
+reload_conninfo ""
 coord "DROP TABLE ci_t" >/dev/null
