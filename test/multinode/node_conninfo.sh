@@ -91,18 +91,25 @@ coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten'" >/dev/null
 reload_conninfo "$ten"
 echo "shardext.node_conninfo = 'no_such_option=1'" >>"$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 coord "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
-expect_eq "the refused value does not replace the good one" "$ten" \
-	"$(psql_at "$COORDINATOR_PORT" -c "SHOW shardext.node_conninfo")"
+for _ in $(seq 1 50); do
+	grep -q 'invalid value for parameter "shardext.node_conninfo"' "$SHARDEXT_CLUSTER_DIR/coordinator.log" &&
+		break
+	sleep 0.1
+done
 grep -q 'invalid value for parameter "shardext.node_conninfo"' "$SHARDEXT_CLUSTER_DIR/coordinator.log" ||
 	fail "the refused value is not reported in the log"
+expect_eq "the refused value does not replace the good one" "$ten" \
+	"$(psql_at "$COORDINATOR_PORT" -c "SHOW shardext.node_conninfo")"
 echo "ok - the refused value is reported in the log"
 expect_eq "connections keep working with the good value" "2:true/TLSv1.2 2:true/TLSv1.2" "$(tls_of_session)"
 
 # sslmode=require itself: a worker without TLS is refused
 psql_at "$WORKER_2_PORT" -c "ALTER SYSTEM RESET ssl" >/dev/null
 psql_at "$WORKER_2_PORT" -c "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+for _ in $(seq 1 50); do
+	[ "$(psql_at "$WORKER_2_PORT" -c "SHOW ssl")" = off ] && break
+	sleep 0.1
+done
 expect_error_like "a node without TLS is refused (sslmode=require)" "SSL was required" \
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t"
 coord "ALTER SYSTEM RESET shardext.node_conninfo" >/dev/null
