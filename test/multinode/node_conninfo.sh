@@ -90,7 +90,10 @@ expect_error_like "the twelfth option is used too" "no-such-root.crt" \
 coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten'" >/dev/null
 reload_conninfo "$ten"
 log="$SHARDEXT_CLUSTER_DIR/coordinator.log"
-logged() { tail -c +$((logsize + 1)) "$log" | grep -q 'invalid value for parameter "shardext.node_conninfo"'; }
+logged() {
+	tail -c +$((logsize + 1)) "$log" >"$TMP/newlog"
+	grep -q 'invalid value for parameter "shardext.node_conninfo"' "$TMP/newlog"
+}
 logsize=$(stat -c %s "$log")
 echo "shardext.node_conninfo = 'no_such_option=1'" >>"$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 coord "SELECT pg_reload_conf()" >/dev/null
