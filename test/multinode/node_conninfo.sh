@@ -19,7 +19,7 @@ cleanup() {
 		psql_at $((SHARDEXT_PORT + w)) -c "ALTER SYSTEM RESET ssl" >/dev/null 2>&1
 		psql_at $((SHARDEXT_PORT + w)) -c "SELECT pg_reload_conf()" >/dev/null 2>&1
 	done
-	sed -i '/^shardext.node_conninfo = .no_such/d' "$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
+	sed -i '/^shardext.node_conninfo = /d' "$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 	coord "SELECT pg_reload_conf()" >/dev/null 2>&1
 	rm -rf "$TMP"
 }
@@ -87,7 +87,8 @@ expect_error_like "the twelfth option is used too" "no-such-root.crt" \
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t"
 
 # a bad keyword in postgresql.conf: the reload refuses it, the last good value stays
-coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten'" >/dev/null
+coord "ALTER SYSTEM RESET shardext.node_conninfo" >/dev/null
+echo "shardext.node_conninfo = '$ten'" >>"$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 reload_conninfo "$ten"
 log="$SHARDEXT_CLUSTER_DIR/coordinator.log"
 logged() {
@@ -117,6 +118,6 @@ done
 expect_error_like "a node without TLS is refused (sslmode=require)" "SSL was required" \
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t"
 coord "ALTER SYSTEM RESET shardext.node_conninfo" >/dev/null
-sed -i '/^shardext.node_conninfo = .no_such/d' "$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
+sed -i '/^shardext.node_conninfo = /d' "$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 reload_conninfo ""
 coord "DROP TABLE ci_t" >/dev/null
