@@ -154,3 +154,39 @@ for i in 1 2 3 4 5; do
 done
 expect_eq "a session keeps one connection per node (shardext.max_cached_connections_per_node)" "1,1" "$cached"
 expect_eq "rows all there" "10000" "$(coord "SELECT count(*) FROM mc_t")"
+
+# a session that ends with FATAL (pg_terminate_backend) gives its slots back
+holder() {	# a session that keeps its cached connections and sleeps
+	"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" \
+		-c "SELECT count(*) FROM mc_t" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+	holder_pid=$!
+	for _ in $(seq 1 50); do
+		pid=$(coord "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'")
+		[ -n "$pid" ] && break
+		sleep 0.1
+	done
+	[ -n "$pid" ] || fail "the holding session did not start"
+}
+holder
+expect_eq "the sleeping session holds one connection per node" "2" "$(count_now)"
+coord "SELECT pg_terminate_backend($pid)" >/dev/null
+wait $holder_pid 2>/dev/null
+for i in $(seq 1 50); do
+	[ "$(count_now)" = 0 ] && break
+	sleep 0.1
+done
+expect_eq "a terminated session's slots are given back" "0" "$(count_now)"
+
+# a crashed backend: the postmaster resets shared memory, and with it the counts
+holder
+kill -9 "$pid"
+wait $holder_pid 2>/dev/null
+for i in $(seq 1 100); do
+	coord "SELECT 1" >/dev/null 2>&1 && break
+	sleep 0.2
+done
+for i in $(seq 1 50); do
+	[ "$(count_now 2>/dev/null)" = 0 ] && break
+	sleep 0.2
+done
+expect_eq "after a backend crash, no slot is left counted" "0" "$(count_now)"
