@@ -21,8 +21,8 @@ INSERT INTO pool_t SELECT g, g FROM generate_series(1, 1000) g;
 SET shardext.executor_slow_start_interval = 0;
 SELECT count(*), sum(v) FROM pool_t;
 RESET shardext.executor_slow_start_interval;
-SELECT node_id IS NOT NULL AS registered, connections, waiting, max_connections > 0 AS limited,
-	   wait_timeouts
+SELECT node_id IS NOT NULL AS registered, session_connections, connections >= 1 AS counted,
+	   max_connections > 0 AS limited, wait_timeouts
 FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes)
 ORDER BY node_id;
@@ -30,7 +30,7 @@ ORDER BY node_id;
 -- without cached connections, none is counted once the transaction ends
 SET shardext.max_cached_connections_per_node = 0;
 SELECT count(*) FROM pool_t WHERE id = 7;
-SELECT sum(connections) FROM shardext.connection_stats
+SELECT sum(session_connections) FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes);
 RESET shardext.max_cached_connections_per_node;
 
@@ -38,7 +38,7 @@ RESET shardext.max_cached_connections_per_node;
 BEGIN;
 SET LOCAL shardext.max_cached_connections_per_node = 0;
 UPDATE pool_t SET v = v + 1 WHERE id = 7;
-SELECT sum(connections) > 0 AS held FROM shardext.connection_stats
+SELECT sum(session_connections) AS held FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes);
 COMMIT;
 
@@ -48,7 +48,7 @@ SELECT pg_reload_conf();
 SELECT pg_sleep(0.2);
 SHOW shardext.max_shared_pool_size;
 SELECT count(*), sum(v) FROM pool_t;
-SELECT max_connections, connections <= 1 AS within FROM shardext.connection_stats
+SELECT max_connections, session_connections FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes) ORDER BY node_id;
 ALTER SYSTEM RESET shardext.max_shared_pool_size;
 SELECT pg_reload_conf();

@@ -462,8 +462,8 @@ ReleaseSlotsAtExit(int code, Datum arg)
 /*
  * shardext_connection_stats() returns one row per node address this
  * coordinator has connected to: connections held by all its backends,
- * backends waiting for one, the limit in force, and how often backends
- * waited or gave up waiting.
+ * backends waiting for one, the limit in force, how often backends waited
+ * or gave up waiting, and the connections the calling session holds.
  */
 Datum
 shardext_connection_stats(PG_FUNCTION_ARGS)
@@ -480,10 +480,16 @@ shardext_connection_stats(PG_FUNCTION_ARGS)
 	hash_seq_init(&status, PoolHash);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		Datum		values[7];
-		bool		nulls[7] = {false, false, false, false, false, false, false};
+		Datum		values[8];
+		bool		nulls[8] = {false, false, false, false, false, false, false, false};
 		int			limit = PoolLimit(entry);
+		int			own = 0;
 
+		for (int i = 0; i < heldSlotsLength; i++)
+		{
+			if (heldSlots[i].entry == entry)
+				own = heldSlots[i].count;
+		}
 		values[0] = CStringGetTextDatum(entry->key.host);
 		values[1] = Int32GetDatum(entry->key.port);
 		values[2] = Int32GetDatum(entry->connections);
@@ -494,6 +500,7 @@ shardext_connection_stats(PG_FUNCTION_ARGS)
 			values[4] = Int32GetDatum(limit);
 		values[5] = Int64GetDatum((int64) entry->waits);
 		values[6] = Int64GetDatum((int64) entry->timeouts);
+		values[7] = Int32GetDatum(own);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(PoolState->lock);

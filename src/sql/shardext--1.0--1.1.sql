@@ -12,7 +12,8 @@
 CREATE FUNCTION shardext.connection_stats_counters(OUT node_host text, OUT node_port int,
 												   OUT connections int, OUT waiting int,
 												   OUT max_connections int, OUT waits bigint,
-												   OUT wait_timeouts bigint)
+												   OUT wait_timeouts bigint,
+												   OUT session_connections int)
 	RETURNS SETOF record
 	LANGUAGE C STRICT
 	AS 'MODULE_PATHNAME', 'shardext_connection_stats';
@@ -21,9 +22,9 @@ COMMENT ON FUNCTION shardext.connection_stats_counters()
 
 CREATE VIEW shardext.connection_stats AS
 	SELECT n.nodeid AS node_id, c.node_host, c.node_port, c.connections, c.waiting,
-		   c.max_connections, c.waits, c.wait_timeouts
+		   c.max_connections, c.waits, c.wait_timeouts, c.session_connections
 	FROM shardext.connection_stats_counters() c
 	LEFT JOIN shardext.node n ON n.host = c.node_host AND n.port = c.node_port
 	ORDER BY n.nodeid, c.node_host, c.node_port;
-COMMENT ON VIEW shardext.connection_stats IS 'connections to each node held by all sessions of this coordinator (all databases), sessions waiting for one, and the limit (shardext.max_shared_pool_size)';
+COMMENT ON VIEW shardext.connection_stats IS 'connections to each node held by all sessions of this coordinator (all databases) and by this session, sessions waiting for one, and the limit (shardext.max_shared_pool_size)';
 GRANT SELECT ON shardext.connection_stats TO PUBLIC;

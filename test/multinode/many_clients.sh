@@ -147,7 +147,7 @@ cached=""
 for i in 1 2 3 4 5; do
 	cached=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.executor_slow_start_interval = 0" \
 		-c "SELECT count(*) FROM mc_t" \
-		-c "SELECT string_agg(connections::text, ',' ORDER BY node_id) FROM shardext.connection_stats
+		-c "SELECT string_agg(session_connections::text, ',' ORDER BY node_id) FROM shardext.connection_stats
 			WHERE node_id IS NOT NULL" | tail -1)
 	[ "$cached" = "1,1" ] && break
 	sleep 0.5
@@ -168,6 +168,10 @@ holder() {	# a session that keeps its cached connections and sleeps
 	[ -n "$pid" ] || fail "the holding session did not start"
 }
 holder
+for i in $(seq 1 50); do
+	[ "$(count_now)" = 2 ] && break
+	sleep 0.1
+done
 expect_eq "the sleeping session holds one connection per node" "2" "$(count_now)"
 coord "SELECT pg_terminate_backend($pid)" >/dev/null
 wait $holder_pid 2>/dev/null
