@@ -27,6 +27,22 @@ FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes)
 ORDER BY node_id;
 
+-- slow start, seen inside a transaction block (the connections of a read
+-- stay until the block ends): more connections per node only after the
+-- node's tasks have waited for the interval
+BEGIN;
+SET LOCAL shardext.executor_slow_start_interval = 0;
+SELECT count(*) FROM pool_t;
+SELECT max(session_connections) > 1 AS more_than_one FROM shardext.connection_stats
+WHERE node_port IN (SELECT node_port FROM shardext.nodes);
+COMMIT;
+BEGIN;
+SET LOCAL shardext.executor_slow_start_interval = '10s';
+SELECT count(*) FROM pool_t;
+SELECT max(session_connections) AS one_per_node FROM shardext.connection_stats
+WHERE node_port IN (SELECT node_port FROM shardext.nodes);
+COMMIT;
+
 -- without cached connections, none is counted once the transaction ends
 SET shardext.max_cached_connections_per_node = 0;
 SELECT count(*) FROM pool_t WHERE id = 7;
