@@ -117,6 +117,7 @@ static void BeginConnect(NodeConnection *conn, const char *dbname, bool replicat
 static bool FinishConnect(NodeConnection *conn);
 static void CompleteConnection(NodeConnection *conn);
 static void LearnNodeLimit(NodeConnection *conn);
+static bool ConnectSocketReady(NodeConnection *conn);
 static void ConnectionFailed(NodeConnection *conn, const char *hint);
 static PGconn *StartConnection(const char *host, int32 port, const char *dbname,
 							   const char *user, const char *timeZone, bool replication);
@@ -346,9 +347,18 @@ ContinueNodeConnection(NodeConnection *conn, bool socketReady)
 {
 	if (!conn->connecting)
 		return 0;
+
+	/*
+	 * The time limit is for the node's silence, not for ours: a scan may not
+	 * have looked at this attempt for a while (a nested loop ran the other
+	 * side), and the node may have answered meanwhile.
+	 */
+	if (!socketReady && GetCurrentTimestamp() >= conn->connectDeadline &&
+		conn->pollStatus != PGRES_POLLING_OK && conn->pollStatus != PGRES_POLLING_FAILED)
+		socketReady = ConnectSocketReady(conn);
 	if (socketReady && conn->pollStatus != PGRES_POLLING_OK &&
 		conn->pollStatus != PGRES_POLLING_FAILED)
-		conn->pollStatus = PQconnectPoll(conn->pgConn);
+		AdvanceConnect(conn);
 
 	if (conn->pollStatus == PGRES_POLLING_OK)
 	{
@@ -361,6 +371,29 @@ ContinueNodeConnection(NodeConnection *conn, bool socketReady)
 						 "or remove it with shardext_remove_node().");
 	return conn->pollStatus == PGRES_POLLING_READING ?
 		WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+}
+
+/*
+ * AdvanceConnect polls a connection attempt whose socket is ready; each
+ * answer of the node gives it shardext.connect_timeout again.
+ */
+void
+AdvanceConnect(NodeConnection *conn)
+{
+	conn->pollStatus = PQconnectPoll(conn->pgConn);
+	conn->connectDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														ShardextConnectTimeout);
+}
+
+/* ConnectSocketReady: can the attempt go on now, without waiting? */
+static bool
+ConnectSocketReady(NodeConnection *conn)
+{
+	int			events = conn->pollStatus == PGRES_POLLING_READING ?
+		WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+
+	return (WaitLatchOrSocket(NULL, events | WL_TIMEOUT, PQsocket(conn->pgConn), 0,
+							  PG_WAIT_EXTENSION) & events) != 0;
 }
 
 /*
@@ -644,8 +677,7 @@ FinishConnect(NodeConnection *conn)
 
 	PG_TRY();
 	{
-		connected = WaitForNodeUntil(conn, NODE_WAIT_CONNECTED, conn->connectDeadline,
-									 true) == NODE_WAIT_DONE;
+		connected = WaitForNodeUntil(conn, NODE_WAIT_CONNECTED, 0, true) == NODE_WAIT_DONE;
 	}
 	PG_CATCH();
 	{

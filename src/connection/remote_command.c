@@ -122,9 +122,11 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
  * WaitForNodeUntil is the one loop that waits for a node: until the
  * connection reaches goal (connection attempt ended, next result readable
  * with nothing left to send, or output flushed), the deadline passes (0:
- * none), or the connection fails.  With interruptible, interrupts are
- * served while waiting (which may throw); without, the latch is only reset
- * (abort and cleanup paths).
+ * none), or the connection fails.  A connection attempt also ends when the
+ * node stays silent for shardext.connect_timeout (conn->connectDeadline,
+ * renewed by each answer).  With interruptible, interrupts are served while
+ * waiting (which may throw); without, the latch is only reset (abort and
+ * cleanup paths).
  */
 NodeWaitResult
 WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
@@ -138,6 +140,7 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 	{
 		int			events;
 		long		timeout = -1;
+		TimestampTz until;
 		int			rc;
 
 		if (goal == NODE_WAIT_CONNECTED)
@@ -160,9 +163,12 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 			events = WL_SOCKET_READABLE | (flush == 1 ? WL_SOCKET_WRITEABLE : 0);
 		}
 
-		if (deadline != 0)
+		until = deadline;
+		if (goal == NODE_WAIT_CONNECTED && (until == 0 || conn->connectDeadline < until))
+			until = conn->connectDeadline;
+		if (until != 0)
 		{
-			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
 			if (timeout <= 0)
 				return NODE_WAIT_TIMEOUT;
 		}
@@ -179,7 +185,7 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 		if (goal == NODE_WAIT_CONNECTED)
 		{
 			if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-				conn->pollStatus = PQconnectPoll(pgConn);
+				AdvanceConnect(conn);
 		}
 		else if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
 			return NODE_WAIT_FAILED;

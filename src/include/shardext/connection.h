@@ -122,6 +122,7 @@ extern NodeConnection *StartNodeConnection(int32 nodeId, int index, PoolSlotKind
 extern List *StartFirstNodeConnections(List *nodeIds);
 extern int	ContinueNodeConnection(NodeConnection *conn, bool socketReady);
 extern void FinishNodeConnection(NodeConnection *conn);
+extern void AdvanceConnect(NodeConnection *conn);
 extern List *NodeConnectionList(int32 nodeId);
 extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);

@@ -113,6 +113,12 @@ extern void BuildDistributedTasks(DistributedScanState *state);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
 
+/* task_queues.c */
+extern void AssignTasksToConnections(DistributedScanState *state);
+extern bool AdvanceConnecting(TaskConnection *tc);
+extern void OpenMoreConnections(DistributedScanState *state);
+extern long NextExecutorTimeout(DistributedScanState *state);
+
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,
 								   ExplainState *es);
