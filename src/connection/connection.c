@@ -320,6 +320,7 @@ PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait)
 	conn->executorState = NULL;
 	if (!conn->holdsSlot && !AcquireSlot(conn, kind, wait))
 		return false;
+	conn->learnLimit = (kind == POOL_SLOT_REQUIRED);
 
 	PG_TRY();
 	{
@@ -695,9 +696,10 @@ FinishConnect(NodeConnection *conn)
  * CompleteConnection makes a freshly opened connection ready for commands:
  * non-blocking mode, and the node's connection limit learned when the
  * pool's limit is derived from it.  That costs a round trip per new
- * connection (a tenth of a millisecond against milliseconds for the
- * connection itself) and keeps the limit right when the node is restarted
- * with another max_connections.
+ * connection that holds a required slot (a tenth of a millisecond against
+ * milliseconds for the connection itself; the extra connections of slow
+ * start skip it) and keeps the limit right when the node is restarted with
+ * another max_connections.
  */
 static void
 CompleteConnection(NodeConnection *conn)
@@ -706,7 +708,7 @@ CompleteConnection(NodeConnection *conn)
 	if (PQsetnonblocking(conn->pgConn, 1) != 0)
 		ConnectionFailed(conn, NULL);
 	conn->openedAt = GetCurrentTimestamp();
-	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL)
+	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit)
 		LearnNodeLimit(conn);
 }
 
@@ -823,6 +825,7 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 	conn->dedicated = true;
 	conn->owner = CurrentResourceOwner;
 	conn->poolEntry = counted ? GetPoolEntry(host, port) : NULL;
+	conn->learnLimit = true;
 	oldContext = MemoryContextSwitchTo(ConnectionContext);
 	dedicatedConnections = lappend(dedicatedConnections, conn);
 	MemoryContextSwitchTo(oldContext);

@@ -87,6 +87,8 @@ typedef struct PreparedStatementEntry
 } PreparedStatementEntry;
 
 #define MAX_PREPARED_STATEMENTS 2000
+/* most tasks one query string carries (see TaskBatchSize) */
+#define MAX_TASK_BATCH 16
 #define DRAIN_TIMEOUT_MS 30000
 
 static CustomExecMethods DistributedExecMethods;
@@ -106,6 +108,11 @@ static void FinishScan(DistributedScanState *state);
 static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
 static void CollectReturnedRows(DistributedScanState *state);
 static void SendNextTasks(DistributedScanState *state, TaskConnection *tc);
+static int	TaskBatchSize(DistributedScanState *state, TaskConnection *tc);
+static void TaskBatchDone(TaskConnection *tc);
+static void SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks);
+static void MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc);
+static void FlushConnection(NodeConnection *conn);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
@@ -569,19 +576,111 @@ SendFirstTasks(DistributedScanState *state)
 }
 
 /*
- * SendNextTasks starts the next task of its node on a connection that is
- * free and ready.
+ * SendNextTasks starts the next task of its node (or a batch of them, see
+ * TaskBatchSize) on a connection that is free and ready.
  */
 static void
 SendNextTasks(DistributedScanState *state, TaskConnection *tc)
 {
-	if (tc->current == NULL && tc->node->pending != NIL && !tc->conn->connecting)
+	List	   *tasks = NIL;
+	int			size;
+
+	if (tc->current != NULL || tc->node->pending == NIL || tc->conn->connecting)
+		return;
+	size = TaskBatchSize(state, tc);
+	while (list_length(tasks) < size && tc->node->pending != NIL)
 	{
 		RemoteTask *task = linitial(tc->node->pending);
 
+		if (tasks != NIL && task->params->count > 0)
+			break;
+		tasks = lappend(tasks, task);
 		tc->node->pending = list_delete_first(tc->node->pending);
-		SendTask(state, tc, task);
 	}
+	if (list_length(tasks) == 1)
+		SendTask(state, tc, linitial(tasks));
+	else
+		SendTaskBatch(state, tc, tasks);
+	list_free(tasks);
+	if (tc->node->pending != NIL)
+		tc->batchSent = GetCurrentTimestamp();
+}
+
+/*
+ * TaskBatchSize: how many tasks of its node a connection takes at once.
+ * One round trip per task is what dominates small tasks (small shards, or
+ * workers a network hop away), so tasks without parameters of a scan
+ * outside remote transactions go several in one query string when the
+ * last send came back quickly: the size doubles (up to MAX_TASK_BATCH)
+ * while sends complete within half the slow start interval, and falls back
+ * to one otherwise, so that long tasks stay in the queue for the
+ * connections slow start adds.  A batch takes at most its share of the
+ * node's queue among the node's connections.
+ */
+static int
+TaskBatchSize(DistributedScanState *state, TaskConnection *tc)
+{
+	int			share;
+
+	if (state->inTransaction || state->job->usePrepared || tc->batchSize <= 1)
+		return 1;
+	share = (list_length(tc->node->pending) + list_length(tc->node->taskConns) - 1) /
+		list_length(tc->node->taskConns);
+	return Max(1, Min(tc->batchSize, share));
+}
+
+/*
+ * TaskBatchDone adapts the connection's batch size once its send has been
+ * answered (see TaskBatchSize).
+ */
+static void
+TaskBatchDone(TaskConnection *tc)
+{
+	if (tc->node->pending == NIL)
+		return;
+	if (!TimestampDifferenceExceeds(tc->batchSent, GetCurrentTimestamp(),
+									ShardextExecutorSlowStartInterval / 2))
+		tc->batchSize = Min(Max(tc->batchSize, 1) * 2, MAX_TASK_BATCH);
+	else
+		tc->batchSize = 1;
+}
+
+/*
+ * SendTaskBatch sends several tasks (without parameters, outside remote
+ * transactions) as one query string, in single-row mode: their results
+ * come one statement after the other, and PollConnection moves on to the
+ * next task at the end of each.
+ */
+static void
+SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks)
+{
+	NodeConnection *conn = tc->conn;
+	StringInfoData sql;
+	ListCell   *cell;
+
+	Assert(!state->inTransaction && list_length(tasks) > 1);
+	MakeConnectionAvailable(state, tc);
+	SyncRemoteTimeZone(conn);
+	initStringInfo(&sql);
+	foreach(cell, tasks)
+	{
+		RemoteTask *task = lfirst(cell);
+
+		appendStringInfo(&sql, "%s%s", sql.len > 0 ? ";" : "", task->sql);
+		task->taskConn = tc;
+		task->sent = true;
+		CountShardQuery(task->shardId);
+	}
+	if (!PQsendQuery(conn->pgConn, sql.data))
+		ConnectionFailed(conn);
+	pfree(sql.data);
+	conn->queryInProgress = true;
+	UseSingleRowMode(conn);
+	FlushConnection(conn);
+
+	GetConnectionExecState(conn)->owner = state;
+	tc->current = linitial(tasks);
+	tc->batch = list_copy_tail(tasks, 1);
 }
 
 /*
@@ -931,7 +1030,9 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			conn->queryInProgress = false;
 			task->done = true;
 			tc->current = NULL;
+			tc->batch = NIL;
 			ReleaseConnection(conn);
+			TaskBatchDone(tc);
 			return false;
 		}
 		switch (PQresultStatus(result))
@@ -956,6 +1057,13 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 							state->affectedRows += task->affectedRows;
 					}
 					PQclear(result);
+					if (tc->batch != NIL)
+					{
+						/* the end of one statement of a batch: the next task's results follow */
+						task->done = true;
+						task = tc->current = linitial(tc->batch);
+						tc->batch = list_delete_first(tc->batch);
+					}
 					break;
 				}
 			default:
@@ -1076,7 +1184,7 @@ WaitForConnections(DistributedScanState *state)
 static void
 BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 {
-	RemoteTask *task = tc->current;
+	RemoteTask *task = NULL;
 	TupleDesc	desc = owner->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor;
 	MemoryContext oldContext = MemoryContextSwitchTo(owner->execContext);
 	MemoryContext convertContext;
@@ -1084,14 +1192,20 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 	PGresult   *result;
 
 	/* everything that outlives this call belongs to the owner's execution */
-	if (task->buffer == NULL)
-		task->buffer = tuplestore_begin_heap(false, false, work_mem);
 	tmp = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	convertContext = AllocSetContextCreate(owner->execContext, "shardext buffering",
 										   ALLOCSET_DEFAULT_SIZES);
 
-	while (tc->current == task)
+	/* the task in flight, and those of its batch */
+	while (tc->current != NULL)
 	{
+		if (tc->current != task)
+		{
+			task = tc->current;
+			if (task->buffer == NULL)
+				task->buffer = tuplestore_begin_heap(false, false, work_mem);
+			owner->bufferedTasks = lappend(owner->bufferedTasks, task);
+		}
 		result = NULL;
 		if (PollConnection(owner, tc, &result))
 		{
@@ -1112,7 +1226,6 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 		if (tc->current == task)
 			WaitForSingleConnection(tc->conn, -1L);
 	}
-	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
 	ExecDropSingleTupleTableSlot(tmp);
 	MemoryContextDelete(convertContext);
 	MemoryContextSwitchTo(oldContext);
@@ -1135,6 +1248,7 @@ AbandonExecution(DistributedScanState *state)
 		bool		clean = true;
 
 		tc->node->pending = NIL;
+		tc->batch = NIL;
 		if (tc->current == NULL)
 			continue;
 		if (conn->xactState == REMOTE_XACT_NONE)

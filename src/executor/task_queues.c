@@ -140,6 +140,7 @@ AddTaskConnection(DistributedScanState *state, NodeTaskQueue *queue, NodeConnect
 
 	tc->conn = conn;
 	tc->node = queue;
+	tc->batchSize = 1;
 	queue->taskConns = lappend(queue->taskConns, tc);
 	state->taskConns = lappend(state->taskConns, tc);
 	if (conn->connecting)

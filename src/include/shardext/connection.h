@@ -97,6 +97,7 @@ typedef struct NodeConnection
 	/* the node's shared count, and whether this connection holds a slot */
 	PoolEntry  *poolEntry;
 	bool		holdsSlot;
+	bool		learnLimit;		/* ask the node its limit once connected */
 	TimestampTz openedAt;
 
 	/* set while the connection is being opened (StartNodeConnection) */

@@ -54,6 +54,9 @@ struct TaskConnection
 	NodeConnection *conn;
 	NodeTaskQueue *node;		/* whose tasks it runs */
 	RemoteTask *current;		/* sent; results not all read */
+	List	   *batch;			/* sent after current in the same query string */
+	int			batchSize;		/* how many tasks the next send may take */
+	TimestampTz batchSent;		/* when the last send went out */
 	int			connectEvents;	/* while conn->connecting: the socket events it needs */
 	bool		socketReady;	/* ... and they happened */
 };
