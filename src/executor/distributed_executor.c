@@ -642,7 +642,7 @@ TaskBatchDone(TaskConnection *tc)
 									ShardextExecutorSlowStartInterval / 2))
 		tc->batchSize = Min(Max(tc->batchSize, 1) * 2, MAX_TASK_BATCH);
 	else
-		tc->batchSize = 1;
+		tc->batchSize = 2;
 }
 
 /*
