@@ -64,6 +64,8 @@
 
 /* how long the query that learns a node's connection limit may take */
 #define NODE_LIMIT_QUERY_TIMEOUT_MS 2000
+/* ... and how long an answer stands */
+#define NODE_LIMIT_MAX_AGE_MS 1000
 
 typedef struct ConnectionKey
 {
@@ -695,11 +697,11 @@ FinishConnect(NodeConnection *conn)
 /*
  * CompleteConnection makes a freshly opened connection ready for commands:
  * non-blocking mode, and the node's connection limit learned when the
- * pool's limit is derived from it.  That costs a round trip per new
- * connection that holds a required slot (a tenth of a millisecond against
- * milliseconds for the connection itself; the extra connections of slow
- * start skip it) and keeps the limit right when the node is restarted with
- * another max_connections.
+ * pool's limit is derived from it and no backend asked within the last
+ * second.  That costs a round trip now and then (a tenth of a millisecond
+ * against milliseconds for the connection itself; the extra connections of
+ * slow start never ask) and keeps the limit right when the node is
+ * restarted with another max_connections.
  */
 static void
 CompleteConnection(NodeConnection *conn)
@@ -708,7 +710,8 @@ CompleteConnection(NodeConnection *conn)
 	if (PQsetnonblocking(conn->pgConn, 1) != 0)
 		ConnectionFailed(conn, NULL);
 	conn->openedAt = GetCurrentTimestamp();
-	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit)
+	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit &&
+		!PoolNodeLimitFresh(conn->poolEntry, NODE_LIMIT_MAX_AGE_MS))
 		LearnNodeLimit(conn);
 }
 

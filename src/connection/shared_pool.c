@@ -12,8 +12,8 @@
  * server (a replica registered as a node of its own has its own address,
  * hence its own count).  The limit, when not set, is derived from the node
  * itself: 90% of its max_connections less superuser_reserved_connections,
- * asked on every new connection (until the first, the coordinator's own
- * max_connections stands in).
+ * asked on new connections at most once a second (until the first answer,
+ * the coordinator's own max_connections stands in).
  *
  * A backend's first connection to a node is "required": when the pool is
  * full it waits, on a condition variable, for up to
@@ -69,6 +69,7 @@ struct PoolEntry
 	int			connections;	/* held by all backends */
 	int			waiters;		/* backends waiting for a slot */
 	int			nodeLimit;		/* the node's usable max_connections; 0: unknown */
+	TimestampTz learnedAt;		/* when nodeLimit was last asked */
 	uint64		waits;			/* times a backend had to wait */
 	uint64		timeouts;		/* waits that ended in an error */
 	ConditionVariable slotFreed;
@@ -170,6 +171,7 @@ GetPoolEntry(const char *host, int32 port)
 		entry->connections = 0;
 		entry->waiters = 0;
 		entry->nodeLimit = 0;
+		entry->learnedAt = 0;
 		entry->waits = 0;
 		entry->timeouts = 0;
 		ConditionVariableInit(&entry->slotFreed);
@@ -368,11 +370,28 @@ PoolWaiters(PoolEntry *entry)
 void
 SetPoolNodeLimit(PoolEntry *entry, int nodeLimit)
 {
-	if (entry == NULL || ((volatile PoolEntry *) entry)->nodeLimit == nodeLimit)
+	if (entry == NULL)
 		return;
 	LWLockAcquire(PoolState->lock, LW_EXCLUSIVE);
 	entry->nodeLimit = Max(nodeLimit, 0);
+	entry->learnedAt = GetCurrentTimestamp();
 	LWLockRelease(PoolState->lock);
+}
+
+/*
+ * PoolNodeLimitFresh: was the node's limit asked within the last maxAgeMs
+ * (by any backend)?  Read without the lock, as a hint.
+ */
+bool
+PoolNodeLimitFresh(PoolEntry *entry, int maxAgeMs)
+{
+	TimestampTz learnedAt;
+
+	if (entry == NULL)
+		return true;
+	learnedAt = ((volatile PoolEntry *) entry)->learnedAt;
+	return learnedAt != 0 &&
+		!TimestampDifferenceExceeds(learnedAt, GetCurrentTimestamp(), maxAgeMs);
 }
 
 /*

@@ -29,6 +29,7 @@ extern void WaitForPoolSlot(PoolEntry *entry, const char *host, int32 port);
 extern void ReleasePoolSlot(PoolEntry *entry);
 extern int	PoolWaiters(PoolEntry *entry);
 extern void SetPoolNodeLimit(PoolEntry *entry, int nodeLimit);
+extern bool PoolNodeLimitFresh(PoolEntry *entry, int maxAgeMs);
 extern void SetPoolExempt(bool exempt);
 
 #endif							/* SHARDEXT_SHARED_POOL_H */
