@@ -26,7 +26,7 @@ int			ShardextMaxSharedPoolSize = 0;
 int			ShardextConnectionWaitTimeout = 30000;
 int			ShardextMaxCachedConnectionsPerNode = 1;
 int			ShardextConnectionLifetime = 600000;
-int			ShardextConnectionShareInterval = 5000;
+int			ShardextConnectionShareInterval = 10000;
 int			ShardextExecutorSlowStartInterval = 10;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
@@ -165,7 +165,7 @@ RegisterConnectionGucs(void)
 							"transaction.",
 							NULL,
 							&ShardextConnectionShareInterval,
-							5000, 0, INT_MAX,
+							10000, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -592,7 +592,8 @@ ConnectionsAtTransactionEnd(void)
  * not when it is broken or half open, when kept connections to its node
  * reach shardext.max_cached_connections_per_node, when it is older than
  * shardext.connection_lifetime, or when others wait for a slot of its node
- * and it was held for shardext.connection_share_interval.
+ * and it was held for shardext.connection_share_interval (or a waiter that
+ * waited long asks for it).
  */
 static bool
 ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept)
@@ -605,7 +606,8 @@ ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept)
 		TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionLifetime))
 		return false;
 	if (PoolWaiters(conn->poolEntry) > 0 &&
-		TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionShareInterval))
+		(TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionShareInterval) ||
+		 PoolYieldRequested(conn->poolEntry)))
 		return false;
 	return true;
 }

@@ -18,7 +18,11 @@
  * A backend's first connection to a node is "required": when the pool is
  * full it waits, on a condition variable, for up to
  * shardext.connection_wait_timeout, then fails with
- * 53300 too_many_connections.  Further connections (parallelism of
+ * 53300 too_many_connections.  Holders give connections back at the end
+ * of their transactions while others wait (connection.c decides when); a
+ * waiter that has waited a third of the timeout asks for one connection
+ * to be given back at once (PoolYieldRequested), so that nobody waits in
+ * vain while slots turn over slowly.  Further connections (parallelism of
  * multi-shard statements, COPY) are "optional": taken only while the pool
  * has room and nobody waits.  Maintenance daemons are counted but never
  * wait or get refused, so recovery and deadlock detection never starve;
@@ -68,6 +72,7 @@ struct PoolEntry
 	PoolKey		key;			/* hash key */
 	int			connections;	/* held by all backends */
 	int			waiters;		/* backends waiting for a slot */
+	int			yieldRequests;	/* waiters that waited long: holders give one back each */
 	int			nodeLimit;		/* the node's usable max_connections; 0: unknown */
 	TimestampTz learnedAt;		/* when nodeLimit was last asked */
 	uint64		waits;			/* times a backend had to wait */
@@ -170,6 +175,7 @@ GetPoolEntry(const char *host, int32 port)
 	{
 		entry->connections = 0;
 		entry->waiters = 0;
+		entry->yieldRequests = 0;
 		entry->nodeLimit = 0;
 		entry->learnedAt = 0;
 		entry->waits = 0;
@@ -249,9 +255,11 @@ TryAcquirePoolSlot(PoolEntry *entry, PoolSlotKind kind)
 void
 WaitForPoolSlot(PoolEntry *entry, const char *host, int32 port)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   ShardextConnectionWaitTimeout);
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(start, ShardextConnectionWaitTimeout);
+	TimestampTz urgent = TimestampTzPlusMilliseconds(start, ShardextConnectionWaitTimeout / 3);
 	bool		granted = false;
+	bool		requested = false;
 	int			limit = 0;
 
 	if (entry == NULL || releasedAtExit)
@@ -279,9 +287,17 @@ WaitForPoolSlot(PoolEntry *entry, const char *host, int32 port)
 				entry->waiters--;
 				waitingOn = NULL;
 				granted = true;
+				/* a request not yet taken up is not needed any more */
+				if (requested && entry->yieldRequests > 0)
+					entry->yieldRequests--;
 			}
 			else if (remaining <= 0)
 				entry->timeouts++;
+			else if (!requested && GetCurrentTimestamp() >= urgent)
+			{
+				entry->yieldRequests++;
+				requested = true;
+			}
 			LWLockRelease(PoolState->lock);
 
 			if (granted || remaining <= 0)
@@ -347,6 +363,28 @@ ReleasePoolSlot(PoolEntry *entry)
 
 	if (waiters > 0)
 		ConditionVariableSignal(&entry->slotFreed);
+}
+
+/*
+ * PoolYieldRequested tells a holder at the end of a transaction that a
+ * waiter has waited long and takes up the request: the caller gives a
+ * connection to the node back.
+ */
+bool
+PoolYieldRequested(PoolEntry *entry)
+{
+	bool		taken = false;
+
+	if (entry == NULL || ((volatile PoolEntry *) entry)->yieldRequests == 0)
+		return false;
+	LWLockAcquire(PoolState->lock, LW_EXCLUSIVE);
+	if (entry->yieldRequests > 0)
+	{
+		entry->yieldRequests--;
+		taken = true;
+	}
+	LWLockRelease(PoolState->lock);
+	return taken;
 }
 
 /*
