@@ -417,11 +417,11 @@ FinishNodeConnection(NodeConnection *conn)
  * AcquireSlot takes a slot of the node's shared pool for a connection.  A
  * required slot that is not free at once is waited for (if wait).  Before
  * it waits, the backend closes its idle cached connections that the
- * running transaction has not used and that belong to pools later in the
- * global order of pools (their addresses in shared memory, the same in
- * every backend): a backend waits only while holding slots of earlier
- * pools (and those its transaction uses), so backends cannot wait for
- * each other in a circle.  Only connections a transaction holds from an
+ * running transaction has not used and that belong to this pool or to
+ * pools later in the global order of pools (their addresses in shared
+ * memory, the same in every backend): a backend waits only while holding
+ * slots of earlier pools (and those its transaction uses), so backends
+ * cannot wait for each other in a circle.  Only connections a transaction holds from an
  * earlier statement can break the order; connection_wait_timeout ends
  * such a wait.
  */
@@ -443,7 +443,9 @@ AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait)
 /*
  * ReleaseIdleConnectionsAfter closes the cached connections that are idle,
  * outside remote transactions, not used by the running transaction, and
- * whose pool comes after entry in the global order (see AcquireSlot).
+ * whose pool is entry's or comes after it in the global order (see
+ * AcquireSlot; one of another role to the same node, say, would only sit
+ * on a slot of the pool the backend waits for).
  */
 static void
 ReleaseIdleConnectionsAfter(PoolEntry *entry)
@@ -458,7 +460,7 @@ ReleaseIdleConnectionsAfter(PoolEntry *entry)
 
 		if (conn->pgConn != NULL && !conn->connecting && !conn->queryInProgress &&
 			conn->xactState == REMOTE_XACT_NONE && conn->lastUsedLxid != lxid &&
-			(uintptr_t) conn->poolEntry > (uintptr_t) entry)
+			(uintptr_t) conn->poolEntry >= (uintptr_t) entry)
 			CloseNodeConnection(conn);
 	}
 	list_free(all);
