@@ -17,6 +17,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/guc.h"
+#include "shardext/shardext.h"
 #include "shardext/snowflake.h"
 
 int			ShardextShardCount = 32;
@@ -34,7 +35,6 @@ bool		ShardextExplainAllTasks = false;
 bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 int			ShardextRecoveryInterval = 10000;
-int			ShardextTestFault = TEST_FAULT_NONE;
 int			ShardextDistributedDeadlockTimeout = 1000;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
@@ -43,11 +43,20 @@ int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
-char	   *ShardextMoveTestPausePhase = NULL;
-int			ShardextMoveTestPauseMs = 60000;
 int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
 int			ShardextSnowflakeMaxClockSkew = 100;
+
+#ifdef SHARDEXT_TEST_HOOKS
+int			ShardextTestFault = TEST_FAULT_NONE;
+char	   *ShardextMoveTestPausePhase = NULL;
+int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
+#endif
+
+int			ShardextStatTenantsLimit = 1000;
+int			ShardextStatTenantsPeriod = 60;
+double		ShardextStatTenantsSampleRate = 0.1;
+bool		ShardextRebalanceIsolatedTenants = false;
 
 static const struct config_enum_entry multi_node_commit_options[] = {
 	{"2pc", MULTI_NODE_COMMIT_2PC, false},
@@ -70,6 +79,8 @@ static void RegisterPlannerGucs(void);
 static void RegisterTransactionGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
+static void RegisterVersionGuc(void);
+static void RegisterTenantGucs(void);
 #ifdef SHARDEXT_TEST_HOOKS
 static void RegisterTestGucs(void);
 #endif
@@ -87,6 +98,8 @@ RegisterShardextGucs(void)
 	RegisterTransactionGucs();
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
+	RegisterVersionGuc();
+	RegisterTenantGucs();
 #ifdef SHARDEXT_TEST_HOOKS
 	RegisterTestGucs();
 #endif
@@ -380,12 +393,79 @@ RegisterSnowflakeGucs(void)
 							NULL, NULL, NULL);
 }
 
+/*
+ * RegisterVersionGuc defines shardext.version, the read-only version of the
+ * loaded library (as server_version is the server's), which nodes compare
+ * with the installed extension's version and with each other's.
+ */
+static void
+RegisterVersionGuc(void)
+{
+	static char *libraryVersion = NULL;
+
+	DefineCustomStringVariable("shardext.version",
+							   "Shows the version of the loaded shardext library.",
+							   NULL,
+							   &libraryVersion,
+							   SHARDEXT_LIBRARY_VERSION,
+							   PGC_INTERNAL,
+							   GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
+}
+
+/* the settings of tenant statistics and of load-aware rebalancing */
+static void
+RegisterTenantGucs(void)
+{
+	DefineCustomIntVariable("shardext.stat_tenants_limit",
+							"Number of tenants shardext.stat_tenants tracks (K of its top-K).",
+							"The counters take a fixed amount of shared memory for this many "
+							"tenants; 0 turns tenant statistics off.",
+							&ShardextStatTenantsLimit,
+							1000, 0, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.stat_tenants_period",
+							"Length of a period of shardext.stat_tenants.",
+							"The view shows the counts of the current period and of the "
+							"previous one.",
+							&ShardextStatTenantsPeriod,
+							60, 1, 7 * 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("shardext.stat_tenants_sample_rate",
+							 "Fraction of single-shard statements counted in shardext.stat_tenants.",
+							 "Each sampled statement counts as 1 / rate statements; 0 stops "
+							 "counting.",
+							 &ShardextStatTenantsSampleRate,
+							 0.1, 0.0, 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.rebalance_isolated_tenants",
+							 "Let the rebalancer move the shards of isolated tenants.",
+							 "An isolated tenant's shard (hash_min = hash_max) stays on the node "
+							 "it was given unless this is on; shardext_drain_node() moves it "
+							 "anyway.",
+							 &ShardextRebalanceIsolatedTenants,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
 #ifdef SHARDEXT_TEST_HOOKS
 /*
  * RegisterTestGucs defines the settings that only tests use (crash
  * injection, pauses, a shifted clock).  They exist only in a test build
- * (make SHARDEXT_TEST_BUILD=1, which scripts/test uses); in the installed
- * library the C variables keep their defaults and the settings are unknown.
+ * (make SHARDEXT_TEST_BUILD=1, which scripts/test uses), as do their C
+ * variables and the code that reads them; in the installed library the
+ * settings are unknown.
  */
 static void
 RegisterTestGucs(void)

@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
@@ -69,40 +70,45 @@ LocalCoordinatorQuery(NodeConnection *local, const char *query)
 	return value;
 }
 
-/* a text array literal of the shard ids of a move */
+/* the text form of the int8[] of the shard ids of a move */
 static char *
 ShardIdArray(ShardMoveState *state)
 {
-	StringInfoData buf;
+	int64	   *ids = palloc(sizeof(int64) * list_length(state->shards));
 	ListCell   *cell;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
 	foreach(cell, state->shards)
-		appendStringInfo(&buf, "%s" INT64_FORMAT, foreach_current_index(cell) > 0 ? "," : "",
-						 ((MoveShard *) lfirst(cell))->shardId);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
+		ids[foreach_current_index(cell)] = ((MoveShard *) lfirst(cell))->shardId;
+	return Int64ArrayLiteral(ids, list_length(state->shards));
 }
 
-/* the new shard ids of a split: lower halves, then upper halves */
+/* the new shard ids of a split: first pieces, then second pieces, ... */
 static char *
 NewShardIdArray(ShardMoveState *state)
 {
-	StringInfoData buf;
+	int			count = list_length(state->shards);
+	int64	   *ids = palloc(sizeof(int64) * state->pieces.count * count);
 	ListCell   *cell;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int half = 0; half < 2; half++)
+	foreach(cell, state->shards)
 	{
-		foreach(cell, state->shards)
-			appendStringInfo(&buf, "%s" INT64_FORMAT,
-							 (half > 0 || foreach_current_index(cell) > 0) ? "," : "",
-							 ((MoveShard *) lfirst(cell))->childIds[half]);
+		MoveShard  *shard = lfirst(cell);
+
+		for (int piece = 0; piece < state->pieces.count; piece++)
+			ids[piece * count + foreach_current_index(cell)] = shard->childIds[piece];
 	}
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
+	return Int64ArrayLiteral(ids, state->pieces.count * count);
+}
+
+/* where a split cuts: the last hash value of each piece but the last */
+static char *
+SplitPointArray(ShardMoveState *state)
+{
+	int64		points[MAX_SPLIT_PIECES];
+
+	for (int piece = 0; piece < state->pieces.count - 1; piece++)
+		points[piece] = state->pieces.hashMax[piece];
+	return Int64ArrayLiteral(points, state->pieces.count - 1);
 }
 
 /*
@@ -115,7 +121,7 @@ NewShardIdArray(ShardMoveState *state)
 int64
 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status)
 {
-	const char *params[14];
+	const char *params[15];
 	char	   *value;
 	bool		split = state->operation == MOVE_OPERATION_SPLIT;
 
@@ -133,16 +139,18 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 	params[11] = psprintf("%d", MyProcPid);
 	params[12] = timestamptz_to_str(MyStartTimestamp);
 	params[13] = psprintf(INT64_FORMAT, state->totalBytes);
+	params[14] = split ? SplitPointArray(state) : NULL;
 
+	/* split_points only for splits: moves also work before the 1.1 catalog */
 	value = ExecuteRemoteScalar(local,
-								"WITH id AS (SELECT coalesce($1::int8, "
+								psprintf("WITH id AS (SELECT coalesce($1::int8, "
 								"              pg_catalog.nextval('shardext.move_move_id_seq')) AS v), "
 								"upd AS (UPDATE shardext.move m SET operation = $3, mode = $4, "
 								"          relid = $5::oid, shard_ids = $6::int8[], source_node_id = $7::int4, "
 								"          target_node_id = $8::int4, split_point = $9::int4, "
 								"          new_shard_ids = $10::int8[], status = $11, "
 								"          owner_pid = $12::int4, owner_start = $13::timestamptz, "
-								"          total_bytes = $14::int8, "
+								"          total_bytes = $14::int8%s, "
 								"          started_at = CASE WHEN $11 = 'running' THEN now() END, "
 								"          phase = CASE WHEN $11 = 'running' THEN 'setting up' END, "
 								"          phase_started_at = CASE WHEN $11 = 'running' THEN now() END "
@@ -150,16 +158,19 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 								"ins AS (INSERT INTO shardext.move (move_id, job_id, operation, mode, relid, "
 								"          shard_ids, source_node_id, target_node_id, split_point, "
 								"          new_shard_ids, status, owner_pid, owner_start, total_bytes, "
-								"          started_at, phase, phase_started_at) "
+								"          started_at, phase, phase_started_at%s) "
 								"        SELECT v, coalesce($2::int8, v), $3, $4, $5::oid, $6::int8[], "
 								"          $7::int4, $8::int4, $9::int4, $10::int8[], $11, $12::int4, "
 								"          $13::timestamptz, $14::int8, "
 								"          CASE WHEN $11 = 'running' THEN now() END, "
 								"          CASE WHEN $11 = 'running' THEN 'setting up' END, "
-								"          CASE WHEN $11 = 'running' THEN now() END "
+								"          CASE WHEN $11 = 'running' THEN now() END%s "
 								"        FROM id WHERE NOT EXISTS (SELECT 1 FROM upd) RETURNING move_id) "
 								"SELECT move_id FROM upd UNION ALL SELECT move_id FROM ins",
-								14, params);
+										 split ? ", split_points = $15::int4[]" : "",
+										 split ? ", split_points" : "",
+										 split ? ", $15::int4[]" : ""),
+								split ? 15 : 14, params);
 	if (value == NULL)
 		elog(ERROR, "could not record the move");
 	return pg_strtoint64(value);
@@ -203,6 +214,7 @@ SetMovePhase(ShardMoveState *state, const char *phase)
 	MoveTestPause(state, phase);
 }
 
+#ifdef SHARDEXT_TEST_HOOKS
 /*
  * MoveTestPause: fault tests set shardext.move_test_pause_phase to a phase
  * (or to "writes paused", the point where a move holds the cutover locks)
@@ -225,6 +237,7 @@ MoveTestPause(ShardMoveState *state, const char *point)
 	while (GetCurrentTimestamp() < end)
 		MoveSleep(10);
 }
+#endif
 
 /*
  * ReportMoveProgress records rows and bytes copied and the replication lag
@@ -586,7 +599,7 @@ shardext_cleanup(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	int			removed;
 
-	EnsureSuperuserAndShardext("shardext_cleanup");
+	EnsureAdminAndShardext("shardext_cleanup");
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
@@ -694,7 +707,7 @@ shardext_cancel_rebalance(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	char	   *count;
 
-	EnsureSuperuserAndShardext("shardext_cancel_rebalance");
+	EnsureAdminAndShardext("shardext_cancel_rebalance");
 	local = OpenLoopbackConnection(true);
 	count = LocalCoordinatorQuery(local,
 								  "SELECT count(*) FILTER (WHERE pg_catalog.pg_cancel_backend(pid)) "

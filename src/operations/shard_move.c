@@ -37,6 +37,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
@@ -51,18 +52,6 @@ PG_FUNCTION_INFO_V1(shardext_move_lock_shards);
 PG_FUNCTION_INFO_V1(shardext_move_commit_placements);
 
 /* a running move's record, as the catalog switch reads it */
-typedef struct RunningMove
-{
-	int64		moveId;
-	bool		split;
-	int32		sourceNodeId;
-	int32		targetNodeId;
-	int32		splitPoint;
-	int			shardCount;
-	Datum	   *shardIds;
-	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
-} RunningMove;
-
 static char RelationIdentityOf(Oid relid);
 static List *ShardGroup(DistTableCacheEntry *entry, ShardInterval *shard, int32 sourceNodeId);
 static void CheckSourceAndTarget(ShardMoveState *state);
@@ -80,9 +69,9 @@ static ErrorData *RunInSubtransaction(ShardMoveState *state,
 									  void (*part) (ShardMoveState *state));
 static void CloseMoveConnections(ShardMoveState *state, bool cancel);
 static void CommitMovedPlacements(int64 moveId);
-static void ReadRunningMove(int64 moveId, RunningMove *move);
-static int32 SwitchMovedShard(RunningMove *move, int i);
+static int32 SwitchMovedShard(MoveRecord *move, int i);
 static char *MoveObjectName(int64 moveId);
+static void SetSplitPieces(ShardMoveState *state, int64 shardId, const SplitPieces *pieces);
 
 /*
  * shardext_move_shard(shard_id bigint, target_node_id int, mode text)
@@ -104,7 +93,7 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 	CheckTargetNodeIdArgument(targetNodeId);
 
 	(void) RunSingleShardMove("shardext_move_shard", shardId, targetNodeId, mode,
-							  MOVE_OPERATION_MOVE);
+							  MOVE_OPERATION_MOVE, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -127,18 +116,21 @@ CheckTargetNodeIdArgument(int32 targetNodeId)
  * shardext_split_shard() do once their arguments are read: check the
  * caller, prepare the move (or split) of the shard's group, and run it over
  * a loopback connection of its own, after cleaning up what earlier moves
- * left.  function is the caller's SQL name, for messages.  Returns the
- * state of the finished move.
+ * left.  function is the caller's SQL name, for messages.  A split makes
+ * the given pieces, or halves when pieces is NULL.  Returns the state of
+ * the finished move.
  */
 ShardMoveState *
 RunSingleShardMove(const char *function, int64 shardId, int32 targetNodeId,
-				   MoveMode mode, MoveOperation operation)
+				   MoveMode mode, MoveOperation operation, const SplitPieces *pieces)
 {
 	NodeConnection *local;
 	ShardMoveState *state;
 
-	EnsureSuperuserAndShardext(function);
+	EnsureAdminAndShardext(function);
 	state = PrepareShardMove(shardId, targetNodeId, mode, operation, 0, 0);
+	if (pieces != NULL)
+		SetSplitPieces(state, shardId, pieces);
 	EnsureOutsideTransactionBlock(function);
 
 	local = OpenLoopbackConnection(true);
@@ -359,6 +351,11 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 							"single value", shardId)));
 		state->splitPoint = (int32) ((int64) state->hashMin +
 									 ((int64) state->hashMax - (int64) state->hashMin) / 2);
+		state->pieces.count = 2;
+		state->pieces.hashMin[0] = state->hashMin;
+		state->pieces.hashMax[0] = state->splitPoint;
+		state->pieces.hashMin[1] = state->splitPoint + 1;
+		state->pieces.hashMax[1] = state->hashMax;
 	}
 
 	state->description = psprintf("shard %s%s", ShardTableName(first->relid, first->shardId),
@@ -368,6 +365,35 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 										   list_length(state->shards) == 2 ? "" : "s"));
 
 	return state;
+}
+
+/*
+ * SetSplitPieces replaces the halves of a prepared split by the given
+ * pieces, which must cover the shard's range (as it is under the lock)
+ * exactly, in order.
+ */
+static void
+SetSplitPieces(ShardMoveState *state, int64 shardId, const SplitPieces *pieces)
+{
+	bool		valid = state->operation == MOVE_OPERATION_SPLIT &&
+		pieces->count >= 2 && pieces->count <= MAX_SPLIT_PIECES &&
+		pieces->hashMin[0] == state->hashMin &&
+		pieces->hashMax[pieces->count - 1] == state->hashMax;
+
+	for (int i = 0; valid && i < pieces->count; i++)
+	{
+		valid = pieces->hashMin[i] <= pieces->hashMax[i];
+		if (valid && i > 0)
+			valid = (int64) pieces->hashMin[i] == (int64) pieces->hashMax[i - 1] + 1;
+	}
+	if (!valid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the hash range of shard " INT64_FORMAT " changed", shardId),
+				 errdetail("A concurrent split changed the shard."),
+				 errhint("Try again.")));
+	state->pieces = *pieces;
+	state->splitPoint = pieces->hashMax[0];
 }
 
 /*
@@ -439,20 +465,19 @@ CheckSourceSettings(ShardMoveState *state)
 	}
 }
 
-/* ShardNameArray is a text array literal of the names of the group's shards */
+/*
+ * ShardNameArray is the text form of a text[] of the (quoted, qualified)
+ * names of the group's shards
+ */
 static char *
 ShardNameArray(ShardMoveState *state)
 {
-	StringInfoData names;
+	List	   *names = NIL;
 	ListCell   *cell;
 
-	initStringInfo(&names);
-	appendStringInfoChar(&names, '{');
 	foreach(cell, state->shards)
-		appendStringInfo(&names, "%s%s", foreach_current_index(cell) > 0 ? "," : "",
-						 quote_identifier(((MoveShard *) lfirst(cell))->shardName));
-	appendStringInfoChar(&names, '}');
-	return names.data;
+		names = lappend(names, ((MoveShard *) lfirst(cell))->shardName);
+	return TextArrayLiteral(names);
 }
 
 /*
@@ -606,7 +631,7 @@ AssignSplitShardIds(ShardMoveState *state)
 	{
 		MoveShard  *moveShard = lfirst(cell);
 
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			moveShard->childIds[half] = NextShardId();
 			moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
@@ -833,10 +858,7 @@ shardext_move_lock_shards(PG_FUNCTION_ARGS)
 	int			count;
 	int64	   *ids;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can lock shards for a move")));
+	EnsureShardextAdmin("shardext.move_lock_shards");
 	deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &values, &nulls, &count);
 	ids = palloc(sizeof(int64) * Max(count, 1));
@@ -856,10 +878,7 @@ shardext_move_lock_shards(PG_FUNCTION_ARGS)
 Datum
 shardext_move_commit_placements(PG_FUNCTION_ARGS)
 {
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can switch shard placements")));
+	EnsureShardextAdmin("shardext.move_commit_placements");
 	CommitMovedPlacements(PG_GETARG_INT64(0));
 	PG_RETURN_VOID();
 }
@@ -868,82 +887,18 @@ shardext_move_commit_placements(PG_FUNCTION_ARGS)
 static void
 CommitMovedPlacements(int64 moveId)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1] = {Int64GetDatum(moveId)};
-	RunningMove move;
+	MoveRecord	move;
 	int32		colocationId = 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	ReadRunningMove(moveId, &move);
+	ReadRunningMoveRecord(moveId, &move);
 	for (int i = 0; i < move.shardCount; i++)
 		colocationId = SwitchMovedShard(&move, i);
 
 	if (move.split)
-	{
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(colocationId)};
-
-		if (SPI_execute_with_args("UPDATE shardext.colocation SET shard_count = shard_count + 1 "
-								  "WHERE colocationid = $1", 1, types, values, NULL, false,
-								  0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update colocation group %d", colocationId);
-	}
-
-	if (SPI_execute_with_args("DELETE FROM shardext.cleanup_record WHERE move_id = $1 "
-							  "AND policy = 'on_failure'",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE ||
-		SPI_execute_with_args("UPDATE shardext.move SET phase = 'cleaning up', "
-							  "phase_started_at = clock_timestamp() WHERE move_id = $1",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record the switch of move " INT64_FORMAT, moveId);
-	SPI_finish();
+		IncrementColocationShardCount(colocationId, move.pieces.count - 1);
+	MarkMoveSwitched(moveId);
 }
 
-/*
- * ReadRunningMove reads (and locks) the record of a running move, in an
- * SPI connection; a move that is not running any more is an error.
- */
-static void
-ReadRunningMove(int64 moveId, RunningMove *move)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1] = {Int64GetDatum(moveId)};
-	HeapTuple	tuple;
-	TupleDesc	desc;
-	bool		isnull;
-	int			newCount = 0;
-
-	memset(move, 0, sizeof(RunningMove));
-	move->moveId = moveId;
-	if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
-							  "target_node_id, split_point, new_shard_ids "
-							  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
-							  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read move " INT64_FORMAT, moveId);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("move " INT64_FORMAT " is not running", moveId)));
-	tuple = SPI_copytuple(SPI_tuptable->vals[0]);
-	desc = SPI_tuptable->tupdesc;
-	move->split = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
-	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 2, &isnull)),
-					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->shardIds, NULL,
-					  &move->shardCount);
-	move->sourceNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-	move->targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
-	if (move->split)
-	{
-		move->splitPoint = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 6, &isnull)),
-						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
-						  NULL, &newCount);
-		if (newCount != 2 * move->shardCount)
-			elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
-				 newCount, move->shardCount);
-	}
-}
 
 /*
  * SwitchMovedShard switches the i-th shard of a move in the catalog: its
@@ -953,7 +908,7 @@ ReadRunningMove(int64 moveId, RunningMove *move)
  * shard's table.
  */
 static int32
-SwitchMovedShard(RunningMove *move, int i)
+SwitchMovedShard(MoveRecord *move, int i)
 {
 	int64		shardId = DatumGetInt64(move->shardIds[i]);
 	DistTableCacheEntry *entry;
@@ -961,8 +916,6 @@ SwitchMovedShard(RunningMove *move, int i)
 	Oid			relid;
 	int32		colocationId;
 	char	   *shardName;
-	Oid			recordTypes[4] = {INT8OID, INT4OID, TEXTOID, INT8OID};
-	Datum		recordArgs[4];
 	bool		placed = false;
 
 	if (shard != NULL)
@@ -985,32 +938,29 @@ SwitchMovedShard(RunningMove *move, int i)
 	}
 	else
 	{
-		int32		hashMin = shard->hashMin;
-		int32		hashMax = shard->hashMax;
-		int64		lower = DatumGetInt64(move->newShardIds[i]);
-		int64		upper = DatumGetInt64(move->newShardIds[move->shardCount + i]);
-		Oid			deleteTypes[1] = {INT8OID};
-		Datum		deleteArgs[1] = {Int64GetDatum(shardId)};
+		int			last = move->pieces.count - 1;
 
-		if (SPI_execute_with_args("DELETE FROM shardext.shard WHERE shardid = $1",
-								  1, deleteTypes, deleteArgs, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not delete shard " INT64_FORMAT, shardId);
-		InsertShard(lower, relid, true, hashMin, move->splitPoint);
-		InsertPlacement(lower, move->targetNodeId);
-		InsertShard(upper, relid, true, move->splitPoint + 1, hashMax);
-		InsertPlacement(upper, move->targetNodeId);
+		if (move->pieces.hashMax[last - 1] < shard->hashMin ||
+			move->pieces.hashMax[last - 1] >= shard->hashMax)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("shard " INT64_FORMAT " no longer has the range the split cuts",
+							shardId)));
+		move->pieces.hashMin[0] = shard->hashMin;
+		move->pieces.hashMax[last] = shard->hashMax;
+		DeleteShard(shardId);
+		for (int piece = 0; piece <= last; piece++)
+		{
+			int64		newId = DatumGetInt64(move->newShardIds[piece * move->shardCount + i]);
+
+			InsertShard(newId, relid, true, move->pieces.hashMin[piece],
+						move->pieces.hashMax[piece]);
+			InsertPlacement(newId, move->targetNodeId);
+		}
 		InvalidateDistTableCache(relid);
 	}
 
 	/* the source's table goes once no transaction can still read it */
-	recordArgs[0] = Int64GetDatum(move->moveId);
-	recordArgs[1] = Int32GetDatum(move->sourceNodeId);
-	recordArgs[2] = CStringGetTextDatum(shardName);
-	recordArgs[3] = Int64GetDatum(shardId);
-	if (SPI_execute_with_args("INSERT INTO shardext.cleanup_record (move_id, node_id, "
-							  "object_type, object_name, shard_id, policy) "
-							  "VALUES ($1, $2, 'table', $3, $4, 'deferred')",
-							  4, recordTypes, recordArgs, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the drop of %s", shardName);
+	RecordDeferredShardDrop(move->moveId, move->sourceNodeId, shardName, shardId);
 	return colocationId;
 }

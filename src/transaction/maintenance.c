@@ -44,6 +44,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -111,6 +112,10 @@ static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static void LogErrorAndAbort(void);
+static bool CatalogOutdated(void);
+
+/* the extension is of another version than the library: see CatalogOutdated */
+static bool catalogOutdated = false;
 
 Size
 MaintenanceShmemSize(void)
@@ -489,6 +494,28 @@ ShardextMaintenanceDaemonMain(Datum arg)
 }
 
 /*
+ * CatalogOutdated tells whether the extension in this database is of
+ * another version than the library (a new library was installed, ALTER
+ * EXTENSION shardext UPDATE has not run yet): then the daemon waits, and
+ * says so in the log once, rather than reading a catalog it does not know.
+ */
+static bool
+CatalogOutdated(void)
+{
+	static bool logged = false;
+
+	catalogOutdated = !CatalogVersionMatches();
+	if (catalogOutdated && !logged)
+		ereport(LOG,
+				(errmsg("shardext maintenance of database \"%s\" waits for ALTER EXTENSION "
+						"shardext UPDATE", get_database_name(MyDatabaseId)),
+				 errdetail("The library is shardext %s, the extension in the database %s.",
+						   SHARDEXT_LIBRARY_VERSION, InstalledShardextVersion())));
+	logged = catalogOutdated;
+	return catalogOutdated;
+}
+
+/*
  * RunRecovery runs prepared transaction recovery (always in the first
  * round, then only when shardext.recovery_interval enables it) and the
  * cleanup after shard moves in a transaction of its own; errors are logged
@@ -508,17 +535,20 @@ RunRecovery(void)
 	{
 		hasExtension = OidIsValid(get_extension_oid(SHARDEXT_EXTENSION_NAME, true)) &&
 			ShardextExtensionLoaded();
-		if (hasExtension && (firstRound || ShardextRecoveryInterval > 0))
+		/* until ALTER EXTENSION UPDATE, the daemon waits */
+		if (hasExtension && !CatalogOutdated())
 		{
-			int			resolved = RecoverShardextPreparedTransactions(true);
+			if (firstRound || ShardextRecoveryInterval > 0)
+			{
+				int			resolved = RecoverShardextPreparedTransactions(true);
 
-			if (resolved > 0)
-				ereport(LOG,
-						(errmsg("shardext recovered %d prepared transactions", resolved)));
-		}
-		if (hasExtension)
+				if (resolved > 0)
+					ereport(LOG,
+							(errmsg("shardext recovered %d prepared transactions", resolved)));
+			}
 			MaintainShardMoves();
-		firstRound = false;
+			firstRound = false;
+		}
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -539,6 +569,8 @@ RunRecovery(void)
 static void
 RunDeadlockDetection(void)
 {
+	if (catalogOutdated)
+		return;
 	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	PG_TRY();
 	{

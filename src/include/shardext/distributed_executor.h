@@ -109,6 +109,7 @@ typedef struct DistributedScanState
 	int			orderedNext;
 	uint64		affectedRows;
 	double		explainTime;
+	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
 } DistributedScanState;
 
 /* distributed_executor.c */

@@ -66,9 +66,47 @@ typedef struct DistTableCacheEntry
 	MemoryContext context;		/* owns all memory of this entry */
 } DistTableCacheEntry;
 
+/* the record of a running move or split (shardext.move) */
+/* a split cuts a range in two halves, or in up to three to isolate a tenant */
+#define MAX_SPLIT_PIECES 3
+
+/* the ranges a split makes, in hash order, covering the shard's range */
+typedef struct SplitPieces
+{
+	int			count;
+	int32		hashMin[MAX_SPLIT_PIECES];
+	int32		hashMax[MAX_SPLIT_PIECES];
+} SplitPieces;
+
+typedef struct MoveRecord
+{
+	int64		moveId;
+	bool		split;
+	int32		sourceNodeId;
+	int32		targetNodeId;
+	int32		splitPoint;		/* splits: last hash value of the first piece */
+	SplitPieces pieces;			/* splits: where the pieces end (their outer
+								 * bounds are the shard's) */
+	int			shardCount;
+	Datum	   *shardIds;
+	Datum	   *newShardIds;	/* splits: first pieces, then second pieces, ... */
+} MoveRecord;
+
+/* what BeginCatalogAccess saved, for EndCatalogAccess */
+typedef struct CatalogAccess
+{
+	Oid			savedUserId;
+	int			savedSecContext;
+	int			gucNestLevel;
+} CatalogAccess;
+
 /* metadata_cache.c */
 extern void InitializeMetadataCache(void);
 extern bool ShardextExtensionLoaded(void);
+extern Oid	ShardextExtensionOwner(void);
+extern char *InstalledShardextVersion(void);
+extern bool CatalogVersionMatches(void);
+extern void EnsureCatalogVersionMatches(void);
 extern DistTableCacheEntry *GetDistTableCacheEntry(Oid relid);
 extern bool IsDistributedTable(Oid relid);
 extern bool IsHashDistributedTable(Oid relid);
@@ -108,5 +146,15 @@ extern void InsertPlacement(int64 shardId, int32 nodeId);
 extern void DeletePlacement(int64 shardId, int32 nodeId);
 extern int64 NodePlacementCount(int32 nodeId);
 extern void InvalidateShardTable(int64 shardId);
+extern void DeleteShard(int64 shardId);
+extern void IncrementColocationShardCount(int32 colocationId, int added);
+extern void ReadRunningMoveRecord(int64 moveId, MoveRecord *move);
+extern void RecordDeferredShardDrop(int64 moveId, int32 nodeId, const char *shardName,
+									int64 shardId);
+extern void MarkMoveSwitched(int64 moveId);
+extern void RegisterLocalIdentity(const char *coordinatorId, int32 nodeId);
+extern void UnregisterLocalIdentity(const char *coordinatorId);
+extern void BeginCatalogAccess(CatalogAccess *access);
+extern void EndCatalogAccess(CatalogAccess *access);
 
 #endif							/* SHARDEXT_METADATA_H */
