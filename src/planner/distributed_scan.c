@@ -85,6 +85,15 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->pullFallback));
 	private = lappend(private, BoolNode(job->insertFromSubplan));
 	private = lappend(private, BoolNode(job->locksRows));
+	private = lappend(private, job->pruneIndexes);
+	private = lappend(private, IntNode(job->gindexMode));
+	private = lappend(private, job->gindexRelids);
+	private = lappend(private, IntNode(job->gindexArbiter));
+	private = lappend(private, job->insertAttnums);
+	private = lappend(private, IntNode(job->hiddenLead));
+	private = lappend(private, job->hiddenAttnums);
+	private = lappend(private, job->lockSqlParts);
+	private = lappend(private, IntNode(job->lockParamCount));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -119,6 +128,15 @@ DistributedJobFromScan(CustomScan *scan)
 	job->pullFallback = NEXT_INT() != 0;
 	job->insertFromSubplan = NEXT_INT() != 0;
 	job->locksRows = NEXT_INT() != 0;
+	job->pruneIndexes = NEXT_LIST();
+	job->gindexMode = NEXT_INT();
+	job->gindexRelids = NEXT_LIST();
+	job->gindexArbiter = (Oid) NEXT_INT();
+	job->insertAttnums = NEXT_LIST();
+	job->hiddenLead = NEXT_INT();
+	job->hiddenAttnums = NEXT_LIST();
+	job->lockSqlParts = NEXT_LIST();
+	job->lockParamCount = NEXT_INT();
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;
