@@ -80,8 +80,6 @@ typedef struct PreparedStatementEntry
 } PreparedStatementEntry;
 
 #define MAX_PREPARED_STATEMENTS 2000
-/* most tasks one query string carries (see TaskBatchSize) */
-#define MAX_TASK_BATCH 16
 #define DRAIN_TIMEOUT_MS 30000
 
 static CustomExecMethods DistributedExecMethods;
@@ -101,8 +99,6 @@ static void FinishScan(DistributedScanState *state);
 static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
 static void CollectReturnedRows(DistributedScanState *state);
 static void SendNextTasks(DistributedScanState *state, TaskConnection *tc);
-static int	TaskBatchSize(DistributedScanState *state, TaskConnection *tc);
-static void TaskBatchDone(TaskConnection *tc);
 static void SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks);
 static void MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc);
 static void FlushConnection(NodeConnection *conn);
@@ -675,45 +671,6 @@ SendNextTasks(DistributedScanState *state, TaskConnection *tc)
 	list_free(tasks);
 	if (tc->node->pending != NIL)
 		tc->batchSent = GetCurrentTimestamp();
-}
-
-/*
- * TaskBatchSize: how many tasks of its node a connection takes at once.
- * One round trip per task is what dominates small tasks (small shards, or
- * workers a network hop away), so tasks without parameters of a scan
- * outside remote transactions go several in one query string when the
- * last send came back quickly: the size doubles (up to MAX_TASK_BATCH)
- * while sends complete within half the slow start interval, and falls back
- * to one otherwise, so that long tasks stay in the queue for the
- * connections slow start adds.  A batch takes at most its share of the
- * node's queue among the node's connections.
- */
-static int
-TaskBatchSize(DistributedScanState *state, TaskConnection *tc)
-{
-	int			share;
-
-	if (state->inTransaction || state->job->usePrepared || tc->batchSize <= 1)
-		return 1;
-	share = (list_length(tc->node->pending) + list_length(tc->node->taskConns) - 1) /
-		list_length(tc->node->taskConns);
-	return Max(1, Min(tc->batchSize, share));
-}
-
-/*
- * TaskBatchDone adapts the connection's batch size once its send has been
- * answered (see TaskBatchSize).
- */
-static void
-TaskBatchDone(TaskConnection *tc)
-{
-	if (tc->node->pending == NIL)
-		return;
-	if (!TimestampDifferenceExceeds(tc->batchSent, GetCurrentTimestamp(),
-									ShardextExecutorSlowStartInterval / 2))
-		tc->batchSize = Min(Max(tc->batchSize, 1) * 2, MAX_TASK_BATCH);
-	else
-		tc->batchSize = 2;
 }
 
 /*

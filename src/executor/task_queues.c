@@ -15,8 +15,10 @@
  * shardext.executor_slow_start_interval, one, then two at once, then
  * four..., up to shardext.max_connections_per_node and as long as the
  * node's shared pool has room.  Quick tasks (small shards) thus run one
- * after the other on one connection, and under load a scan runs over as
- * few connections as the pool gives it, down to one per node.
+ * after the other on one connection -- several in one query string, so
+ * that they do not cost a round trip each (TaskBatchSize) -- and under load
+ * a scan runs over as few connections as the pool gives it, down to one
+ * per node.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,6 +32,9 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_xact.h"
+
+/* most tasks one query string carries (see TaskBatchSize) */
+#define MAX_TASK_BATCH 16
 
 static NodeTaskQueue *GetNodeTaskQueue(DistributedScanState *state, int32 nodeId);
 static void OpenFirstConnections(DistributedScanState *state);
@@ -266,4 +271,43 @@ NextExecutorTimeout(DistributedScanState *state)
 		}
 	}
 	return timeout;
+}
+
+/*
+ * TaskBatchSize: how many tasks of its node a connection takes at once.
+ * One round trip per task is what dominates small tasks (small shards, or
+ * workers a network hop away), so tasks without parameters of a scan
+ * outside remote transactions go several in one query string when the
+ * last send came back quickly: the size doubles (up to MAX_TASK_BATCH)
+ * while sends complete within half the slow start interval, and falls back
+ * to one otherwise, so that long tasks stay in the queue for the
+ * connections slow start adds.  A batch takes at most its share of the
+ * node's queue among the node's connections.
+ */
+int
+TaskBatchSize(DistributedScanState *state, TaskConnection *tc)
+{
+	int			share;
+
+	if (state->inTransaction || state->job->usePrepared || tc->batchSize <= 1)
+		return 1;
+	share = (list_length(tc->node->pending) + list_length(tc->node->taskConns) - 1) /
+		list_length(tc->node->taskConns);
+	return Max(1, Min(tc->batchSize, share));
+}
+
+/*
+ * TaskBatchDone adapts the connection's batch size once its send has been
+ * answered (see TaskBatchSize).
+ */
+void
+TaskBatchDone(TaskConnection *tc)
+{
+	if (tc->node->pending == NIL)
+		return;
+	if (!TimestampDifferenceExceeds(tc->batchSent, GetCurrentTimestamp(),
+									ShardextExecutorSlowStartInterval / 2))
+		tc->batchSize = Min(Max(tc->batchSize, 1) * 2, MAX_TASK_BATCH);
+	else
+		tc->batchSize = 2;
 }

@@ -144,6 +144,8 @@ extern void AssignTasksToConnections(DistributedScanState *state);
 extern bool AdvanceConnecting(TaskConnection *tc);
 extern void OpenMoreConnections(DistributedScanState *state);
 extern long NextExecutorTimeout(DistributedScanState *state);
+extern int	TaskBatchSize(DistributedScanState *state, TaskConnection *tc);
+extern void TaskBatchDone(TaskConnection *tc);
 
 /* task_builder.c */
 extern RemoteParams *MakeRemoteParams(int count);
