@@ -18,6 +18,7 @@
 #include "tcop/utility.h"
 
 #include "shardext/shardext.h"
+#include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
@@ -25,6 +26,7 @@
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 #include "shardext/remote_xact.h"
+#include "shardext/shared_pool.h"
 #include "shardext/tenant_stats.h"
 #include "shardext/utility_hook.h"
 
@@ -69,6 +71,7 @@ _PG_init(void)
 	ProcessUtility_hook = ShardextProcessUtility;
 
 	InitializeMetadataCache();
+	InitializeConnections();
 	InitializeRemoteTransactions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();
@@ -87,6 +90,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(MaintenanceShmemSize());
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
 	ShardStatsShmemRequest();
+	SharedPoolShmemRequest();
 	TenantStatsShmemRequest();
 }
 
@@ -103,5 +107,6 @@ ShardextShmemStartup(void)
 	MaintenanceShmemInit();
 	DistributedDeadlockShmemInit();
 	ShardStatsShmemInit();
+	SharedPoolShmemInit();
 	TenantStatsShmemInit();
 }

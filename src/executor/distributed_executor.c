@@ -7,11 +7,11 @@
  * At the first fetch the scan builds its tasks (task_builder.c: one per
  * shard, per placement when it writes; shards locked in id order before
  * placements are looked at, so shard moves can block writes at cutover).
- * Tasks are
- * queued on connections -- inside a transaction (or when writing) one per
- * node, so the transaction reads its own writes; otherwise up to
- * shardext.max_connections_per_node per node -- and one event loop drives
- * them all: results arrive in single-row mode and are returned as they come.
+ * Tasks are queued per node, and every connection to a node takes the
+ * node's next task when it is free; which connections a scan uses, and
+ * when it opens more ("slow start"), is task_queues.c's part.  One event
+ * loop drives everything, connection attempts included: results arrive in
+ * single-row mode and are returned as they come.
  *
  * A connection serves one task at a time.  When another scan (for example
  * the inner side of a nested loop) needs a connection that a scan is still
@@ -98,9 +98,10 @@ static bool StartNextInsertBatch(DistributedScanState *state);
 static void FinishScan(DistributedScanState *state);
 static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
 static void CollectReturnedRows(DistributedScanState *state);
-static void AssignTasksToConnections(DistributedScanState *state);
-static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
-										 int index);
+static void SendNextTasks(DistributedScanState *state, TaskConnection *tc);
+static void SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks);
+static void MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc);
+static void FlushConnection(NodeConnection *conn);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
@@ -109,7 +110,7 @@ static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **task
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
-static void WaitForSingleConnection(NodeConnection *conn);
+static void WaitForSingleConnection(NodeConnection *conn, long timeout);
 static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
@@ -629,7 +630,7 @@ StartExecution(DistributedScanState *state)
 	SendFirstTasks(state);
 }
 
-/* SendFirstTasks starts the first queued task of every idle connection */
+/* SendFirstTasks starts a task on every idle connection that is ready */
 static void
 SendFirstTasks(DistributedScanState *state)
 {
@@ -639,91 +640,78 @@ SendFirstTasks(DistributedScanState *state)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current == NULL && tc->queue != NIL)
-		{
-			RemoteTask *task = linitial(tc->queue);
-
-			tc->queue = list_delete_first(tc->queue);
-			SendTask(state, tc, task);
-		}
+		if (!tc->conn->connecting)
+			SendNextTasks(state, tc);
 	}
 }
 
 /*
- * AssignTasksToConnections queues each task on a connection to its node:
- * inside transactions always the node's first connection, otherwise spread
- * over up to shardext.max_connections_per_node connections.
+ * SendNextTasks starts the next task of its node (or a batch of them, see
+ * TaskBatchSize) on a connection that is free and ready.
  */
 static void
-AssignTasksToConnections(DistributedScanState *state)
+SendNextTasks(DistributedScanState *state, TaskConnection *tc)
 {
-	ListCell   *cell;
-	List	   *nodeIds = NIL;
-	List	   *nodeTaskCounts = NIL;
+	List	   *tasks = NIL;
+	int			size;
 
-	foreach(cell, state->tasks)
+	if (tc->current != NULL || tc->node->pending == NIL || tc->conn->connecting)
+		return;
+	size = TaskBatchSize(state, tc);
+	while (list_length(tasks) < size && tc->node->pending != NIL)
 	{
-		RemoteTask *task = lfirst(cell);
-		int			position = list_length(nodeIds);
-		int			index;
-		int			perNode;
-		ListCell   *c;
-		int			p = 0;
-		int			count;
+		RemoteTask *task = linitial(tc->node->pending);
 
-		foreach(c, nodeIds)
-		{
-			if (lfirst_int(c) == task->nodeId)
-			{
-				position = p;
-				break;
-			}
-			p++;
-		}
-		if (position == list_length(nodeIds))
-		{
-			nodeIds = lappend_int(nodeIds, task->nodeId);
-			nodeTaskCounts = lappend_int(nodeTaskCounts, 0);
-		}
-		count = list_nth_int(nodeTaskCounts, position);
-		list_nth_cell(nodeTaskCounts, position)->int_value = count + 1;
-
-		perNode = state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1);
-		if (state->inTransaction && count == 0 &&
-			NodeHasOtherConnectionInTransaction(task->nodeId, 0))
-		{
-			WorkerNode *node = GetWorkerNode(task->nodeId);
-
-			/* a parallel COPY left its work on other connections */
-			ereport(ERROR,
-					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-					 errmsg("cannot run a distributed query on node %s:%d after a parallel "
-							"operation in the same transaction", node->host, node->port),
-					 errhint("Run the query in its own transaction.")));
-		}
-		index = count % perNode;
-		task->taskConn = GetTaskConnection(state, task->nodeId, index);
-		task->taskConn->queue = lappend(task->taskConn->queue, task);
+		if (tasks != NIL && task->params->count > 0)
+			break;
+		tasks = lappend(tasks, task);
+		tc->node->pending = list_delete_first(tc->node->pending);
 	}
+	if (list_length(tasks) == 1)
+		SendTask(state, tc, linitial(tasks));
+	else
+		SendTaskBatch(state, tc, tasks);
+	list_free(tasks);
+	if (tc->node->pending != NIL)
+		tc->batchSent = GetCurrentTimestamp();
 }
 
-static TaskConnection *
-GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
+/*
+ * SendTaskBatch sends several tasks (without parameters, outside remote
+ * transactions) as one query string, in single-row mode: their results
+ * come one statement after the other, and PollConnection moves on to the
+ * next task at the end of each.
+ */
+static void
+SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks)
 {
-	NodeConnection *conn = GetNodeConnectionByIndex(nodeId, index);
+	NodeConnection *conn = tc->conn;
+	StringInfoData sql;
 	ListCell   *cell;
-	TaskConnection *tc;
 
-	foreach(cell, state->taskConns)
+	Assert(!state->inTransaction && list_length(tasks) > 1);
+	MakeConnectionAvailable(state, tc);
+	SyncRemoteTimeZone(conn);
+	initStringInfo(&sql);
+	foreach(cell, tasks)
 	{
-		tc = lfirst(cell);
-		if (tc->conn == conn)
-			return tc;
+		RemoteTask *task = lfirst(cell);
+
+		appendStringInfo(&sql, "%s%s", sql.len > 0 ? ";" : "", task->sql);
+		task->taskConn = tc;
+		task->sent = true;
+		CountShardQuery(task->shardId);
 	}
-	tc = palloc0(sizeof(TaskConnection));
-	tc->conn = conn;
-	state->taskConns = lappend(state->taskConns, tc);
-	return tc;
+	if (!PQsendQuery(conn->pgConn, sql.data))
+		ConnectionFailed(conn);
+	pfree(sql.data);
+	conn->queryInProgress = true;
+	UseSingleRowMode(conn);
+	FlushConnection(conn);
+
+	GetConnectionExecState(conn)->owner = state;
+	tc->current = linitial(tasks);
+	tc->batch = list_copy_tail(tasks, 1);
 }
 
 /*
@@ -928,6 +916,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	es = GetConnectionExecState(conn);
 	es->owner = state;
 	tc->current = task;
+	task->taskConn = tc;
 	task->sent = true;
 	CountShardQuery(task->shardId);
 }
@@ -950,13 +939,12 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 			TaskConnection *tc = list_nth(state->taskConns, (state->nextConn + i) % count);
 			PGresult   *result = NULL;
 
-			while (tc->current == NULL && tc->queue != NIL)
+			if (AdvanceConnecting(tc))
 			{
-				RemoteTask *task = linitial(tc->queue);
-
-				tc->queue = list_delete_first(tc->queue);
-				SendTask(state, tc, task);
+				active = true;
+				continue;
 			}
+			SendNextTasks(state, tc);
 			if (tc->current == NULL)
 				continue;
 			if (PollConnection(state, tc, &result))
@@ -965,7 +953,7 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 				state->nextConn = (state->nextConn + i) % count;
 				return result;
 			}
-			if (tc->current == NULL && tc->queue != NIL)
+			if (tc->current == NULL && tc->node->pending != NIL)
 			{
 				/* finished a task: start the next one right away */
 				i--;
@@ -976,6 +964,7 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 		}
 		if (!active)
 			return NULL;
+		OpenMoreConnections(state);
 		WaitForConnections(state);
 	}
 }
@@ -1072,7 +1061,9 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			conn->queryInProgress = false;
 			task->done = true;
 			tc->current = NULL;
+			tc->batch = NIL;
 			ReleaseConnection(conn);
+			TaskBatchDone(tc);
 			return false;
 		}
 		switch (PQresultStatus(result))
@@ -1104,6 +1095,13 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 										   task->shardId, task->affectedRows, task->expectedRows),
 								 errhint("Run the statement again.")));
 					PQclear(result);
+					if (tc->batch != NIL)
+					{
+						/* the end of one statement of a batch: the next task's results follow */
+						task->done = true;
+						task = tc->current = linitial(tc->batch);
+						tc->batch = list_delete_first(tc->batch);
+					}
 					break;
 				}
 			default:
@@ -1128,13 +1126,14 @@ ReleaseConnection(NodeConnection *conn)
 
 /*
  * WaitForSingleConnection waits for input on one connection (or an
- * interrupt), with the wait set the connection keeps (see
- * WaitOnNodeConnection): a scan of one shard is the common case.
+ * interrupt, or timeout ms: -1 for none), with the wait set the connection
+ * keeps (see WaitOnNodeConnection): a scan of one shard is the common
+ * case.
  */
 static void
-WaitForSingleConnection(NodeConnection *conn)
+WaitForSingleConnection(NodeConnection *conn, long timeout)
 {
-	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, -1L);
+	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, timeout);
 
 	if (rc & WL_LATCH_SET)
 	{
@@ -1150,8 +1149,9 @@ WaitForSingleConnection(NodeConnection *conn)
 }
 
 /*
- * WaitForConnections sleeps until a busy connection has input (or an
- * interrupt arrives) and consumes the input.
+ * WaitForConnections sleeps until a busy connection has input, a
+ * connection being opened can go on, an interrupt arrives, or the next
+ * timeout of the scan (NextExecutorTimeout); input is consumed.
  */
 static void
 WaitForConnections(DistributedScanState *state)
@@ -1160,38 +1160,41 @@ WaitForConnections(DistributedScanState *state)
 	WaitEvent	events[16];
 	int			count;
 	ListCell   *cell;
-	int			busy = 0;
+	int			waiting = 0;
 	TaskConnection *only = NULL;
+	long		timeout = NextExecutorTimeout(state);
 
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current != NULL)
+		if (tc->current != NULL || tc->conn->connecting)
 		{
-			busy++;
+			waiting++;
 			only = tc;
 		}
 	}
-	if (busy == 0)
+	if (waiting == 0)
 		return;
-	if (busy == 1)
+	if (waiting == 1 && !only->conn->connecting)
 	{
-		WaitForSingleConnection(only->conn);
+		WaitForSingleConnection(only->conn, timeout);
 		return;
 	}
 
-	set = CreateWaitEventSet(CurrentMemoryContext, busy + 2);
+	set = CreateWaitEventSet(CurrentMemoryContext, waiting + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current != NULL)
+		if (tc->conn->connecting)
+			AddWaitEventToSet(set, tc->connectEvents, PQsocket(tc->conn->pgConn), NULL, tc);
+		else if (tc->current != NULL)
 			AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(tc->conn->pgConn), NULL, tc);
 	}
-	count = WaitEventSetWait(set, -1L, events, lengthof(events), PG_WAIT_EXTENSION);
+	count = WaitEventSetWait(set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 	FreeWaitEventSet(set);
 
 	for (int i = 0; i < count; i++)
@@ -1202,11 +1205,13 @@ WaitForConnections(DistributedScanState *state)
 			CheckForDistributedDeadlockCancel();
 			CHECK_FOR_INTERRUPTS();
 		}
-		else if (events[i].events & WL_SOCKET_READABLE)
+		else if (events[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 		{
 			TaskConnection *tc = events[i].user_data;
 
-			if (!PQconsumeInput(tc->conn->pgConn))
+			if (tc->conn->connecting)
+				tc->socketReady = true;
+			else if (!PQconsumeInput(tc->conn->pgConn))
 				ConnectionFailed(tc->conn);
 		}
 	}
@@ -1219,7 +1224,7 @@ WaitForConnections(DistributedScanState *state)
 static void
 BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 {
-	RemoteTask *task = tc->current;
+	RemoteTask *task = NULL;
 	TupleDesc	desc = owner->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor;
 	MemoryContext oldContext = MemoryContextSwitchTo(owner->execContext);
 	MemoryContext convertContext;
@@ -1227,14 +1232,20 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 	PGresult   *result;
 
 	/* everything that outlives this call belongs to the owner's execution */
-	if (task->buffer == NULL)
-		task->buffer = tuplestore_begin_heap(false, false, work_mem);
 	tmp = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	convertContext = AllocSetContextCreate(owner->execContext, "shardext buffering",
 										   ALLOCSET_DEFAULT_SIZES);
 
-	while (tc->current == task)
+	/* the task in flight, and those of its batch */
+	while (tc->current != NULL)
 	{
+		if (tc->current != task)
+		{
+			task = tc->current;
+			if (task->buffer == NULL)
+				task->buffer = tuplestore_begin_heap(false, false, work_mem);
+			owner->bufferedTasks = lappend(owner->bufferedTasks, task);
+		}
 		result = NULL;
 		if (PollConnection(owner, tc, &result))
 		{
@@ -1253,9 +1264,8 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 			continue;
 		}
 		if (tc->current == task)
-			WaitForSingleConnection(tc->conn);
+			WaitForSingleConnection(tc->conn, -1L);
 	}
-	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
 	ExecDropSingleTupleTableSlot(tmp);
 	MemoryContextDelete(convertContext);
 	MemoryContextSwitchTo(oldContext);
@@ -1277,7 +1287,8 @@ AbandonExecution(DistributedScanState *state)
 		NodeConnection *conn = tc->conn;
 		bool		clean = true;
 
-		tc->queue = NIL;
+		tc->node->pending = NIL;
+		tc->batch = NIL;
 		if (tc->current == NULL)
 			continue;
 		if (conn->xactState == REMOTE_XACT_NONE)
@@ -1337,6 +1348,7 @@ ReScanDistributedScan(CustomScanState *node)
 	state->finished = false;
 	state->tasksBuilt = false;
 	state->tasks = NIL;
+	state->nodeQueues = NIL;
 	state->taskConns = NIL;
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;

@@ -26,6 +26,12 @@
  * (which also runs the cleanup after interrupted or finished shard moves,
  * MaintainShardMoves) and RunDeadlockDetection.
  *
+ * A daemon has no statement_timeout, so each task bounds its waits for
+ * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
+ * the detector keep per node): a node that accepts connections but does
+ * not answer cannot stop the daemon.  Its connections count in the
+ * nodes' shared pools but never wait for a slot (SetPoolExempt).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -60,8 +66,10 @@
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/shard_move.h"
+#include "shardext/shared_pool.h"
 
 #define MAX_MAINTAINED_DATABASES 128
 
@@ -71,6 +79,8 @@
 #define NO_EXTENSION_RECHECK_MS (300 * 1000)
 /* how long a stopped daemon is kept away (DROP DATABASE and the like) */
 #define STOP_PAUSE_MS (30 * 1000)
+/* the longest a task of the daemon may wait for nodes in all */
+#define TASK_REMOTE_TIMEOUT_MS (120 * 1000)
 
 typedef struct MaintainedDatabase
 {
@@ -423,6 +433,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 	BackgroundWorkerInitializeConnectionByOid(databaseId, InvalidOid, 0);
 	pgstat_report_appname("shardext maintenance daemon");
+	SetPoolExempt(true);
 
 	loopContext = AllocSetContextCreate(TopMemoryContext, "shardext maintenance",
 										ALLOCSET_DEFAULT_SIZES);
@@ -517,6 +528,7 @@ RunRecovery(void)
 	static bool firstRound = true;
 	bool		hasExtension = true;
 
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	PG_TRY();
@@ -528,7 +540,7 @@ RunRecovery(void)
 		{
 			if (firstRound || ShardextRecoveryInterval > 0)
 			{
-				int			resolved = RecoverShardextPreparedTransactions();
+				int			resolved = RecoverShardextPreparedTransactions(true);
 
 				if (resolved > 0)
 					ereport(LOG,
@@ -545,6 +557,7 @@ RunRecovery(void)
 		LogErrorAndAbort();
 	}
 	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
 	return hasExtension;
 }
 
@@ -558,6 +571,7 @@ RunDeadlockDetection(void)
 {
 	if (catalogOutdated)
 		return;
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	PG_TRY();
 	{
 		(void) DetectDistributedDeadlocks();
@@ -567,6 +581,7 @@ RunDeadlockDetection(void)
 		LogErrorAndAbort();
 	}
 	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
 }
 
 /*

@@ -293,6 +293,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
+			ConnectionsAtTransactionEnd();
 			break;
 
 		case XACT_EVENT_PRE_PREPARE:
@@ -305,6 +306,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 			AbortRemoteTransactions();
 			connectionsInTransaction = 0;
+			ConnectionsAtTransactionEnd();
 			break;
 
 		default:
@@ -534,7 +536,6 @@ AbortRemoteTransactions(void)
 		NodeConnection *conn = lfirst(cell);
 		bool		clean = true;
 
-		conn->claimed = false;
 		if (conn->pgConn == NULL)
 		{
 			ResetRemoteTransaction(conn);
@@ -582,7 +583,6 @@ ResetRemoteTransaction(NodeConnection *conn)
 	conn->pendingReleaseLevel = 0;
 	conn->preparedGid[0] = '\0';
 	conn->timeZoneSetInXact = false;
-	conn->claimed = false;
 }
 
 /*
@@ -634,7 +634,6 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	char	   *command;
 	bool		clean = true;
 
-	conn->claimed = false;
 	if (conn->queryInProgress)
 		clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 

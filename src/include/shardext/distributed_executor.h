@@ -28,6 +28,7 @@ typedef struct RemoteParams
 } RemoteParams;
 
 typedef struct TaskConnection TaskConnection;
+typedef struct NodeTaskQueue NodeTaskQueue;
 
 /* a shard of a unique global index that a task writes */
 typedef struct UniqueShard
@@ -62,12 +63,28 @@ typedef struct RemoteTask
 	uint64		expectedRows;
 } RemoteTask;
 
-/* a connection the scan uses and the tasks queued on it */
+/* a connection the scan uses */
 struct TaskConnection
 {
 	NodeConnection *conn;
-	List	   *queue;			/* RemoteTask * not yet sent */
+	NodeTaskQueue *node;		/* whose tasks it runs */
 	RemoteTask *current;		/* sent; results not all read */
+	List	   *batch;			/* sent after current in the same query string */
+	int			batchSize;		/* how many tasks the next send may take */
+	TimestampTz batchSent;		/* when the last send went out */
+	int			connectEvents;	/* while conn->connecting: the socket events it needs */
+	bool		socketReady;	/* ... and they happened */
+};
+
+/* the tasks of one node, taken by its connections as they become free */
+struct NodeTaskQueue
+{
+	int32		nodeId;
+	List	   *pending;		/* RemoteTask * not yet sent */
+	List	   *taskConns;		/* TaskConnection * to the node */
+	TimestampTz lastOpened;		/* when the scan last added a connection */
+	int			burst;			/* connections the next slow start step may open */
+	bool		poolFull;		/* the shared pool refused one: stop asking */
 };
 
 typedef struct DistributedScanState
@@ -90,7 +107,8 @@ typedef struct DistributedScanState
 	bool		inTransaction;	/* tasks run inside remote transactions */
 	int			subxactLevel;	/* nesting level the execution started at */
 	List	   *tasks;
-	List	   *taskConns;		/* TaskConnection * */
+	List	   *nodeQueues;		/* NodeTaskQueue *, by node id */
+	List	   *taskConns;		/* TaskConnection *, of every node */
 	List	   *bufferedTasks;	/* RemoteTask * whose buffer is still to read */
 	int			nextConn;		/* round-robin start of the next poll */
 	int			remoteColumns;
@@ -125,6 +143,14 @@ extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *
 extern void ExecuteRemoteTasks(List *tasks, bool writes, bool inTransaction,
 							   RemoteRowCallback callback, void *arg);
 extern bool RemoteReadsInTransaction(void);
+
+/* task_queues.c */
+extern void AssignTasksToConnections(DistributedScanState *state);
+extern bool AdvanceConnecting(TaskConnection *tc);
+extern void OpenMoreConnections(DistributedScanState *state);
+extern long NextExecutorTimeout(DistributedScanState *state);
+extern int	TaskBatchSize(DistributedScanState *state, TaskConnection *tc);
+extern void TaskBatchDone(TaskConnection *tc);
 
 /* task_builder.c */
 extern RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *taskShard,

@@ -20,6 +20,6 @@ extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
 extern char *RemotePreparedGidPrefix(void);
 
 /* recovery.c */
-extern int	RecoverShardextPreparedTransactions(void);
+extern int	RecoverShardextPreparedTransactions(bool skipFailing);
 
 #endif							/* SHARDEXT_REMOTE_XACT_H */
