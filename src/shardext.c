@@ -25,6 +25,7 @@
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include "shardext/utility_hook.h"
 
 PG_MODULE_MAGIC;
@@ -86,6 +87,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(MaintenanceShmemSize());
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
 	ShardStatsShmemRequest();
+	ReplicaStateShmemRequest();
 }
 
 /*
@@ -101,4 +103,5 @@ ShardextShmemStartup(void)
 	MaintenanceShmemInit();
 	DistributedDeadlockShmemInit();
 	ShardStatsShmemInit();
+	ReplicaStateShmemInit();
 }

@@ -52,10 +52,14 @@ static MemoryContext ConnectionContext = NULL;
 static int	connectionSerial = 0;
 
 static ConnectionCacheEntry *GetCacheEntry(int32 nodeId);
-static NodeConnection *OpenNodeConnection(int32 nodeId);
+static NodeConnection *GetCachedConnection(int32 nodeId, int index, int timeoutMs,
+										   bool errorOnFailure);
+static NodeConnection *OpenNodeConnection(int32 nodeId, int timeoutMs, bool errorOnFailure);
 static PGconn *StartConnection(const char *host, int32 port, const char *dbname,
 							   const char *user, const char *timeZone, bool replication);
-static bool FinishConnection(PGconn *pgConn);
+static bool FinishConnection(PGconn *pgConn, int timeoutMs);
+static NodeConnection *OpenDedicated(const char *host, int32 port, bool replication,
+									 bool errorOnFailure, int timeoutMs);
 static char *ConnectionFailureMessage(PGconn *pgConn);
 
 static void
@@ -113,37 +117,68 @@ GetNodeConnection(int32 nodeId)
 NodeConnection *
 GetNodeConnectionByIndex(int32 nodeId, int index)
 {
+	return GetCachedConnection(nodeId, index, ShardextConnectTimeout, true);
+}
+
+/*
+ * TryGetNodeConnectionByIndex is GetNodeConnectionByIndex that gives up
+ * after timeoutMs and returns NULL when the node cannot be reached (for
+ * read replicas, whose reads then go to the primary).
+ */
+NodeConnection *
+TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs)
+{
+	return GetCachedConnection(nodeId, index, timeoutMs, false);
+}
+
+/*
+ * GetCachedConnection does the work of the two above.  A cached connection
+ * that broke, or whose node now has another address (the node was
+ * repointed, shardext_update_node), is replaced when it is not part of a
+ * remote transaction.
+ */
+static NodeConnection *
+GetCachedConnection(int32 nodeId, int index, int timeoutMs, bool errorOnFailure)
+{
 	ConnectionCacheEntry *entry = GetCacheEntry(nodeId);
 	NodeConnection *conn;
+	WorkerNode *node;
 
 	Assert(index >= 0);
 	while (list_length(entry->connections) <= index)
 	{
 		MemoryContext oldContext;
 
-		conn = OpenNodeConnection(nodeId);
+		conn = OpenNodeConnection(nodeId, timeoutMs, errorOnFailure);
+		if (conn == NULL)
+			return NULL;
 		oldContext = MemoryContextSwitchTo(ConnectionContext);
 		entry->connections = lappend(entry->connections, conn);
 		MemoryContextSwitchTo(oldContext);
 	}
 
 	conn = list_nth(entry->connections, index);
-	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
+	node = GetWorkerNode(nodeId);
+	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK ||
+		conn->port != node->port || strcmp(conn->host, node->host) != 0)
 	{
+		NodeConnection *fresh;
+
 		if (conn->xactState != REMOTE_XACT_NONE)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("connection to node %s:%d was lost during the transaction",
 							conn->host, conn->port)));
 		DisconnectNodeConnection(conn);
-		{
-			NodeConnection *fresh = OpenNodeConnection(nodeId);
-
-			conn->pgConn = fresh->pgConn;
-			conn->remoteTimeZone = fresh->remoteTimeZone;
-			conn->executorState = NULL;
-			pfree(fresh);
-		}
+		fresh = OpenNodeConnection(nodeId, timeoutMs, errorOnFailure);
+		if (fresh == NULL)
+			return NULL;
+		conn->pgConn = fresh->pgConn;
+		conn->remoteTimeZone = fresh->remoteTimeZone;
+		conn->host = fresh->host;
+		conn->port = fresh->port;
+		conn->executorState = NULL;
+		pfree(fresh);
 	}
 	return conn;
 }
@@ -212,10 +247,12 @@ DisconnectNodeConnection(NodeConnection *conn)
 }
 
 /*
- * OpenNodeConnection connects to a registered node as the current user.
+ * OpenNodeConnection connects to a registered node as the current user,
+ * giving up after timeoutMs; on failure it errors out, or returns NULL when
+ * errorOnFailure is false.
  */
 static NodeConnection *
-OpenNodeConnection(int32 nodeId)
+OpenNodeConnection(int32 nodeId, int timeoutMs, bool errorOnFailure)
 {
 	WorkerNode *node = GetWorkerNode(nodeId);
 	NodeConnection *conn;
@@ -225,11 +262,13 @@ OpenNodeConnection(int32 nodeId)
 	PGconn	   *pgConn;
 
 	pgConn = StartConnection(node->host, node->port, dbname, user, timeZone, false);
-	if (!FinishConnection(pgConn))
+	if (!FinishConnection(pgConn, timeoutMs))
 	{
 		char	   *message = ConnectionFailureMessage(pgConn);
 
 		PQfinish(pgConn);
+		if (!errorOnFailure)
+			return NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 				 errmsg("could not connect to node %s:%d", node->host, node->port),
@@ -264,7 +303,7 @@ ConnectToNodeDirect(const char *host, int32 port, const char *dbname,
 
 	pgConn = StartConnection(host, port, dbname, user,
 							 GetConfigOption("TimeZone", false, false), false);
-	if (FinishConnection(pgConn))
+	if (FinishConnection(pgConn, ShardextConnectTimeout))
 		return pgConn;
 
 	if (!errorOnFailure)
@@ -298,6 +337,25 @@ NodeConnection *
 OpenDedicatedConnection(const char *host, int32 port, bool replication,
 						bool errorOnFailure)
 {
+	return OpenDedicated(host, port, replication, errorOnFailure, ShardextConnectTimeout);
+}
+
+/*
+ * OpenDedicatedConnectionWithTimeout is OpenDedicatedConnection (not for
+ * replication) that gives up after timeoutMs and returns NULL on failure:
+ * for the maintenance daemon's polls of read replicas.
+ */
+NodeConnection *
+OpenDedicatedConnectionWithTimeout(const char *host, int32 port, int timeoutMs)
+{
+	return OpenDedicated(host, port, false, false, timeoutMs);
+}
+
+/* OpenDedicated does the work of the two above */
+static NodeConnection *
+OpenDedicated(const char *host, int32 port, bool replication, bool errorOnFailure,
+			  int timeoutMs)
+{
 	char	   *dbname = get_database_name(MyDatabaseId);
 	char	   *user = GetUserNameFromId(GetUserId(), false);
 	const char *timeZone = GetConfigOption("TimeZone", false, false);
@@ -305,7 +363,7 @@ OpenDedicatedConnection(const char *host, int32 port, bool replication,
 	NodeConnection *conn;
 
 	pgConn = StartConnection(host, port, dbname, user, timeZone, replication);
-	if (!FinishConnection(pgConn))
+	if (!FinishConnection(pgConn, timeoutMs))
 	{
 		char	   *message = ConnectionFailureMessage(pgConn);
 
@@ -451,14 +509,15 @@ StartConnection(const char *host, int32 port, const char *dbname,
 
 /*
  * FinishConnection drives a connection attempt to completion, reacting to
- * interrupts, and gives up after shardext.connect_timeout.  Returns whether
- * the connection is usable (then in non-blocking mode).
+ * interrupts, and gives up after timeoutMs (shardext.connect_timeout in
+ * general).  Returns whether the connection is usable (then in
+ * non-blocking mode).
  */
 static bool
-FinishConnection(PGconn *pgConn)
+FinishConnection(PGconn *pgConn, int timeoutMs)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   ShardextConnectTimeout);
+													   timeoutMs);
 	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
 
 	if (PQstatus(pgConn) == CONNECTION_BAD)

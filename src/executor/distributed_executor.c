@@ -53,9 +53,11 @@
 #include "shardext/distributed_executor.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include "shardext/resource_lock.h"
 
 /*
@@ -111,12 +113,15 @@ static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 node
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
-static bool PipelineResult(NodeConnection *conn, PGresult **result);
+static bool PipelineResult(NodeConnection *conn, RemoteTask *task, PGresult **result);
 static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut);
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
-static void WaitForSingleConnection(NodeConnection *conn);
+static void WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc);
+static bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+						   PGresult *result, bool closeConnection);
+static void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task);
 static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
@@ -548,6 +553,21 @@ StartExecution(DistributedScanState *state)
 					   IsWholeTopLevelStatement(estate)));
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
+	/* replicas that cannot be reached leave their tasks to the primaries */
+	ConnectReplicaTasks(state, state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1));
+	/* a write that commits on its own fetches its node's LSN (read replicas) */
+	if (!state->inTransaction && job->kind != JOB_SELECT)
+	{
+		ListCell   *cell;
+
+		foreach(cell, state->tasks)
+		{
+			RemoteTask *task = lfirst(cell);
+
+			task->captureLsn = NodeWantsCommitLsn(task->nodeId);
+		}
+	}
+
 	oldContext = MemoryContextSwitchTo(state->execContext);
 	AssignTasksToConnections(state);
 	MemoryContextSwitchTo(oldContext);
@@ -736,24 +756,34 @@ MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc)
 				 errmsg("connection to node %s:%d is busy", conn->host, conn->port)));
 }
 
-static void
-FlushConnection(NodeConnection *conn)
+/* FlushOutput pushes libpq's output to the node; false when that failed */
+static bool
+FlushOutput(NodeConnection *conn)
 {
 	int			rc;
 
 	while ((rc = PQflush(conn->pgConn)) == 1)
 		WaitForRemoteSocket(conn, true);
-	if (rc == -1)
+	return rc != -1;
+}
+
+static void
+FlushConnection(NodeConnection *conn)
+{
+	if (!FlushOutput(conn))
 		ConnectionFailed(conn);
 }
 
 /*
  * PreparedStatementName returns the name of the statement prepared for sql
  * on the connection, preparing it first if needed; NULL when the cache is
- * full (then the statement is sent unnamed).
+ * full (then the statement is sent unnamed).  With failed, a failure to
+ * prepare is not raised: *failed is set and *error gets the node's error
+ * (NULL when the connection failed), for the caller to handle.
  */
 static char *
-PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params)
+PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
+					  bool *failed, PGresult **error)
 {
 	ConnectionExecState *es = GetConnectionExecState(conn);
 	uint64		key = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
@@ -774,11 +804,28 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 
 	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
 	SyncRemoteTimeZone(conn);
-	if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
-		ConnectionFailed(conn);
-	conn->queryInProgress = true;
-	FlushConnection(conn);
-	PQclear(FinishRemoteQuery(conn, sql));
+	if (failed != NULL)
+	{
+		*failed = true;
+		*error = NULL;
+		if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
+			return NULL;
+		conn->queryInProgress = true;
+		if (!FlushOutput(conn))
+			return NULL;
+		PQclear(ReadRemoteResults(conn, error));
+		if (*error != NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
+			return NULL;
+		*failed = false;
+	}
+	else
+	{
+		if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
+			ConnectionFailed(conn);
+		conn->queryInProgress = true;
+		FlushConnection(conn);
+		PQclear(FinishRemoteQuery(conn, sql));
+	}
 
 	entry = hash_search(es->statements, &key, HASH_ENTER, &found);
 	entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
@@ -810,10 +857,27 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 			RemoteTransactionMarkModified(conn);
 		beginCommand = RemoteTransactionBeginCommand(conn);
 	}
+	else
+		beginCommand = ReplicaWaitCommand(task);	/* runs ahead like BEGIN */
 	SyncRemoteTimeZone(conn);
 
 	if (state->job->usePrepared)
-		statementName = PreparedStatementName(conn, task->sql, params);
+	{
+		bool		failed = false;
+		PGresult   *error = NULL;
+		bool		onReplica = task->primaryNodeId != 0;
+
+		statementName = PreparedStatementName(conn, task->sql, params,
+											  onReplica ? &failed : NULL, &error);
+		if (failed)
+		{
+			if (RetryOnPrimary(state, tc, task, error, error == NULL))
+				return;
+			if (error != NULL)
+				ReportRemoteError(conn, error, ERROR, task->sql);
+			ConnectionFailed(conn);
+		}
+	}
 
 	/*
 	 * A statement with parameters cannot share a simple query with BEGIN;
@@ -826,6 +890,13 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		else
 			StartPipeline(conn, beginCommand);
 		beginCommand = NULL;
+	}
+	else if (task->captureLsn)
+	{
+		/* the statement, Sync, the node's LSN, Sync: see PipelineResult */
+		if (!PQenterPipelineMode(conn->pgConn))
+			ConnectionFailed(conn);
+		conn->pipelineStage = PIPELINE_STATEMENT;
 	}
 
 	if (beginCommand != NULL)
@@ -842,10 +913,18 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	else
 		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
 							   params->values, params->lengths, params->formats, 0);
-	if (conn->pipelineStage != PIPELINE_NONE)
+	if (task->captureLsn)
+		ok = ok && PQsetSingleRowMode(conn->pgConn) && PQpipelineSync(conn->pgConn) &&
+			PQsendQueryParams(conn->pgConn, COMMIT_LSN_QUERY, 0, NULL, NULL, NULL, NULL, 0) &&
+			PQpipelineSync(conn->pgConn);
+	else if (conn->pipelineStage != PIPELINE_NONE)
 		ok = ok && PQpipelineSync(conn->pgConn);
-	if (!ok)
+	if (!ok || (task->primaryNodeId != 0 && !FlushOutput(conn)))
+	{
+		if (RetryOnPrimary(state, tc, task, NULL, true))
+			return;
 		ConnectionFailed(conn);
+	}
 	conn->queryInProgress = true;
 	if (conn->pipelineStage == PIPELINE_NONE)
 		UseSingleRowMode(conn);
@@ -856,6 +935,60 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	tc->current = task;
 	task->sent = true;
 	CountShardQuery(task->shardId);
+}
+
+/*
+ * RetryOnPrimary handles the failure of a replica's task that returned no
+ * row yet, outside remote transactions: the connection is brought back to
+ * idle (or closed), and the task is queued on the replica's primary, so
+ * that a replica that went down, lags behind a schema change, cancelled
+ * the read for a recovery conflict or did not replay in time never makes a
+ * read fail.  Takes ownership of result (may be NULL).  Returns false, and
+ * changes nothing, when the failure must be raised instead.
+ */
+static bool
+RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+			   PGresult *result, bool closeConnection)
+{
+	NodeConnection *conn = tc->conn;
+	bool		broken;
+	TaskConnection *primary;
+	MemoryContext oldContext;
+
+	if (task == NULL || task->primaryNodeId == 0 || task->rowsSeen > 0 ||
+		state->inTransaction || conn->xactState != REMOTE_XACT_NONE)
+		return false;
+	PQclear(result);
+	broken = conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK;
+	if (broken || closeConnection ||
+		(conn->queryInProgress && !DrainRemoteResults(conn, DRAIN_TIMEOUT_MS)))
+		CloseNodeConnection(conn);
+	conn->queryInProgress = false;
+	if (tc->current == task)
+		tc->current = NULL;
+	ReleaseConnection(conn);
+
+	MoveTaskToPrimary(task, broken);
+	task->sent = false;
+	oldContext = MemoryContextSwitchTo(state->execContext);
+	primary = GetTaskConnection(state, task->nodeId, 0);
+	task->taskConn = primary;
+	primary->queue = lappend(primary->queue, task);
+	MemoryContextSwitchTo(oldContext);
+	state->rerouted = true;
+	return true;
+}
+
+/*
+ * NoteAutocommitWrite records a write that committed on its own on the
+ * node (read-your-writes), with the LSN fetched after it if any.
+ */
+static void
+NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task)
+{
+	if (state->inTransaction || state->job->kind == JOB_SELECT)
+		return;
+	NoteNodeWrite(task->nodeId, task->commitLsn);
 }
 
 /*
@@ -900,6 +1033,12 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 			if (tc->current != NULL)
 				active = true;
 		}
+		if (state->rerouted)
+		{
+			/* a task moved to another connection: send it before waiting */
+			state->rerouted = false;
+			continue;
+		}
 		if (!active)
 			return NULL;
 		WaitForConnections(state);
@@ -932,13 +1071,16 @@ UseSingleRowMode(NodeConnection *conn)
 }
 
 /*
- * PipelineResult follows a pipelined BEGIN and statement through their
- * results: it consumes those of BEGIN, the ends of commands and the Sync,
- * and returns true for what is the statement's (*result), or true with a
- * NULL *result at the end of the pipeline, as for a statement sent alone.
+ * PipelineResult follows a pipelined BEGIN (or wait for a replica) and
+ * statement through their results: it consumes those of BEGIN, the ends
+ * of commands and the Sync, and returns true for what is the statement's
+ * (*result), or true with a NULL *result at the end of the pipeline, as for
+ * a statement sent alone.  A failed BEGIN is returned as the statement's
+ * error.  After a write that fetches its node's LSN, a second command and
+ * Sync follow; the LSN goes to task->commitLsn.
  */
 static bool
-PipelineResult(NodeConnection *conn, PGresult **result)
+PipelineResult(NodeConnection *conn, RemoteTask *task, PGresult **result)
 {
 	PGresult   *r = *result;
 
@@ -951,7 +1093,7 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 				UseSingleRowMode(conn);
 			}
 			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
-				ReportRemoteError(conn, r, ERROR, "BEGIN");
+				return true;	/* the caller raises the error */
 			else
 				PQclear(r);
 			return false;
@@ -961,15 +1103,32 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 			conn->pipelineStage = PIPELINE_SYNC;
 			return false;
 		case PIPELINE_SYNC:
+		case PIPELINE_LSN_SYNC:
 			if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
 				elog(ERROR, "unexpected result from node %s:%d at the end of a pipeline",
 					 conn->host, conn->port);
 			PQclear(r);
+			if (conn->pipelineStage == PIPELINE_SYNC && task != NULL && task->captureLsn)
+			{
+				conn->pipelineStage = PIPELINE_LSN;
+				return false;
+			}
 			if (!PQexitPipelineMode(conn->pgConn))
 				ConnectionFailed(conn);
 			conn->pipelineStage = PIPELINE_NONE;
 			*result = NULL;
 			return true;
+		case PIPELINE_LSN:
+			if (r == NULL)
+				conn->pipelineStage = PIPELINE_LSN_SYNC;
+			else
+			{
+				if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+					!PQgetisnull(r, 0, 0))
+					task->commitLsn = ParseCommitLsn(PQgetvalue(r, 0, 0));
+				PQclear(r);
+			}
+			return false;
 		case PIPELINE_NONE:
 			break;
 	}
@@ -991,7 +1150,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 	{
 		PGresult   *result = PQgetResult(conn->pgConn);
 
-		if (conn->pipelineStage != PIPELINE_NONE && !PipelineResult(conn, &result))
+		if (conn->pipelineStage != PIPELINE_NONE && !PipelineResult(conn, task, &result))
 			continue;
 		if (result == NULL)
 		{
@@ -999,6 +1158,9 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			task->done = true;
 			tc->current = NULL;
 			ReleaseConnection(conn);
+			NoteAutocommitWrite(state, task);
+			if (task->primaryNodeId != 0)
+				CountReplicaRead(task->nodeId);
 			return false;
 		}
 		switch (PQresultStatus(result))
@@ -1006,6 +1168,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			case PGRES_SINGLE_TUPLE:
 				if (task->returnsRows)
 				{
+					task->rowsSeen++;
 					*resultOut = result;
 					return true;
 				}
@@ -1026,6 +1189,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					break;
 				}
 			default:
+				if (RetryOnPrimary(state, tc, task, result, false))
+					return false;
 				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
 					NoteFailedNode(conn->nodeId);
 				ReportRemoteError(conn, result, ERROR, task->sql);
@@ -1049,8 +1214,9 @@ ReleaseConnection(NodeConnection *conn)
  * WaitOnNodeConnection): a scan of one shard is the common case.
  */
 static void
-WaitForSingleConnection(NodeConnection *conn)
+WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc)
 {
+	NodeConnection *conn = tc->conn;
 	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, -1L);
 
 	if (rc & WL_LATCH_SET)
@@ -1061,7 +1227,8 @@ WaitForSingleConnection(NodeConnection *conn)
 	}
 	else if (rc & WL_SOCKET_READABLE)
 	{
-		if (!PQconsumeInput(conn->pgConn))
+		if (!PQconsumeInput(conn->pgConn) &&
+			!RetryOnPrimary(state, tc, tc->current, NULL, true))
 			ConnectionFailed(conn);
 	}
 }
@@ -1094,7 +1261,7 @@ WaitForConnections(DistributedScanState *state)
 		return;
 	if (busy == 1)
 	{
-		WaitForSingleConnection(only->conn);
+		WaitForSingleConnection(state, only);
 		return;
 	}
 
@@ -1123,7 +1290,8 @@ WaitForConnections(DistributedScanState *state)
 		{
 			TaskConnection *tc = events[i].user_data;
 
-			if (!PQconsumeInput(tc->conn->pgConn))
+			if (!PQconsumeInput(tc->conn->pgConn) &&
+				!RetryOnPrimary(state, tc, tc->current, NULL, true))
 				ConnectionFailed(tc->conn);
 		}
 	}
@@ -1170,7 +1338,7 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 			continue;
 		}
 		if (tc->current == task)
-			WaitForSingleConnection(tc->conn);
+			WaitForSingleConnection(owner, tc);
 	}
 	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
 	ExecDropSingleTupleTableSlot(tmp);

@@ -146,6 +146,7 @@ BuildDistributedTasks(DistributedScanState *state)
 
 		AddShardTasks(state, taskShard, sql, params, job->kind == JOB_MODIFY);
 	}
+	RouteReadsToReplicas(state);
 	state->tasksBuilt = true;
 	MemoryContextSwitchTo(oldContext);
 }

@@ -22,6 +22,7 @@
 #include "utils/rel.h"
 
 #include "shardext/ddl.h"
+#include "shardext/distributed_plan.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
@@ -112,6 +113,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		if ((cursorOptions & CURSOR_OPT_SCROLL) &&
 			!ExecSupportsBackwardScan(plan->planTree))
 			plan->planTree = materialize_finished_plan(plan->planTree);
+		MarkPrimaryOnlyScans(plan, parse);
 		return plan;
 	}
 
@@ -126,7 +128,9 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		parse = copyObject(parse);
 		WrapDistributedTablesForRowMarks(parse);
 	}
-	return LocalPlanner(parse, queryString, cursorOptions, boundParams);
+	plan = LocalPlanner(parse, queryString, cursorOptions, boundParams);
+	MarkPrimaryOnlyScans(plan, parse);
+	return plan;
 }
 
 /*

@@ -37,6 +37,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
@@ -100,6 +101,7 @@ static bool StartDaemon(int slot, Oid databaseId);
 static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
+static bool RunReplicaPoll(void);
 static void LogErrorAndAbort(void);
 
 Size
@@ -398,6 +400,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	MemoryContext loopContext;
 	TimestampTz nextRecovery = 0;
 	TimestampTz nextDeadlockCheck = 0;
+	TimestampTz nextReplicaPoll = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -467,10 +470,25 @@ ShardextMaintenanceDaemonMain(Datum arg)
 															ShardextDistributedDeadlockTimeout);
 		}
 
+		if (now >= nextReplicaPoll)
+		{
+			bool		replicas;
+
+			MemoryContextSwitchTo(loopContext);
+			replicas = RunReplicaPoll();
+			MemoryContextSwitchTo(TopMemoryContext);
+			MemoryContextReset(loopContext);
+			/* without replicas, only look now and then whether some came */
+			nextReplicaPoll = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														  replicas ? ShardextReplicaPollInterval :
+														  Max(ShardextReplicaPollInterval, 1000));
+		}
+
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(timeout, 1), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -535,6 +553,33 @@ RunDeadlockDetection(void)
 		LogErrorAndAbort();
 	}
 	PG_END_TRY();
+}
+
+/*
+ * RunReplicaPoll polls the read replicas and their primaries once (see
+ * replica_monitor.c) in a transaction of its own; errors are logged and
+ * the next round tries again.  Returns whether any replica is in use.
+ */
+static bool
+RunReplicaPoll(void)
+{
+	bool		replicas = false;
+
+	if (RecoveryInProgress())
+		return false;			/* a standby's daemon: nothing to route */
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			replicas = PollReplicas();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	return replicas;
 }
 
 /*

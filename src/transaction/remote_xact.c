@@ -48,6 +48,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -56,7 +57,9 @@
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
@@ -64,6 +67,16 @@
 
 /* number of connections in a remote transaction; 0 makes callbacks cheap */
 static int	connectionsInTransaction = 0;
+
+/*
+ * Read replicas (see read_your_writes.c): the nodes whose commit fetches
+ * the node's LSN in the same round trip, decided at pre-commit (the node
+ * cache cannot be read after the local commit), in TopTransactionContext;
+ * and whether the transaction changed shards' schemas, which raises the
+ * barrier of the nodes it wrote.
+ */
+static List *commitLsnNodeIds = NIL;
+static bool schemaChangeInXact = false;
 
 static void RemoteXactCallback(XactEvent event, void *arg);
 static void RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
@@ -80,6 +93,9 @@ static void RecordCommitDecision(NodeConnection *conn);
 static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
 static void InjectTestFault(int fault);
 static bool AnyConnectionPrepared(List *connections);
+static void DecideCommitLsns(List *connections);
+static void NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnText);
+static void ForgetCommitLsns(void);
 
 /* registers the transaction callbacks; called from _PG_init */
 void
@@ -226,6 +242,20 @@ NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex)
 	return found;
 }
 
+/* RemoteTransactionWrote tells whether this transaction wrote on a node */
+bool
+RemoteTransactionWrote(void)
+{
+	List	   *connections = ConnectionsInTransaction();
+	ListCell   *cell;
+	bool		wrote = false;
+
+	foreach(cell, connections)
+		wrote |= ((NodeConnection *) lfirst(cell))->xactModified;
+	list_free(connections);
+	return wrote;
+}
+
 /*
  * RemotePreparedGidPrefix returns the prefix of the gids this coordinator
  * database gives its prepared transactions: shardext_<system id>_<db oid>_
@@ -289,6 +319,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
+			ForgetCommitLsns();
 			break;
 
 		case XACT_EVENT_PRE_PREPARE:
@@ -301,6 +332,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 			AbortRemoteTransactions();
 			connectionsInTransaction = 0;
+			ForgetCommitLsns();
 			break;
 
 		default:
@@ -336,6 +368,7 @@ PreCommitRemoteTransactions(void)
 			modifiedCount++;
 	}
 
+	DecideCommitLsns(connections);
 	if (modifiedCount == 0 ||
 		(modifiedCount == 1 && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
 		CommitRemoteTransactions(connections);
@@ -348,23 +381,113 @@ PreCommitRemoteTransactions(void)
 
 /*
  * CommitRemoteTransactions commits every open remote transaction, all at
- * once; at most one of them wrote, so no atomicity problem arises.
+ * once; at most one of them wrote, so no atomicity problem arises.  A
+ * writer on a node with replicas asks for the node's LSN in the same query
+ * string (after the COMMIT, so it lies past the commit record).  The first
+ * error is rethrown once every connection is idle again.
  */
 static void
 CommitRemoteTransactions(List *connections)
 {
-	List	   *commands = NIL;
 	ListCell   *cell;
+	NodeConnection *errorConn = NULL;
+	PGresult   *error = NULL;
 
 	if (connections == NIL)
 		return;
 
 	foreach(cell, connections)
-		commands = lappend(commands, "COMMIT");
-	ExecuteRemoteCommandsInParallel(connections, commands);
+	{
+		NodeConnection *conn = lfirst(cell);
+		bool		wantLsn = conn->xactModified &&
+			list_member_int(commitLsnNodeIds, conn->nodeId);
+
+		SendRemoteCommand(conn, wantLsn ? "COMMIT;" COMMIT_LSN_QUERY : "COMMIT");
+	}
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+		PGresult   *connError;
+		PGresult   *last = ReadRemoteResults(conn, &connError);
+
+		if (connError == NULL && conn->xactModified)
+			NoteCommittedWrite(conn, last, NULL);
+		PQclear(last);
+		if (connError != NULL && error == NULL)
+		{
+			error = connError;
+			errorConn = conn;
+		}
+		else
+			PQclear(connError);
+	}
+	if (error != NULL)
+		ReportRemoteError(errorConn, error, ERROR, "COMMIT");
 
 	foreach(cell, connections)
 		ResetRemoteTransaction(lfirst(cell));
+}
+
+/*
+ * DecideCommitLsns notes, at pre-commit, which writers' commits fetch
+ * their node's LSN (nodes with replicas in use).
+ */
+static void
+DecideCommitLsns(List *connections)
+{
+	ListCell   *cell;
+	MemoryContext oldContext = MemoryContextSwitchTo(TopTransactionContext);
+
+	commitLsnNodeIds = NIL;
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->xactModified && NodeWantsCommitLsn(conn->nodeId))
+			commitLsnNodeIds = list_append_unique_int(commitLsnNodeIds, conn->nodeId);
+	}
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * NoteCommittedWrite records the committed write of a connection for
+ * read-your-writes, with the LSN from lsnResult or lsnText when the commit
+ * fetched one, and raises the node's replica barrier when the transaction
+ * changed schemas.  Never throws for a missing LSN (then it is unknown).
+ */
+static void
+NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnText)
+{
+	XLogRecPtr	lsn = InvalidXLogRecPtr;
+
+	if (lsnResult != NULL && PQresultStatus(lsnResult) == PGRES_TUPLES_OK &&
+		PQntuples(lsnResult) == 1 && PQnfields(lsnResult) == 1 &&
+		!PQgetisnull(lsnResult, 0, 0))
+		lsnText = PQgetvalue(lsnResult, 0, 0);
+	if (lsnText != NULL)
+		lsn = ParseCommitLsn(lsnText);
+	NoteNodeWrite(conn->nodeId, lsn);
+	if (schemaChangeInXact)
+		RaiseReplicaBarrier(conn->nodeId, lsn);
+}
+
+/* ForgetCommitLsns resets the per-transaction replica state */
+static void
+ForgetCommitLsns(void)
+{
+	commitLsnNodeIds = NIL;
+	schemaChangeInXact = false;
+}
+
+/*
+ * RemoteTransactionMarkSchemaChange records that the transaction changes
+ * the schema of shards (DDL, shards created or dropped): once committed,
+ * replicas of the nodes it wrote are not read before they replayed it.
+ */
+void
+RemoteTransactionMarkSchemaChange(void)
+{
+	schemaChangeInXact = true;
 }
 
 /*
@@ -478,22 +601,35 @@ FinishPreparedTransactions(List *connections)
 		}
 		command = psprintf("COMMIT PREPARED %s", quote_literal_cstr(conn->preparedGid));
 		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_OK &&
-			!conn->queryInProgress && PQsendQuery(conn->pgConn, command))
+			!conn->queryInProgress &&
+			(list_member_int(commitLsnNodeIds, conn->nodeId) ?
+			 SendCommandThenQuery(conn, command, COMMIT_LSN_QUERY) :
+			 PQsendQuery(conn->pgConn, command)))
 		{
 			conn->queryInProgress = true;
 			prepared = lappend(prepared, conn);
+			continue;
 		}
-		else
-			GiveUpCommitPrepared(conn);
+		GiveUpCommitPrepared(conn);
+		NoteCommittedWrite(conn, NULL, NULL);
 	}
 
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
+		char	   *lsnText = NULL;
+		bool		ok;
 
-		if (!FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-											REMOTE_CLEANUP_TIMEOUT_MS))
+		if (conn->pipelineStage != PIPELINE_NONE)
+			ok = FinishCommandThenQuery(conn, "COMMIT PREPARED", REMOTE_CLEANUP_TIMEOUT_MS,
+										&lsnText);
+		else
+			ok = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
+												REMOTE_CLEANUP_TIMEOUT_MS);
+		if (!ok)
 			GiveUpCommitPrepared(conn);
+		/* committed now or by recovery: the LSN is unknown in the latter case */
+		NoteCommittedWrite(conn, NULL, lsnText);
 		ResetRemoteTransaction(conn);
 	}
 }

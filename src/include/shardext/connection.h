@@ -31,7 +31,9 @@ typedef enum RemotePipelineStage
 	PIPELINE_NONE,				/* not in pipeline mode */
 	PIPELINE_BEGIN,				/* reading the results of BEGIN */
 	PIPELINE_STATEMENT,			/* reading the statement's results */
-	PIPELINE_SYNC				/* waiting for the end of the pipeline */
+	PIPELINE_SYNC,				/* waiting for the end of the pipeline */
+	PIPELINE_LSN,				/* reading the node's LSN after an autocommit write */
+	PIPELINE_LSN_SYNC			/* waiting for the end of that */
 } RemotePipelineStage;
 
 typedef struct NodeConnection
@@ -86,12 +88,15 @@ typedef struct NodeConnection
 
 extern NodeConnection *GetNodeConnection(int32 nodeId);
 extern NodeConnection *GetNodeConnectionByIndex(int32 nodeId, int index);
+extern NodeConnection *TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs);
 extern List *NodeConnectionList(int32 nodeId);
 extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);
 extern void DisconnectNodeConnection(NodeConnection *conn);
 extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,
 												bool replication, bool errorOnFailure);
+extern NodeConnection *OpenDedicatedConnectionWithTimeout(const char *host, int32 port,
+														  int timeoutMs);
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
 extern void CloseDedicatedConnection(NodeConnection *conn);
 extern PGconn *ConnectToNodeDirect(const char *host, int32 port,

@@ -9,6 +9,7 @@
 #ifndef SHARDEXT_DISTRIBUTED_EXECUTOR_H
 #define SHARDEXT_DISTRIBUTED_EXECUTOR_H
 
+#include "access/xlogdefs.h"
 #include "libpq-fe.h"
 #include "nodes/execnodes.h"
 #include "utils/tuplestore.h"
@@ -41,6 +42,13 @@ typedef struct RemoteTask
 	uint64		affectedRows;
 	Tuplestorestate *buffer;	/* rows read ahead to free the connection */
 	TaskConnection *taskConn;
+	/* a read routed to a replica (nodeId) of a node: that node, else 0 */
+	int32		primaryNodeId;
+	XLogRecPtr	waitLsn;		/* the replica must have replayed this first */
+	uint64		rowsSeen;		/* rows returned so far */
+	/* a write that commits on its own fetches the node's LSN right after */
+	bool		captureLsn;
+	XLogRecPtr	commitLsn;		/* InvalidXLogRecPtr when not (yet) known */
 	/* INSERT ... RETURNING over several shards: the rows' places in the statement */
 	int		   *rowPositions;
 	int			rowCount;
@@ -91,12 +99,19 @@ typedef struct DistributedScanState
 	int			orderedNext;
 	uint64		affectedRows;
 	double		explainTime;
+	bool		rerouted;		/* a replica's task moved to its primary */
 } DistributedScanState;
 
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
+
+/* replica_routing.c */
+extern void RouteReadsToReplicas(DistributedScanState *state);
+extern void ConnectReplicaTasks(DistributedScanState *state, int perNode);
+extern char *ReplicaWaitCommand(RemoteTask *task);
+extern void MoveTaskToPrimary(RemoteTask *task, bool replicaFailed);
 
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,

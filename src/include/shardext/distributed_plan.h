@@ -56,6 +56,7 @@ typedef struct DistributedJob
 	bool		pullFallback;	/* scan of one table under a local plan */
 	bool		insertFromSubplan;	/* INSERT rows come from custom_plans */
 	bool		locksRows;		/* SELECT ... FOR UPDATE/SHARE */
+	bool		primaryOnly;	/* volatile functions: never on a read replica */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */
@@ -65,6 +66,7 @@ extern CustomScan *MakeDistributedScan(DistributedJob *job, List *customExprs);
 extern DistributedJob *DistributedJobFromScan(CustomScan *scan);
 extern void RegisterDistributedScanMethods(void);
 extern bool IsDistributedScan(Plan *plan);
+extern void MarkPrimaryOnlyScans(PlannedStmt *plan, Query *parse);
 
 /* executor side (distributed_executor.c) */
 extern Node *CreateDistributedScanState(CustomScan *scan);

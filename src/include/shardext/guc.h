@@ -41,6 +41,20 @@ extern int	ShardextNodeId;
 extern int	ShardextSnowflakeMaxClockSkew;
 extern int	ShardextSnowflakeClockOffset;
 
+extern bool ShardextReplicaReads;
+extern int	ShardextMaxReplicaLag;
+extern int	ShardextReadYourWrites;
+extern int	ShardextPinWindow;
+extern char *ShardextReadAfter;
+extern int	ShardextReplicaWaitTimeout;
+extern int	ShardextReplicaPollInterval;
+extern int	ShardextReplicaConnectTimeout;
+
+/* shardext.read_your_writes */
+#define READ_YOUR_WRITES_LSN 0
+#define READ_YOUR_WRITES_TIME 1
+#define READ_YOUR_WRITES_OFF 2
+
 extern void RegisterShardextGucs(void);
 
 #endif							/* SHARDEXT_GUC_H */
