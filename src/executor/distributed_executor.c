@@ -89,7 +89,6 @@ typedef struct PreparedStatementEntry
 } PreparedStatementEntry;
 
 #define MAX_PREPARED_STATEMENTS 2000
-#define DRAIN_TIMEOUT_MS 30000
 
 static CustomExecMethods DistributedExecMethods;
 static MemoryContext ExecutorStateContext = NULL;
@@ -108,8 +107,6 @@ static void FinishScan(DistributedScanState *state);
 static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
 static void CollectReturnedRows(DistributedScanState *state);
 static void AssignTasksToConnections(DistributedScanState *state);
-static TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
-										 int index);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
@@ -119,14 +116,12 @@ static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
 static void WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc);
-static bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
-						   PGresult *result, bool closeConnection);
-static void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task);
+static bool TaskStatementName(DistributedScanState *state, TaskConnection *tc,
+							  RemoteTask *task, char **name);
 static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
-static void ReleaseConnection(NodeConnection *conn);
 static void AbandonExecution(DistributedScanState *state);
 static ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 static bool IsWholeTopLevelStatement(EState *estate);
@@ -653,7 +648,11 @@ AssignTasksToConnections(DistributedScanState *state)
 	}
 }
 
-static TaskConnection *
+/*
+ * GetTaskConnection returns the scan's TaskConnection of the index-th
+ * connection to a node, making it on first use (in CurrentMemoryContext).
+ */
+TaskConnection *
 GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
 {
 	NodeConnection *conn = GetNodeConnectionByIndex(nodeId, index);
@@ -861,23 +860,8 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		beginCommand = ReplicaWaitCommand(task);	/* runs ahead like BEGIN */
 	SyncRemoteTimeZone(conn);
 
-	if (state->job->usePrepared)
-	{
-		bool		failed = false;
-		PGresult   *error = NULL;
-		bool		onReplica = task->primaryNodeId != 0;
-
-		statementName = PreparedStatementName(conn, task->sql, params,
-											  onReplica ? &failed : NULL, &error);
-		if (failed)
-		{
-			if (RetryOnPrimary(state, tc, task, error, error == NULL))
-				return;
-			if (error != NULL)
-				ReportRemoteError(conn, error, ERROR, task->sql);
-			ConnectionFailed(conn);
-		}
-	}
+	if (state->job->usePrepared && !TaskStatementName(state, tc, task, &statementName))
+		return;					/* moved to the primary */
 
 	/*
 	 * A statement with parameters cannot share a simple query with BEGIN;
@@ -938,57 +922,29 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 }
 
 /*
- * RetryOnPrimary handles the failure of a replica's task that returned no
- * row yet, outside remote transactions: the connection is brought back to
- * idle (or closed), and the task is queued on the replica's primary, so
- * that a replica that went down, lags behind a schema change, cancelled
- * the read for a recovery conflict or did not replay in time never makes a
- * read fail.  Takes ownership of result (may be NULL).  Returns false, and
- * changes nothing, when the failure must be raised instead.
+ * TaskStatementName sets *name to the prepared statement of the task on
+ * its connection (see PreparedStatementName).  On a replica, a failure to
+ * prepare (it lags behind a schema change, or is gone) moves the task to
+ * the primary: then it returns false.
  */
 static bool
-RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
-			   PGresult *result, bool closeConnection)
+TaskStatementName(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+				  char **name)
 {
 	NodeConnection *conn = tc->conn;
-	bool		broken;
-	TaskConnection *primary;
-	MemoryContext oldContext;
+	bool		failed = false;
+	PGresult   *error = NULL;
 
-	if (task == NULL || task->primaryNodeId == 0 || task->rowsSeen > 0 ||
-		state->inTransaction || conn->xactState != REMOTE_XACT_NONE)
+	*name = PreparedStatementName(conn, task->sql, task->params,
+								  task->primaryNodeId != 0 ? &failed : NULL, &error);
+	if (!failed)
+		return true;
+	if (RetryOnPrimary(state, tc, task, error, error == NULL))
 		return false;
-	PQclear(result);
-	broken = conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK;
-	if (broken || closeConnection ||
-		(conn->queryInProgress && !DrainRemoteResults(conn, DRAIN_TIMEOUT_MS)))
-		CloseNodeConnection(conn);
-	conn->queryInProgress = false;
-	if (tc->current == task)
-		tc->current = NULL;
-	ReleaseConnection(conn);
-
-	MoveTaskToPrimary(task, broken);
-	task->sent = false;
-	oldContext = MemoryContextSwitchTo(state->execContext);
-	primary = GetTaskConnection(state, task->nodeId, 0);
-	task->taskConn = primary;
-	primary->queue = lappend(primary->queue, task);
-	MemoryContextSwitchTo(oldContext);
-	state->rerouted = true;
-	return true;
-}
-
-/*
- * NoteAutocommitWrite records a write that committed on its own on the
- * node (read-your-writes), with the LSN fetched after it if any.
- */
-static void
-NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task)
-{
-	if (state->inTransaction || state->job->kind == JOB_SELECT)
-		return;
-	NoteNodeWrite(task->nodeId, task->commitLsn);
+	if (error != NULL)
+		ReportRemoteError(conn, error, ERROR, task->sql);
+	ConnectionFailed(conn);
+	return false;				/* keep compiler quiet */
 }
 
 /*
@@ -1199,7 +1155,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 	return false;
 }
 
-static void
+/* ReleaseConnection: no scan owns the connection's results any more */
+void
 ReleaseConnection(NodeConnection *conn)
 {
 	ConnectionExecState *es = conn->executorState;

@@ -30,12 +30,22 @@
  *
  * Spreading: the replicas of a node are tried in a rotating order.
  *
+ * Falling back: a replica that cannot be connected to within
+ * shardext.replica_connect_timeout, or whose read fails before it returned
+ * a row (it went down, lags behind a schema change, cancelled the read for
+ * a recovery conflict, did not replay in time), leaves the read to the
+ * primary (RetryOnPrimary, called by the executor where it would raise the
+ * error), and is avoided by every backend for REPLICA_FAILURE_MEMORY_MS
+ * when it could not be reached.  Inside a remote transaction on the
+ * replica the error is raised: another server would not have its snapshot.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "utils/memutils.h"
 #include "nodes/plannodes.h"
 #include "utils/timestamp.h"
 
@@ -44,6 +54,7 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/read_your_writes.h"
+#include "shardext/remote_command.h"
 #include "shardext/replica_state.h"
 
 /* how long every backend avoids a replica that failed for one */
@@ -300,6 +311,60 @@ MoveTaskToPrimary(RemoteTask *task, bool replicaFailed)
 	task->nodeId = task->primaryNodeId;
 	task->primaryNodeId = 0;
 	task->waitLsn = InvalidXLogRecPtr;
+}
+
+/*
+ * RetryOnPrimary handles the failure of a replica's task that returned no
+ * row yet, outside remote transactions: the connection is brought back to
+ * idle (or closed), and the task is queued on the replica's primary, so
+ * that a replica that went down, lags behind a schema change, cancelled
+ * the read for a recovery conflict or did not replay in time never makes a
+ * read fail.  Takes ownership of result (may be NULL).  Returns false, and
+ * changes nothing, when the failure must be raised instead.
+ */
+bool
+RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+			   PGresult *result, bool closeConnection)
+{
+	NodeConnection *conn = tc->conn;
+	bool		broken;
+	TaskConnection *primary;
+	MemoryContext oldContext;
+
+	if (task == NULL || task->primaryNodeId == 0 || task->rowsSeen > 0 ||
+		state->inTransaction || conn->xactState != REMOTE_XACT_NONE)
+		return false;
+	PQclear(result);
+	broken = conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK;
+	if (broken || closeConnection ||
+		(conn->queryInProgress && !DrainRemoteResults(conn, DRAIN_TIMEOUT_MS)))
+		CloseNodeConnection(conn);
+	conn->queryInProgress = false;
+	if (tc->current == task)
+		tc->current = NULL;
+	ReleaseConnection(conn);
+
+	MoveTaskToPrimary(task, broken);
+	task->sent = false;
+	oldContext = MemoryContextSwitchTo(state->execContext);
+	primary = GetTaskConnection(state, task->nodeId, 0);
+	task->taskConn = primary;
+	primary->queue = lappend(primary->queue, task);
+	MemoryContextSwitchTo(oldContext);
+	state->rerouted = true;
+	return true;
+}
+
+/*
+ * NoteAutocommitWrite records a write that committed on its own on the
+ * node (read-your-writes), with the LSN fetched after it if any.
+ */
+void
+NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task)
+{
+	if (state->inTransaction || state->job->kind == JOB_SELECT)
+		return;
+	NoteNodeWrite(task->nodeId, task->commitLsn);
 }
 
 /*

@@ -64,7 +64,7 @@ typedef struct ReplicaSlot
 	uint32		addressHash;	/* host and port last polled */
 	bool		sampled;		/* the daemon reported at least once */
 	bool		healthy;
-	bool		caughtUp;
+	bool		caughtUp;		/* replica: at most one primary sample behind */
 	XLogRecPtr	lsn;			/* replica: replayed; primary: insert position */
 	TimestampTz sampleTime;
 	TimestampTz freshAsOf;
@@ -431,7 +431,8 @@ FreshnessOf(int32 primaryNodeId, XLogRecPtr replayLsn, bool *caughtUp)
 			if (sample->lsn <= replayLsn)
 			{
 				fresh = sample->lastSeen;
-				*caughtUp = (k == 0);
+				/* at most one change behind the primary: it streams without delay */
+				*caughtUp = (k <= 1);
 				break;
 			}
 		}

@@ -101,7 +101,7 @@ static bool StartDaemon(int slot, Oid databaseId);
 static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
-static bool RunReplicaPoll(void);
+static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 
 Size
@@ -471,18 +471,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		}
 
 		if (now >= nextReplicaPoll)
-		{
-			bool		replicas;
-
-			MemoryContextSwitchTo(loopContext);
-			replicas = RunReplicaPoll();
-			MemoryContextSwitchTo(TopMemoryContext);
-			MemoryContextReset(loopContext);
-			/* without replicas, only look now and then whether some came */
-			nextReplicaPoll = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														  replicas ? ShardextReplicaPollInterval :
-														  Max(ShardextReplicaPollInterval, 1000));
-		}
+			nextReplicaPoll = RunReplicaPoll(loopContext);
 
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
@@ -558,28 +547,36 @@ RunDeadlockDetection(void)
 /*
  * RunReplicaPoll polls the read replicas and their primaries once (see
  * replica_monitor.c) in a transaction of its own; errors are logged and
- * the next round tries again.  Returns whether any replica is in use.
+ * the next round tries again.  Returns when to poll next: after
+ * shardext.replica_poll_interval, or a second when no replica is in use.
  */
-static bool
-RunReplicaPoll(void)
+static TimestampTz
+RunReplicaPoll(MemoryContext loopContext)
 {
 	bool		replicas = false;
 
-	if (RecoveryInProgress())
-		return false;			/* a standby's daemon: nothing to route */
-	StartTransactionCommand();
-	PG_TRY();
+	/* a standby's daemon has nothing to route */
+	if (!RecoveryInProgress())
 	{
-		if (ShardextExtensionLoaded())
-			replicas = PollReplicas();
-		CommitTransactionCommand();
+		MemoryContextSwitchTo(loopContext);
+		StartTransactionCommand();
+		PG_TRY();
+		{
+			if (ShardextExtensionLoaded())
+				replicas = PollReplicas();
+			CommitTransactionCommand();
+		}
+		PG_CATCH();
+		{
+			LogErrorAndAbort();
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loopContext);
 	}
-	PG_CATCH();
-	{
-		LogErrorAndAbort();
-	}
-	PG_END_TRY();
-	return replicas;
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   replicas ? ShardextReplicaPollInterval :
+									   Max(ShardextReplicaPollInterval, 1000));
 }
 
 /*

@@ -33,6 +33,14 @@ cleanup() {
 	for port in $WORKER_1_PORT $WORKER_2_PORT; do
 		psql_at "$port" -d postgres -c "ALTER SYSTEM RESET synchronous_standby_names" \
 			-c "SELECT pg_reload_conf()" >/dev/null 2>&1
+		for _ in $(seq 1 50); do
+			[ -z "$(psql_at "$port" -d postgres -c "SHOW synchronous_standby_names" 2>/dev/null)" ] && break
+			sleep 0.1
+		done
+		# what the failover test prepared on the old primary
+		for gid in $(psql_at "$port" -d postgres -c "SELECT gid FROM pg_prepared_xacts WHERE database = '$TEST_DB'" 2>/dev/null); do
+			psql_at "$port" -c "ROLLBACK PREPARED '$gid'" >/dev/null 2>&1
+		done
 	done
 	psql_at "$COORDINATOR_PORT" -d postgres -c "ALTER SYSTEM RESET shardext.recovery_interval" \
 		-c "SELECT pg_reload_conf()" >/dev/null 2>&1

@@ -102,8 +102,14 @@ typedef struct DistributedScanState
 	bool		rerouted;		/* a replica's task moved to its primary */
 } DistributedScanState;
 
+/* how long a connection's leftover results may take to drain */
+#define DRAIN_TIMEOUT_MS 30000
+
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
+extern TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
+										 int index);
+extern void ReleaseConnection(NodeConnection *conn);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
 
@@ -112,6 +118,9 @@ extern void RouteReadsToReplicas(DistributedScanState *state);
 extern void ConnectReplicaTasks(DistributedScanState *state, int perNode);
 extern char *ReplicaWaitCommand(RemoteTask *task);
 extern void MoveTaskToPrimary(RemoteTask *task, bool replicaFailed);
+extern bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+						   PGresult *result, bool closeConnection);
+extern void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task);
 
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,

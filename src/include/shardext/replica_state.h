@@ -18,7 +18,7 @@
 typedef struct ReplicaView
 {
 	bool		healthy;		/* the last poll succeeded: a standby of its primary */
-	bool		caughtUp;		/* at the last poll it had replayed the primary's last LSN */
+	bool		caughtUp;		/* at the last poll it was at most one primary sample behind */
 	XLogRecPtr	replayLsn;		/* replayed up to here at the last poll */
 	TimestampTz sampleTime;		/* when that was */
 	TimestampTz freshAsOf;		/* it has every commit made before this time (0: unknown) */
