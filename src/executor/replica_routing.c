@@ -47,6 +47,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "nodes/plannodes.h"
+#include "storage/proc.h"
 #include "utils/timestamp.h"
 
 #include "shardext/connection.h"
@@ -72,6 +73,16 @@ typedef struct NodeChoice
 
 static uint32 rotation = 0;
 
+/*
+ * The choices of the current statement, so that every scan of a statement
+ * (a pulled join, a subquery planned apart) reads a node on the same
+ * server.  They live in TopTransactionContext; the key tells whether they
+ * still belong to the running statement.
+ */
+static List *statementChoices = NIL;
+static LocalTransactionId choicesXact = InvalidLocalTransactionId;
+static TimestampTz choicesStatementStart = 0;
+
 static bool StatementMayUseReplicas(DistributedScanState *state);
 static void ChooseServer(int32 nodeId, bool mayWait, NodeChoice *choice);
 static int32 ReplicaInTransaction(int32 nodeId);
@@ -85,13 +96,19 @@ static bool AnyPrimaryInTransaction(void);
 void
 RouteReadsToReplicas(DistributedScanState *state)
 {
-	List	   *choices = NIL;
 	ListCell   *cell;
 	bool		mayWait;
 
 	if (!StatementMayUseReplicas(state))
 		return;
 
+	if (choicesXact != MyProc->lxid ||
+		choicesStatementStart != GetCurrentStatementStartTimestamp())
+	{
+		statementChoices = NIL;
+		choicesXact = MyProc->lxid;
+		choicesStatementStart = GetCurrentStatementStartTimestamp();
+	}
 	/* a read that will run in a remote transaction cannot fall back */
 	mayWait = ShardextReplicaWaitTimeout > 0 && !IsTransactionBlock();
 	foreach(cell, state->tasks)
@@ -100,16 +117,20 @@ RouteReadsToReplicas(DistributedScanState *state)
 		NodeChoice *choice = NULL;
 		ListCell   *c;
 
-		foreach(c, choices)
+		foreach(c, statementChoices)
 		{
 			if (((NodeChoice *) lfirst(c))->nodeId == task->nodeId)
 				choice = lfirst(c);
 		}
 		if (choice == NULL)
 		{
-			choice = palloc0(sizeof(NodeChoice));
+			MemoryContext oldContext;
+
+			choice = MemoryContextAllocZero(TopTransactionContext, sizeof(NodeChoice));
 			ChooseServer(task->nodeId, mayWait, choice);
-			choices = lappend(choices, choice);
+			oldContext = MemoryContextSwitchTo(TopTransactionContext);
+			statementChoices = lappend(statementChoices, choice);
+			MemoryContextSwitchTo(oldContext);
 		}
 		if (choice->serverId != task->nodeId)
 		{

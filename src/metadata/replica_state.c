@@ -21,7 +21,10 @@
  *
  * Barriers: changes that other sessions must never miss on a replica (DDL,
  * shards arriving on a node by a move) raise the node's barrier LSN, and a
- * replica is used only once it has replayed the barrier.  When the daemon
+ * replica is used only once it has replayed the barrier.  A change marks
+ * the barrier pending; the first primary sample taken after the change
+ * finished (and after every change committing meanwhile finished) becomes
+ * the barrier; until then no replica of the node is used.  When the daemon
  * first samples a primary, the barrier becomes that LSN, which covers
  * everything done before the coordinator (re)started.
  *
@@ -70,6 +73,8 @@ typedef struct ReplicaSlot
 	TimestampTz freshAsOf;
 	TimestampTz failedUntil;
 	XLogRecPtr	barrierLsn;		/* primaries */
+	int			changesInProgress;	/* schema changes committing now */
+	TimestampTz barrierPendingSince;	/* the next sample after it raises the barrier */
 	int			sampleCount;
 	int			sampleHead;		/* index of the newest sample */
 	LsnSample	samples[PRIMARY_SAMPLES];
@@ -189,6 +194,8 @@ FindSlot(int32 nodeId, bool create)
 		reuse->addressHash = 0;
 		reuse->failedUntil = 0;
 		reuse->barrierLsn = InvalidXLogRecPtr;
+		reuse->changesInProgress = 0;
+		reuse->barrierPendingSince = 0;
 		reuse->sampleTime = now;	/* not taken over again at once */
 		pg_atomic_write_u64(&reuse->replicaReads, 0);
 		pg_atomic_write_u64(&reuse->fallbacks, 0);
@@ -238,8 +245,9 @@ GetReplicaView(int32 replicaNodeId, ReplicaView *view)
 
 /*
  * GetReplicaBarrier returns the LSN every replica of the node must have
- * replayed before reads use it.  Until the daemon sampled the primary the
- * barrier is unknown, returned as the largest LSN (no replica qualifies).
+ * replayed before reads use it.  While it is unknown (the daemon has not
+ * sampled the primary, or since a change) it is the largest LSN: no
+ * replica qualifies.
  */
 XLogRecPtr
 GetReplicaBarrier(int32 primaryNodeId)
@@ -250,24 +258,61 @@ GetReplicaBarrier(int32 primaryNodeId)
 	if (slot == NULL)
 		return barrier;
 	SpinLockAcquire(&slot->mutex);
-	if (SlotMatches(slot, primaryNodeId) && slot->sampled)
+	if (SlotMatches(slot, primaryNodeId) && slot->sampled &&
+		slot->changesInProgress == 0 && slot->barrierPendingSince == 0)
 		barrier = slot->barrierLsn;
 	SpinLockRelease(&slot->mutex);
 	return barrier;
 }
 
-/* RaiseReplicaBarrier: replicas of the node must replay lsn before use */
+/*
+ * RaiseReplicaBarrier marks that a change on the node just finished that
+ * its replicas must replay before reads use them (see the file header).
+ */
 void
-RaiseReplicaBarrier(int32 primaryNodeId, XLogRecPtr lsn)
+RaiseReplicaBarrier(int32 primaryNodeId)
 {
 	ReplicaSlot *slot = FindSlot(primaryNodeId, true);
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (slot == NULL)
 		return;					/* untracked: its replicas are never used */
 	SpinLockAcquire(&slot->mutex);
-	if (SlotMatches(slot, primaryNodeId) && lsn > slot->barrierLsn)
-		slot->barrierLsn = lsn;
+	if (SlotMatches(slot, primaryNodeId))
+		slot->barrierPendingSince = Max(slot->barrierPendingSince, now);
 	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * BeginReplicaChange marks that a change the replicas of the node must not
+ * be read without is committing; EndReplicaChange, called once it
+ * committed or aborted, raises the barrier past it.
+ */
+void
+BeginReplicaChange(int32 primaryNodeId)
+{
+	ReplicaSlot *slot = FindSlot(primaryNodeId, true);
+
+	if (slot == NULL)
+		return;
+	SpinLockAcquire(&slot->mutex);
+	if (SlotMatches(slot, primaryNodeId))
+		slot->changesInProgress++;
+	SpinLockRelease(&slot->mutex);
+}
+
+void
+EndReplicaChange(int32 primaryNodeId)
+{
+	ReplicaSlot *slot = FindSlot(primaryNodeId, false);
+
+	if (slot == NULL)
+		return;
+	SpinLockAcquire(&slot->mutex);
+	if (SlotMatches(slot, primaryNodeId) && slot->changesInProgress > 0)
+		slot->changesInProgress--;
+	SpinLockRelease(&slot->mutex);
+	RaiseReplicaBarrier(primaryNodeId);
 }
 
 /*
@@ -349,7 +394,9 @@ CountPrimaryRead(int32 primaryNodeId)
 
 /*
  * ReportPrimarySample records the daemon's poll of a primary: its insert
- * LSN (when ok).  A new address (the node was repointed) starts afresh.
+ * LSN (when ok), with the time the poll was sent (every commit finished
+ * before it lies below the LSN).  A new address (the node was repointed)
+ * starts afresh.
  */
 void
 ReportPrimarySample(int32 nodeId, uint32 addressHash, bool ok, XLogRecPtr lsn,
@@ -379,6 +426,13 @@ ReportPrimarySample(int32 nodeId, uint32 addressHash, bool ok, XLogRecPtr lsn,
 
 		if (!slot->sampled)
 			slot->barrierLsn = Max(slot->barrierLsn, lsn);
+		/* a sample taken after the last change finished covers it */
+		if (slot->barrierPendingSince != 0 && slot->changesInProgress == 0 &&
+			sampleTime > slot->barrierPendingSince)
+		{
+			slot->barrierLsn = Max(slot->barrierLsn, lsn);
+			slot->barrierPendingSince = 0;
+		}
 		slot->sampled = true;
 		slot->lsn = lsn;
 		if (slot->sampleCount > 0 && newest->lsn == lsn)

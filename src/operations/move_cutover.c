@@ -490,9 +490,10 @@ CommitCutover(ShardMoveState *state, TimestampTz pauseStart)
 
 	/*
 	 * Replicas of the target get the shards by replaying what the move
-	 * wrote there: reads use them only past the target's next sampled LSN.
+	 * wrote there (all of it by now): reads use them only past the
+	 * target's next sampled LSN.
 	 */
-	RaiseReplicaBarrier(state->target.nodeId, InvalidXLogRecPtr);
+	RaiseReplicaBarrier(state->target.nodeId);
 	HOLD_INTERRUPTS();
 	PG_TRY();
 	{

@@ -77,6 +77,7 @@ static int	connectionsInTransaction = 0;
  */
 static List *commitLsnNodeIds = NIL;
 static bool schemaChangeInXact = false;
+static List *changedNodeIds = NIL;	/* BeginReplicaChange done for these */
 
 static void RemoteXactCallback(XactEvent event, void *arg);
 static void RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
@@ -430,7 +431,8 @@ CommitRemoteTransactions(List *connections)
 
 /*
  * DecideCommitLsns notes, at pre-commit, which writers' commits fetch
- * their node's LSN (nodes with replicas in use).
+ * their node's LSN (nodes with replicas in use), and marks schema changes
+ * as committing on the nodes written (see replica_state.c).
  */
 static void
 DecideCommitLsns(List *connections)
@@ -443,8 +445,16 @@ DecideCommitLsns(List *connections)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (conn->xactModified && NodeWantsCommitLsn(conn->nodeId))
+		if (!conn->xactModified)
+			continue;
+		if (NodeWantsCommitLsn(conn->nodeId))
 			commitLsnNodeIds = list_append_unique_int(commitLsnNodeIds, conn->nodeId);
+		/* replicas wait for schema changes until they committed and were replayed */
+		if (schemaChangeInXact && !list_member_int(changedNodeIds, conn->nodeId))
+		{
+			BeginReplicaChange(conn->nodeId);
+			changedNodeIds = lappend_int(changedNodeIds, conn->nodeId);
+		}
 	}
 	MemoryContextSwitchTo(oldContext);
 }
@@ -452,8 +462,7 @@ DecideCommitLsns(List *connections)
 /*
  * NoteCommittedWrite records the committed write of a connection for
  * read-your-writes, with the LSN from lsnResult or lsnText when the commit
- * fetched one, and raises the node's replica barrier when the transaction
- * changed schemas.  Never throws for a missing LSN (then it is unknown).
+ * fetched one.  Never throws for a missing LSN (then it is unknown).
  */
 static void
 NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnText)
@@ -467,14 +476,21 @@ NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnTex
 	if (lsnText != NULL)
 		lsn = ParseCommitLsn(lsnText);
 	NoteNodeWrite(conn->nodeId, lsn);
-	if (schemaChangeInXact)
-		RaiseReplicaBarrier(conn->nodeId, lsn);
 }
 
-/* ForgetCommitLsns resets the per-transaction replica state */
+/*
+ * ForgetCommitLsns resets the per-transaction replica state once the
+ * transaction is over: schema changes it committed (or not) on nodes raise
+ * their replica barriers.
+ */
 static void
 ForgetCommitLsns(void)
 {
+	ListCell   *cell;
+
+	foreach(cell, changedNodeIds)
+		EndReplicaChange(lfirst_int(cell));
+	changedNodeIds = NIL;
 	commitLsnNodeIds = NIL;
 	schemaChangeInXact = false;
 }

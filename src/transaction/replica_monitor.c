@@ -77,15 +77,18 @@ PollReplicas(void)
 		PGresult   *result;
 		char	   *systemId = NULL;
 		ListCell   *replicaCell;
+		TimestampTz sent;
 
 		if (replicas == NIL)
 			continue;
 		any = true;
+		/* the time before the poll: every commit finished before it is below the LSN */
+		sent = GetCurrentTimestamp();
 		result = PollNode(primary, COMMIT_LSN_QUERY ", (SELECT system_identifier::text "
 						  "FROM pg_catalog.pg_control_system())");
 		ReportPrimarySample(primary->nodeId, AddressHash(primary), result != NULL,
 							result ? ParseCommitLsn(PQgetvalue(result, 0, 0)) : InvalidXLogRecPtr,
-							GetCurrentTimestamp());
+							sent);
 		if (result != NULL)
 			systemId = pstrdup(PQgetvalue(result, 0, 1));
 		PQclear(result);

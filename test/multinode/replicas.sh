@@ -48,6 +48,7 @@ cleanup() {
 	cluster drop-replica worker2 >/dev/null 2>&1
 	for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
 		psql_at "$port" -d postgres -c "DROP DATABASE IF EXISTS $TEST_DB WITH (FORCE)" >/dev/null 2>&1
+		psql_at "$port" -d postgres -c 'DROP ROLE IF EXISTS "Rëplica Üser"' >/dev/null 2>&1
 	done
 }
 trap cleanup EXIT
@@ -243,6 +244,47 @@ wait_until "the daemon sees replica 2 down" "$COORDINATOR_PORT" 10 \
 echo "ok - shardext.stat_replicas shows the stopped replica unhealthy"
 cluster start-node replica2
 wait_healthy "$R2_ID"
+
+# --- 6b. a replica that hangs (accepts no new connection) -----------------
+r2_postmaster=$(head -1 "$SHARDEXT_CLUSTER_DIR/replica2/postmaster.pid")
+kill -STOP "$r2_postmaster"
+start=$(date +%s%N)
+seen=$(coord "$ON SET shardext.read_your_writes = off; SET shardext.replica_connect_timeout = '500ms';
+	SELECT v FROM kv WHERE id = $K2")
+took=$((($(date +%s%N) - start) / 1000000))
+kill -CONT "$r2_postmaster"
+expect_eq "a hanging replica: the read runs on the primary" "424242" "$seen"
+[ "$took" -lt 5000 ] || fail "the read waited $took ms for the hanging replica"
+echo "ok - it waited only for shardext.replica_connect_timeout ($took ms)"
+
+# --- 6c. a non-superuser owner, odd identifiers ----------------------------
+ODD_USER='"Rëplica Üser"'
+ODD_TABLE='"Odd ""Tablé"" Nämé"'
+for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
+	psql_at "$port" -c "SET client_min_messages = warning" -c "DROP ROLE IF EXISTS $ODD_USER" -c "CREATE ROLE $ODD_USER LOGIN" >/dev/null
+done
+for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
+	psql_at "$port" -c "GRANT CREATE, USAGE ON SCHEMA public TO $ODD_USER" >/dev/null
+done
+as_user() { psql_at "$COORDINATOR_PORT" -U "Rëplica Üser" "$@"; }
+# (distributing takes a superuser until catalog writes run as the extension owner)
+coord "CREATE TABLE $ODD_TABLE (\"Kéy\" int PRIMARY KEY, \"vàl ue\" text);
+	SELECT create_distributed_table('$ODD_TABLE', 'Kéy', shard_count => 2);
+	ALTER TABLE $ODD_TABLE OWNER TO $ODD_USER;" >/dev/null
+as_user -c "INSERT INTO $ODD_TABLE SELECT g, 'v' || g FROM generate_series(1, 10) g" >/dev/null ||
+	fail "the non-superuser owner could not write its oddly named table"
+sleep 2.5	# the replicas replay it (2 s apply delay)
+before=$(coord "SELECT sum(replica_reads) FROM shardext.stat_replicas")
+expect_eq "a non-superuser owner reads an oddly named table on replicas" "v3|10" \
+	"$(as_user -c "$ON SELECT (SELECT \"vàl ue\" FROM $ODD_TABLE WHERE \"Kéy\" = 3) || '|' ||
+		(SELECT count(*) FROM $ODD_TABLE)")"
+after=$(coord "SELECT sum(replica_reads) FROM shardext.stat_replicas")
+[ "$after" -gt "$before" ] || fail "the non-superuser's reads did not go to replicas ($before -> $after)"
+echo "ok - and the reads ran on replicas ($((after - before)) tasks)"
+tok=$(as_user -c "UPDATE $ODD_TABLE SET \"vàl ue\" = 'new' WHERE \"Kéy\" = 3" -c "SELECT shardext_causal_token()" | tail -1)
+expect_eq "a non-superuser's causal token works" "new" \
+	"$(as_user -c "$ON SET shardext.read_your_writes = off; SET shardext.read_after = '$tok';
+		SELECT \"vàl ue\" FROM $ODD_TABLE WHERE \"Kéy\" = 3")"
 
 # --- 7a. failover with asynchronous replication: what can be lost ---------
 psql_at "$COORDINATOR_PORT" -d postgres -c "ALTER SYSTEM SET shardext.recovery_interval = -1" \

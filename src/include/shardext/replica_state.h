@@ -46,7 +46,9 @@ extern void ReplicaStateShmemInit(void);
 /* backends */
 extern bool GetReplicaView(int32 replicaNodeId, ReplicaView *view);
 extern XLogRecPtr GetReplicaBarrier(int32 primaryNodeId);
-extern void RaiseReplicaBarrier(int32 primaryNodeId, XLogRecPtr lsn);
+extern void RaiseReplicaBarrier(int32 primaryNodeId);
+extern void BeginReplicaChange(int32 primaryNodeId);
+extern void EndReplicaChange(int32 primaryNodeId);
 extern XLogRecPtr PrimaryLsnSampledAfter(int32 primaryNodeId, TimestampTz when);
 extern void NoteReplicaFailure(int32 replicaNodeId, int forMs);
 extern void CountReplicaRead(int32 replicaNodeId);
