@@ -216,6 +216,33 @@ expect_eq "a writing REPEATABLE READ transaction reads on primaries" "127.0.0.1:
 		EXPLAIN (COSTS OFF, FORMAT JSON) SELECT v FROM kv WHERE id = $K1; COMMIT;" |
 		grep -o '"Nodes": \[[^]]*' | grep -o '127.0.0.1:[0-9]*')"
 
+# --- 5b. schema changes and shard moves: replicas wait until they have them
+node_of_key() {	# key: the server EXPLAIN reads it on
+	coord "$ON SET shardext.read_your_writes = off; EXPLAIN (COSTS OFF, FORMAT JSON) SELECT * FROM kv WHERE id = $1" |
+		grep -o '"Nodes": \[[^]]*' | grep -o '127.0.0.1:[0-9]*'
+}
+sleep 2.5
+expect_eq "before DDL, reads of worker 2 use its replica" "127.0.0.1:$R2_PORT" "$(node_of_key "$K2")"
+coord "ALTER TABLE kv ADD COLUMN extra int NOT NULL DEFAULT 7" >/dev/null
+expect_eq "right after DDL, the replicas that lack it are not read" "127.0.0.1:$WORKER_2_PORT" "$(node_of_key "$K2")"
+expect_eq "another session reads the new column at once" "7" \
+	"$(coord "$ON SET shardext.read_your_writes = off; SELECT extra FROM kv WHERE id = $K2")"
+for _ in $(seq 1 100); do
+	[ "$(node_of_key "$K2")" = "127.0.0.1:$R2_PORT" ] && break
+	sleep 0.1
+done
+expect_eq "once it replayed the DDL, the replica is read again" "127.0.0.1:$R2_PORT" "$(node_of_key "$K2")"
+K1B=$(key_on "$W1_ID" 1)
+moved_shard=$(coord "SELECT shardext_shard_for_value('kv', '$K1B')")
+coord "UPDATE kv SET v = 31337 WHERE id = $K1B" >/dev/null
+psql_at "$COORDINATOR_PORT" -c "SET client_min_messages = warning" -c "SELECT shardext_move_shard($moved_shard, $W2_ID)" >/dev/null ||
+	fail "the shard move failed"
+expect_eq "right after a move, the target's replica is not read" "127.0.0.1:$WORKER_2_PORT" "$(node_of_key "$K1B")"
+expect_eq "and reads right after the move see every row" "$(coord "SELECT count(*) || '|' || sum(v) FROM kv")|31337" \
+	"$(coord "$ON SET shardext.read_your_writes = off;
+		SELECT (SELECT count(*) || '|' || sum(v) FROM kv) || '|' || (SELECT v FROM kv WHERE id = $K1B)")"
+K1=$(key_on "$W1_ID")
+
 # --- 6. lagging or stopped replicas: reads go to the primary ---------------
 cat >"$SHARDEXT_CLUSTER_DIR/replica_writes.sql" <<SQL
 UPDATE kv SET v = v + 1 WHERE id = $K1;
