@@ -13,9 +13,15 @@
 # There is no built-in alternative to compare with (postgres_fdw has no read
 # routing); replicas and primaries share the machine's 2 cores.
 #
+# The machine is shared, so timings move a lot between runs: the point select
+# and update runs alternate (off, on, off, on ...) and the overhead is the
+# median of the per-round ratios; the coordinator's own CPU per statement
+# (from /proc, one psql session running 20,000 statements) is reported too,
+# as it depends less on the load.
+#
 # Environment: SHARDEXT_PORT (coordinator; workers on the next two ports,
 # standbys on port+11 and port+12), PG_CONFIG, BENCH_ROWS (default 100000),
-# BENCH_SECONDS per run (default 5), BENCH_ROUNDS (default 3), BENCH_CLIENTS
+# BENCH_SECONDS per run (default 3), BENCH_ROUNDS (default 7), BENCH_CLIENTS
 # (default 4).
 set -euo pipefail
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -26,8 +32,8 @@ W2=$((PORT + 2))
 R1=$((PORT + 11))
 R2=$((PORT + 12))
 ROWS=${BENCH_ROWS:-100000}
-SECONDS_PER_RUN=${BENCH_SECONDS:-5}
-ROUNDS=${BENCH_ROUNDS:-3}
+SECONDS_PER_RUN=${BENCH_SECONDS:-3}
+ROUNDS=${BENCH_ROUNDS:-7}
 CLIENTS=${BENCH_CLIENTS:-4}
 DB=bench_replicas
 PSQL="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres"
@@ -110,26 +116,64 @@ counters() {	# "replica_reads fallbacks primary_reads" summed over the replicas
 		FROM shardext.stat_replicas"
 }
 
-declare -A TPS LAT SHARE
+declare -A TPS LAT SHARE RATIOS
 record() {	# key tps latency
 	if [ -z "${TPS[$1]:-}" ] || awk -v a="$2" -v b="${TPS[$1]}" 'BEGIN { exit !(a > b) }'; then
 		TPS[$1]=$2
 		LAT[$1]=$3
 	fi
 }
+# keeps the latency ratio of one round: key latency base_latency
+ratio_of_round() { RATIOS[$1]="${RATIOS[$1]:-} $(awk -v a="$2" -v b="$3" 'BEGIN { printf "%.4f", a / b }')"; }
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# coordinator CPU per statement: one psql session runs the statements of a file
+cpu_per_statement() {	# settings statement_template(with %d) count
+	local fifo="$TMP/fifo" done="$TMP/done" pid t0 t1
+	rm -f "$fifo" "$done"; mkfifo "$fifo"
+	PGAPPNAME=bench_cpu PGOPTIONS="$1" $PSQL -p $PORT -d $DB <"$fifo" >/dev/null &
+	local client=$!
+	exec 3>"$fifo"
+	echo "SELECT 1;" >&3
+	for _ in $(seq 1 50); do
+		pid=$($PSQL -p $PORT -d $DB -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_cpu'")
+		[ -n "$pid" ] && break
+		sleep 0.1
+	done
+	t0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	awk -v n="$3" -v rows="$ROWS" -v t="$2" 'BEGIN { srand(1); for (i = 0; i < n; i++) printf t "\n", 1 + int(rand() * rows) }' >&3
+	echo "SELECT 1 \\g $done" >&3
+	while [ ! -s "$done" ]; do sleep 0.1; done
+	t1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	exec 3>&-
+	wait "$client"
+	awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v n="$3" 'BEGIN { printf "%.1f", 1e6 * d / hz / n }'
+}
 OFF="-c shardext.replica_reads=off"
 ON_LSN="-c shardext.replica_reads=on -c shardext.read_your_writes=lsn"
 ON_OFF="-c shardext.replica_reads=on -c shardext.read_your_writes=off"
 for round in $(seq 1 "$ROUNDS"); do
 	echo "round $round of $ROUNDS ..."
-	read -r tps lat < <(run_pgbench "$TMP/select.sql" "$OFF"); record select_off "$tps" "$lat"
+	read -r tps lat0 < <(run_pgbench "$TMP/select.sql" "$OFF"); record select_off "$tps" "$lat0"
 	read -r tps lat < <(run_pgbench "$TMP/select.sql" "$ON_LSN"); record select_lsn "$tps" "$lat"
+	ratio_of_round select_lsn "$lat" "$lat0"
 	read -r tps lat < <(run_pgbench "$TMP/select.sql" "$ON_OFF"); record select_norw "$tps" "$lat"
-	read -r tps lat < <(run_pgbench "$TMP/update.sql" "$OFF"); record update_replicas "$tps" "$lat"
-	remove_replicas
-	read -r tps lat < <(run_pgbench "$TMP/update.sql" "$OFF"); record update_none "$tps" "$lat"
-	add_replicas
+	ratio_of_round select_norw "$lat" "$lat0"
+	if [ "$round" -le 3 ]; then
+		read -r tps lat1 < <(run_pgbench "$TMP/update.sql" "$OFF"); record update_replicas "$tps" "$lat1"
+		remove_replicas
+		read -r tps lat0 < <(run_pgbench "$TMP/update.sql" "$OFF"); record update_none "$tps" "$lat0"
+		ratio_of_round update_replicas "$lat1" "$lat0"
+		add_replicas
+	fi
 done
+echo "coordinator CPU per statement ..."
+CPU_OFF=$(cpu_per_statement "$OFF" "SELECT v FROM bench_kv WHERE id = %d;" 20000)
+CPU_LSN=$(cpu_per_statement "$ON_LSN" "SELECT v FROM bench_kv WHERE id = %d;" 20000)
+CPU_UPD_R=$(cpu_per_statement "$OFF" "UPDATE bench_kv SET v = v + 1 WHERE id = %d;" 5000)
+remove_replicas
+CPU_UPD=$(cpu_per_statement "$OFF" "UPDATE bench_kv SET v = v + 1 WHERE id = %d;" 5000)
+add_replicas
 
 # the mixes: the share of reads served by replicas
 for mix in "lsn 20ms|-c shardext.replica_reads=on -c shardext.read_your_writes=lsn -c shardext.replica_wait_timeout=20" \
@@ -153,20 +197,23 @@ t0=$(ticks "$pid"); sleep 10; t1=$(ticks "$pid")
 hz=$(getconf CLK_TCK)
 daemon_ms=$(awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.1f", 1000 * d / hz / 10 }')
 
-pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }'; }
+pct() { awk -v r="$1" 'BEGIN { printf "%+.1f%%", 100 * (r - 1) }'; }
 echo
-echo "$ROWS rows, $CLIENTS clients, -M prepared, best of $ROUNDS runs of ${SECONDS_PER_RUN}s (mixes: one run)"
-printf '%-58s %10s %10s %10s\n' "" "tps" "latency" "vs primary"
-printf '%-58s %10.0f %7.3f ms\n' "point select, replica_reads off (primaries)" "${TPS[select_off]}" "${LAT[select_off]}"
-printf '%-58s %10.0f %7.3f ms %10s\n' "point select, replica_reads on, read_your_writes lsn" \
-	"${TPS[select_lsn]}" "${LAT[select_lsn]}" "$(pct "${LAT[select_lsn]}" "${LAT[select_off]}")"
-printf '%-58s %10.0f %7.3f ms %10s\n' "point select, replica_reads on, read_your_writes off" \
-	"${TPS[select_norw]}" "${LAT[select_norw]}" "$(pct "${LAT[select_norw]}" "${LAT[select_off]}")"
-printf '%-58s %10.0f %7.3f ms\n' "point update, no replicas" "${TPS[update_none]}" "${LAT[update_none]}"
-printf '%-58s %10.0f %7.3f ms %10s\n' "point update, replicas registered (commit LSN fetched)" \
-	"${TPS[update_replicas]}" "${LAT[update_replicas]}" "$(pct "${LAT[update_replicas]}" "${LAT[update_none]}")"
+echo "$ROWS rows, $CLIENTS clients, -M prepared; best of $ROUNDS runs of ${SECONDS_PER_RUN}s, the median of the"
+echo "per-round latency ratios (updates: 3 rounds; mixes: one run)"
+printf '%-56s %8s %10s %11s %12s\n' "" "tps" "latency" "vs primary" "coord. CPU"
+printf '%-56s %8.0f %7.3f ms %11s %9s us\n' "point select, replica_reads off (primaries)" \
+	"${TPS[select_off]}" "${LAT[select_off]}" "" "$CPU_OFF"
+printf '%-56s %8.0f %7.3f ms %11s %9s us\n' "point select, replica_reads on, read_your_writes lsn" \
+	"${TPS[select_lsn]}" "${LAT[select_lsn]}" "$(pct "$(median "${RATIOS[select_lsn]}")")" "$CPU_LSN"
+printf '%-56s %8.0f %7.3f ms %11s\n' "point select, replica_reads on, read_your_writes off" \
+	"${TPS[select_norw]}" "${LAT[select_norw]}" "$(pct "$(median "${RATIOS[select_norw]}")")"
+printf '%-56s %8.0f %7.3f ms %11s %9s us\n' "point update, no replicas" \
+	"${TPS[update_none]}" "${LAT[update_none]}" "" "$CPU_UPD"
+printf '%-56s %8.0f %7.3f ms %11s %9s us\n' "point update, replicas registered (commit LSN fetched)" \
+	"${TPS[update_replicas]}" "${LAT[update_replicas]}" "$(pct "$(median "${RATIOS[update_replicas]}")")" "$CPU_UPD_R"
 for name in "lsn 20ms" "lsn 0" "time 5s" "off"; do
-	printf '%-58s %10.0f %7.3f ms   reads on replicas: %s\n' "90/10 mix, read_your_writes $name" \
+	printf '%-56s %8.0f %7.3f ms   reads on replicas: %s\n' "90/10 mix, read_your_writes $name" \
 		"${TPS["mix $name"]}" "${LAT["mix $name"]}" "${SHARE["mix $name"]}"
 done
 echo "maintenance daemon polling 2 primaries + 2 replicas every 100 ms: $daemon_ms ms CPU per second"

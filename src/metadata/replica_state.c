@@ -91,6 +91,11 @@ typedef struct ReplicaStateShared
 
 static ReplicaStateShared *ReplicaState = NULL;
 
+/* this backend's guess of where each node's slot is (checked before use) */
+#define SLOT_GUESSES 64
+static int32 guessNodeIds[SLOT_GUESSES];
+static int16 guessSlots[SLOT_GUESSES];
+
 static ReplicaSlot *FindSlot(int32 nodeId, bool create);
 static void ResetSlotData(ReplicaSlot *slot);
 static TimestampTz FreshnessOf(int32 primaryNodeId, XLogRecPtr replayLsn, bool *caughtUp);
@@ -157,15 +162,27 @@ FindSlot(int32 nodeId, bool create)
 {
 	ReplicaSlot *reuse = NULL;
 	TimestampTz now;
+	int			guess = (uint32) nodeId % SLOT_GUESSES;
 
 	if (ReplicaState == NULL)
 		return NULL;
+	if (guessNodeIds[guess] == nodeId)
+	{
+		ReplicaSlot *slot = &ReplicaState->slots[guessSlots[guess]];
+
+		if (slot->databaseId == MyDatabaseId && slot->nodeId == nodeId)
+			return slot;
+	}
 	for (int i = 0; i < MAX_REPLICA_SLOTS; i++)
 	{
 		ReplicaSlot *slot = &ReplicaState->slots[i];
 
 		if (slot->databaseId == MyDatabaseId && slot->nodeId == nodeId)
+		{
+			guessNodeIds[guess] = nodeId;
+			guessSlots[guess] = i;
 			return slot;
+		}
 	}
 	if (!create)
 		return NULL;
