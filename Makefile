@@ -12,7 +12,7 @@ SRCS = $(sort $(wildcard $(srcdir)/src/*.c $(srcdir)/src/*/*.c))
 OBJS = $(patsubst $(srcdir)/%.c,%.o,$(SRCS))
 SHARDEXT_HEADERS = $(wildcard $(srcdir)/src/include/shardext/*.h)
 
-DATA = $(wildcard $(srcdir)/src/sql/$(EXTENSION)--*.sql)
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/src/sql/$(EXTENSION)--*.sql))
 
 PG_CPPFLAGS = -I$(srcdir)/src/include -I$(shell $(PG_CONFIG) --includedir)
 PG_CFLAGS = -Wall -Werror -Wmissing-prototypes -Wno-declaration-after-statement
@@ -27,8 +27,18 @@ endif
 BUILD_FLAGS = .build-flags
 $(shell echo 'test=$(SHARDEXT_TEST_BUILD)' | cmp -s - $(BUILD_FLAGS) || echo 'test=$(SHARDEXT_TEST_BUILD)' > $(BUILD_FLAGS))
 
-# pg_regress suite (sql/ + expected/) is driven by scripts/test, which
-# starts the multi-node cluster it needs; see README.md.
+# pg_regress suite (sql/ + expected/, in the order of test/schedule).
+# `make installcheck` runs it against a running cluster started by
+# scripts/cluster: the coordinator on 127.0.0.1:$(SHARDEXT_PORT), its
+# workers on the next two ports (the tests read them from WORKER_n_PORT).
+# It recreates the test database on the coordinator and drops it on the
+# workers first.  The suite moves the snowflake clock and pauses moves, so
+# the cluster must run the test build (make SHARDEXT_TEST_BUILD=1 install).  scripts/test runs the same tests (and the others) on a
+# cluster of its own.
+REGRESS = $(shell sed -n 's/^test: *//p' $(srcdir)/test/schedule)
+SHARDEXT_PORT ?= 9700
+REGRESS_OPTS = --host=127.0.0.1 --port=$(SHARDEXT_PORT) --user=postgres
+REGRESS_PREP = installcheck-prepare
 EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS)
 
 PG_CONFIG ?= pg_config
@@ -37,6 +47,26 @@ include $(PGXS)
 
 $(OBJS): $(SHARDEXT_HEADERS) $(BUILD_FLAGS)
 
-.PHONY: test
+# what the tests read from the environment; test/bin/diff normalises ports
+installcheck: export COORDINATOR_PORT = $(SHARDEXT_PORT)
+installcheck: export WORKER_1_PORT = $(shell echo $$(($(SHARDEXT_PORT) + 1)))
+installcheck: export WORKER_2_PORT = $(shell echo $$(($(SHARDEXT_PORT) + 2)))
+installcheck: export PSQL_BIN = $(bindir)/psql
+installcheck: export PATH := $(abspath $(srcdir))/test/bin:$(PATH)
+
+.PHONY: installcheck-prepare test
+installcheck-prepare:
+	@$(bindir)/psql -X -At -h 127.0.0.1 -p $(SHARDEXT_PORT) -U postgres -d postgres \
+		-c "SELECT current_setting('shardext.test_fault', true) IS NOT NULL" | grep -qx t || \
+		{ echo "make installcheck needs the test build of shardext on the cluster at port" \
+			"$(SHARDEXT_PORT): make SHARDEXT_TEST_BUILD=1 install, then restart the cluster" >&2; \
+		  exit 1; }
+	@for port in $$WORKER_1_PORT $$WORKER_2_PORT; do \
+		$(bindir)/psql -X -q -h 127.0.0.1 -p $$port -U postgres -d postgres \
+			-c 'SET client_min_messages = warning' \
+			-c 'DROP DATABASE IF EXISTS $(CONTRIB_TESTDB) WITH (FORCE)' || exit 1; \
+	done
+
+# everything (scripts/test), without installing packages: scripts/setup does
 test:
-	$(srcdir)/scripts/test
+	SHARDEXT_SKIP_APT=1 $(srcdir)/scripts/test

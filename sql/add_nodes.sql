@@ -51,7 +51,16 @@ SELECT shardext_add_node('127.0.0.1', :worker_2_port, weight => 2.0) AS worker_2
 SELECT shardext_set_node_weight('127.0.0.1', :worker_2_port, 0);
 SELECT node_port = :worker_2_port AS is_worker_2, weight FROM shardext.nodes ORDER BY node_id;
 
--- only superusers manage nodes
+-- the configuration of every node, checked: all is well on the test cluster
+SELECT node_id > 0 AS worker, check_name, status, count(*) AS nodes
+FROM shardext_check_cluster() GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+-- the library and the installed extension are the same version
+SELECT current_setting('shardext.version') = extversion AS same_version,
+	   extversion = (SELECT default_version FROM pg_available_extensions
+					 WHERE name = 'shardext') AS default_version
+FROM pg_extension WHERE extname = 'shardext';
+
+-- only superusers (and members of shardext_admin) manage nodes
 CREATE ROLE node_intruder;
 SET ROLE node_intruder;
 SELECT shardext_add_node('127.0.0.1', :worker_1_port);

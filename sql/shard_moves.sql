@@ -11,14 +11,15 @@
 \getenv worker_1_port WORKER_1_PORT
 \getenv worker_2_port WORKER_2_PORT
 \getenv coordinator_port COORDINATOR_PORT
+\set regress_db :DBNAME
 -- what an interrupted earlier run may have left
-\c regression - - :worker_1_port
+\c :regress_db - - :worker_1_port
 SET client_min_messages TO warning;
 DROP DATABASE IF EXISTS shard_moves WITH (FORCE);
-\c regression - - :worker_2_port
+\c :regress_db - - :worker_2_port
 SET client_min_messages TO warning;
 DROP DATABASE IF EXISTS shard_moves WITH (FORCE);
-\c regression - - :coordinator_port
+\c :regress_db - - :coordinator_port
 SET client_min_messages TO warning;
 DROP DATABASE IF EXISTS shard_moves WITH (FORCE);
 RESET client_min_messages;
@@ -274,9 +275,9 @@ SELECT shardext_cleanup();
 SELECT * FROM moves.leftovers();
 
 DROP SCHEMA moves CASCADE;
-\c regression - - :worker_1_port
+\c :regress_db - - :worker_1_port
 DROP DATABASE shard_moves;
-\c regression - - :worker_2_port
+\c :regress_db - - :worker_2_port
 DROP DATABASE shard_moves;
-\c regression - - :coordinator_port
+\c :regress_db - - :coordinator_port
 DROP DATABASE shard_moves;

@@ -17,6 +17,7 @@
 
 #include "shardext/guc.h"
 #include "shardext/read_your_writes.h"
+#include "shardext/shardext.h"
 #include "shardext/snowflake.h"
 
 int			ShardextShardCount = 32;
@@ -28,7 +29,6 @@ bool		ShardextExplainAllTasks = false;
 bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 int			ShardextRecoveryInterval = 10000;
-int			ShardextTestFault = TEST_FAULT_NONE;
 int			ShardextDistributedDeadlockTimeout = 1000;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
@@ -37,11 +37,8 @@ int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
-char	   *ShardextMoveTestPausePhase = NULL;
-int			ShardextMoveTestPauseMs = 60000;
 int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
 int			ShardextSnowflakeMaxClockSkew = 100;
-int			ShardextSnowflakeClockOffset = 0;
 bool		ShardextReplicaReads = false;
 int			ShardextMaxReplicaLag = 5000;
 int			ShardextReadYourWrites = READ_YOUR_WRITES_LSN;
@@ -50,6 +47,13 @@ char	   *ShardextReadAfter = NULL;
 int			ShardextReplicaWaitTimeout = 20;
 int			ShardextReplicaPollInterval = 100;
 int			ShardextReplicaConnectTimeout = 1000;
+
+#ifdef SHARDEXT_TEST_HOOKS
+int			ShardextTestFault = TEST_FAULT_NONE;
+char	   *ShardextMoveTestPausePhase = NULL;
+int			ShardextMoveTestPauseMs = 60000;
+int			ShardextSnowflakeClockOffset = 0;
+#endif
 
 static const struct config_enum_entry multi_node_commit_options[] = {
 	{"2pc", MULTI_NODE_COMMIT_2PC, false},
@@ -80,6 +84,7 @@ static void RegisterTransactionGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
 static void RegisterReplicaGucs(void);
+static void RegisterVersionGuc(void);
 #ifdef SHARDEXT_TEST_HOOKS
 static void RegisterTestGucs(void);
 #endif
@@ -98,6 +103,7 @@ RegisterShardextGucs(void)
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
 	RegisterReplicaGucs();
+	RegisterVersionGuc();
 #ifdef SHARDEXT_TEST_HOOKS
 	RegisterTestGucs();
 #endif
@@ -416,12 +422,33 @@ RegisterReplicaGucs(void)
 							NULL, NULL, NULL);
 }
 
+/*
+ * RegisterVersionGuc defines shardext.version, the read-only version of the
+ * loaded library (as server_version is the server's), which nodes compare
+ * with the installed extension's version and with each other's.
+ */
+static void
+RegisterVersionGuc(void)
+{
+	static char *libraryVersion = NULL;
+
+	DefineCustomStringVariable("shardext.version",
+							   "Shows the version of the loaded shardext library.",
+							   NULL,
+							   &libraryVersion,
+							   SHARDEXT_LIBRARY_VERSION,
+							   PGC_INTERNAL,
+							   GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
+}
+
 #ifdef SHARDEXT_TEST_HOOKS
 /*
  * RegisterTestGucs defines the settings that only tests use (crash
  * injection, pauses, a shifted clock).  They exist only in a test build
- * (make SHARDEXT_TEST_BUILD=1, which scripts/test uses); in the installed
- * library the C variables keep their defaults and the settings are unknown.
+ * (make SHARDEXT_TEST_BUILD=1, which scripts/test uses), as do their C
+ * variables and the code that reads them; in the installed library the
+ * settings are unknown.
  */
 static void
 RegisterTestGucs(void)

@@ -61,38 +61,71 @@ static void PropagateGrant(GrantStmt *stmt);
 static void RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 						ProcessUtilityContext context, ParamListInfo params,
 						QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc);
+static void SkipLocalForeignKeyValidation(AlterTableStmt *stmt);
 
 /*
- * Nesting depth of local execution of DDL on distributed tables.  While it
- * is above 0, queries PostgreSQL runs for the DDL itself (the validation of
- * a new foreign key) are planned locally, against the empty shells, by the
- * planner hook: the shards check themselves when the DDL reaches them.
+ * RunStandard runs the command locally, on the coordinator's shells.
+ *
+ * Nothing is switched off meanwhile: queries that run during the command
+ * (event triggers, functions the command calls) see distributed tables as
+ * they are.  The one query PostgreSQL itself would run on the shells is the
+ * validation of a foreign key that ALTER TABLE adds; the shells are empty,
+ * so the constraint is added locally as validated without that query
+ * (SkipLocalForeignKeyValidation), and each shard validates it when the
+ * command reaches the shards.
  */
-int			ShardextLocalDDLDepth = 0;
-
-/* runs the command locally (see ShardextLocalDDLDepth) */
 static void
 RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			ProcessUtilityContext context, ParamListInfo params,
 			QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
-	int			savedDepth = ShardextLocalDDLDepth;
+	if (IsA(pstmt->utilityStmt, AlterTableStmt))
+	{
+		if (readOnlyTree)
+			pstmt = copyObject(pstmt);
+		readOnlyTree = false;
+		SkipLocalForeignKeyValidation((AlterTableStmt *) pstmt->utilityStmt);
+	}
 
-	ShardextLocalDDLDepth++;
-	PG_TRY();
+	if (prev_ProcessUtility_hook)
+		prev_ProcessUtility_hook(pstmt, queryString, readOnlyTree, context,
+								 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/*
+ * SkipLocalForeignKeyValidation marks the foreign keys that an ALTER TABLE
+ * of distributed tables adds (as constraints or with new columns) as not
+ * to be checked against the existing rows, while still valid, as CREATE
+ * TABLE does for a new table: the local table is an empty shell.  NOT
+ * VALID constraints stay not valid.
+ */
+static void
+SkipLocalForeignKeyValidation(AlterTableStmt *stmt)
+{
+	ListCell   *cell;
+
+	foreach(cell, stmt->cmds)
 	{
-		if (prev_ProcessUtility_hook)
-			prev_ProcessUtility_hook(pstmt, queryString, readOnlyTree, context,
-									 params, queryEnv, dest, qc);
-		else
-			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-									params, queryEnv, dest, qc);
+		AlterTableCmd *cmd = lfirst(cell);
+		List	   *constraints = NIL;
+		ListCell   *constraintCell;
+
+		if (cmd->subtype == AT_AddConstraint && IsA(cmd->def, Constraint))
+			constraints = list_make1(cmd->def);
+		else if (cmd->subtype == AT_AddColumn && IsA(cmd->def, ColumnDef))
+			constraints = ((ColumnDef *) cmd->def)->constraints;
+
+		foreach(constraintCell, constraints)
+		{
+			Constraint *constraint = lfirst(constraintCell);
+
+			if (IsA(constraint, Constraint) && constraint->contype == CONSTR_FOREIGN)
+				constraint->skip_validation = true;
+		}
 	}
-	PG_FINALLY();
-	{
-		ShardextLocalDDLDepth = savedDepth;
-	}
-	PG_END_TRY();
 }
 
 /*

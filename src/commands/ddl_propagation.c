@@ -597,8 +597,7 @@ ShardMoveAndRenameCommands(TableSchemaState *before, TableSchemaState *after, in
 
 	if (strcmp(before->schemaName, after->schemaName) != 0)
 	{
-		commands = lappend(commands, psprintf("CREATE SCHEMA IF NOT EXISTS %s",
-											  quote_identifier(after->schemaName)));
+		commands = lappend(commands, WorkerEnsureSchemaCommand(after->schemaName));
 		commands = lappend(commands, psprintf("ALTER TABLE %s SET SCHEMA %s", shardName,
 											  quote_identifier(after->schemaName)));
 		shardName = quote_qualified_identifier(after->schemaName,

@@ -194,9 +194,30 @@ ShardDropCommand(const char *schemaName, const char *relname, int64 shardId)
 char *
 WorkerCreateSchemaCommand(Oid relid)
 {
-	char	   *schemaName = get_namespace_name(get_rel_namespace(relid));
+	return WorkerEnsureSchemaCommand(get_namespace_name(get_rel_namespace(relid)));
+}
 
-	return psprintf("CREATE SCHEMA IF NOT EXISTS %s", quote_identifier(schemaName));
+/*
+ * WorkerEnsureSchemaCommand returns a command that creates a schema on a
+ * node unless it exists there.  Not CREATE SCHEMA IF NOT EXISTS: that
+ * checks the CREATE privilege on the database even when the schema
+ * exists, and a table owner without it must still be able to distribute a
+ * table of a schema that exists on the nodes.  The name travels as a
+ * literal inside a dollar-quoted block whose tag does not occur in it.
+ */
+char *
+WorkerEnsureSchemaCommand(const char *schemaName)
+{
+	char	   *literal = quote_literal_cstr(schemaName);
+	char	   *tag = pstrdup("$shardext$");
+
+	for (int i = 1; strstr(literal, tag) != NULL; i++)
+		tag = psprintf("$shardext%d$", i);
+	return psprintf("DO %s BEGIN "
+					"IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = %s) THEN "
+					"EXECUTE pg_catalog.format('CREATE SCHEMA IF NOT EXISTS %%I', %s::pg_catalog.text); "
+					"END IF; END %s",
+					tag, literal, literal, tag);
 }
 
 /* ColumnListString returns "(a, b, c)" of the live columns, quoted */

@@ -53,21 +53,13 @@
 #include "shardext/distributed_executor.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
 #include "shardext/resource_lock.h"
-
-/*
- * From libpq/libpq.h, which cannot be included here: it pulls in the GSSAPI
- * headers of the server's build.
- */
-extern bool pq_buffer_has_data(void);
-extern void pq_startmsgread(void);
-extern int	pq_peekbyte(void);
-extern void pq_endmsgread(void);
 
 /* per-connection executor state (NodeConnection.executorState) */
 typedef struct ConnectionExecState
@@ -479,8 +471,6 @@ StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *sl
 static bool
 IsWholeTopLevelStatement(EState *estate)
 {
-	int			next;
-
 	if (IsTransactionBlock() || ActivePortal == NULL ||
 		GetCurrentTransactionNestLevel() != 1 || debug_query_string == NULL)
 		return false;
@@ -494,13 +484,9 @@ IsWholeTopLevelStatement(EState *estate)
 
 	/* extended protocol: the portal's text is reported as a copy */
 	if (strcmp(ActivePortal->sourceText, debug_query_string) != 0 ||
-		(MyXactFlags & XACT_FLAGS_PIPELINING) || whereToSendOutput != DestRemote ||
-		!pq_buffer_has_data())
+		(MyXactFlags & XACT_FLAGS_PIPELINING) || whereToSendOutput != DestRemote)
 		return false;
-	pq_startmsgread();
-	next = pq_peekbyte();
-	pq_endmsgread();
-	return next == 'S';
+	return PeekClientMessageType() == 'S';
 }
 
 /* has this transaction started a remote transaction anywhere? */

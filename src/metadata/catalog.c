@@ -7,49 +7,118 @@
  * checked; they are rare (DDL-like operations), so the cost does not matter.
  * Every writer invalidates the cache entries its change affects.
  *
+ * The catalog belongs to the extension's owner and only it may write there:
+ * a table owner who distributes a table is not a superuser, and must not
+ * be able to change the catalog at will.  So every statement here runs with
+ * the extension owner's rights (SetUserIdAndSecContext, as SECURITY DEFINER
+ * functions do), under search_path = pg_catalog, pg_temp so that no object
+ * of the caller's takes part; the callers check the caller's rights first
+ * (ownership of the table, shardext_admin, ...).  Remote work never runs
+ * here: it stays the calling user's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 
 #include "shardext/metadata.h"
 
 /*
- * RunCatalogSPI runs one parameterised statement and returns SPI_processed.
- * When the statement returns a row, *result gets its first column (which
- * must be of a pass-by-value type) if result is not NULL.
+ * BeginCatalogAccess switches to the extension owner's rights and a safe
+ * search_path, for statements on the catalog tables; EndCatalogAccess
+ * switches back.  An error in between switches back too (and the
+ * transaction's abort would as well).  Pairs nest.
+ */
+void
+BeginCatalogAccess(CatalogAccess *access)
+{
+	Oid			owner = ShardextExtensionOwner();
+
+	GetUserIdAndSecContext(&access->savedUserId, &access->savedSecContext);
+	SetUserIdAndSecContext(owner, access->savedSecContext |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	access->gucNestLevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+void
+EndCatalogAccess(CatalogAccess *access)
+{
+	AtEOXact_GUC(true, access->gucNestLevel);
+	SetUserIdAndSecContext(access->savedUserId, access->savedSecContext);
+}
+
+/* AbortCatalogAccess undoes BeginCatalogAccess on an error path */
+static void
+AbortCatalogAccess(CatalogAccess *access)
+{
+	AtEOXact_GUC(false, access->gucNestLevel);
+	SetUserIdAndSecContext(access->savedUserId, access->savedSecContext);
+}
+
+/*
+ * RunCatalogSPI runs one parameterised statement with the extension
+ * owner's rights and returns SPI_processed.  When the statement returns a
+ * row, *result gets its first column (copied into the caller's memory
+ * context) if result is not NULL.
  */
 static uint64
 RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
 			  const char *nulls, int expectedResult, Datum *result, bool *resultIsNull)
 {
-	int			rc;
-	uint64		processed;
+	CatalogAccess access;
+	uint64		processed = 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
-	if (rc != expectedResult)
-		elog(ERROR, "catalog statement failed (%d): %s", rc, sql);
-
-	processed = SPI_processed;
-	if (result != NULL)
+	BeginCatalogAccess(&access);
+	PG_TRY();
 	{
-		bool		isnull = true;
+		int			rc;
 
-		*result = (Datum) 0;
-		if (processed > 0)
-			*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									1, &isnull);
-		if (resultIsNull)
-			*resultIsNull = isnull;
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+
+		rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
+		if (rc != expectedResult)
+			elog(ERROR, "catalog statement failed (%d): %s", rc, sql);
+
+		processed = SPI_processed;
+		if (result != NULL)
+		{
+			bool		isnull = true;
+
+			*result = (Datum) 0;
+			if (processed > 0)
+			{
+				Form_pg_attribute attr = TupleDescAttr(SPI_tuptable->tupdesc, 0);
+
+				*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										1, &isnull);
+				if (!isnull && !attr->attbyval)
+					*result = SPI_datumTransfer(*result, false, attr->attlen);
+			}
+			if (resultIsNull)
+				*resultIsNull = isnull;
+		}
+
+		SPI_finish();
 	}
-
-	SPI_finish();
+	PG_CATCH();
+	{
+		AbortCatalogAccess(&access);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	EndCatalogAccess(&access);
 	return processed;
 }
 
@@ -306,6 +375,184 @@ NodePlacementCount(int32 nodeId)
 	RunCatalogSPI("SELECT count(*) FROM shardext.placement WHERE nodeid = $1",
 				  1, argtypes, values, NULL, SPI_OK_SELECT, &result, NULL);
 	return DatumGetInt64(result);
+}
+
+/* DeleteShard removes a shard (a split replaced it); placements cascade */
+void
+DeleteShard(int64 shardId)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(shardId)};
+	Datum		relid;
+	bool		isnull;
+
+	RunCatalogSPI("DELETE FROM shardext.shard WHERE shardid = $1 "
+				  "RETURNING logicalrelid::oid",
+				  1, argtypes, values, NULL, SPI_OK_DELETE_RETURNING, &relid, &isnull);
+	InvalidateDistTableCache(isnull ? InvalidOid : DatumGetObjectId(relid));
+}
+
+/* IncrementColocationShardCount: a split added a shard to every table of a group */
+void
+IncrementColocationShardCount(int32 colocationId)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(colocationId)};
+
+	RunCatalogSPI("UPDATE shardext.colocation SET shard_count = shard_count + 1 "
+				  "WHERE colocationid = $1",
+				  1, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateDistTableCache(InvalidOid);
+}
+
+/*
+ * ReadRunningMoveRecord reads and locks (FOR UPDATE) the record of a
+ * running move or split into *move, allocated in the caller's memory
+ * context; it errors out when the move is not running any more.
+ */
+void
+ReadRunningMoveRecord(int64 moveId, MoveRecord *move)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(moveId)};
+	MemoryContext callerContext = CurrentMemoryContext;
+	CatalogAccess access;
+
+	memset(move, 0, sizeof(MoveRecord));
+	move->moveId = moveId;
+	BeginCatalogAccess(&access);
+	PG_TRY();
+	{
+		HeapTuple	tuple;
+		TupleDesc	desc;
+		bool		isnull;
+		int			newCount = 0;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
+								  "target_node_id, split_point, new_shard_ids "
+								  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
+								  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read move " INT64_FORMAT, moveId);
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("move " INT64_FORMAT " is not running", moveId)));
+		tuple = SPI_tuptable->vals[0];
+		desc = SPI_tuptable->tupdesc;
+
+		MemoryContextSwitchTo(callerContext);
+		move->split = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
+		deconstruct_array(DatumGetArrayTypePCopy(SPI_getbinval(tuple, desc, 2, &isnull)),
+						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->shardIds, NULL,
+						  &move->shardCount);
+		move->sourceNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+		move->targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+		if (move->split)
+		{
+			move->splitPoint = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+			deconstruct_array(DatumGetArrayTypePCopy(SPI_getbinval(tuple, desc, 6, &isnull)),
+							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
+							  NULL, &newCount);
+			if (newCount != 2 * move->shardCount)
+				elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
+					 newCount, move->shardCount);
+		}
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		AbortCatalogAccess(&access);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	EndCatalogAccess(&access);
+}
+
+/*
+ * RecordDeferredShardDrop records that a moved shard's old table on a node
+ * is to be dropped once no transaction older than the switch runs.
+ */
+void
+RecordDeferredShardDrop(int64 moveId, int32 nodeId, const char *shardName, int64 shardId)
+{
+	Oid			argtypes[4] = {INT8OID, INT4OID, TEXTOID, INT8OID};
+	Datum		values[4];
+
+	values[0] = Int64GetDatum(moveId);
+	values[1] = Int32GetDatum(nodeId);
+	values[2] = CStringGetTextDatum(shardName);
+	values[3] = Int64GetDatum(shardId);
+	RunCatalogSPI("INSERT INTO shardext.cleanup_record (move_id, node_id, "
+				  "object_type, object_name, shard_id, policy) "
+				  "VALUES ($1, $2, 'table', $3, $4, 'deferred')",
+				  4, argtypes, values, NULL, SPI_OK_INSERT, NULL, NULL);
+}
+
+/*
+ * MarkMoveSwitched records that a move's placements were switched: what it
+ * created on the target stays, and the move is cleaning up.
+ */
+void
+MarkMoveSwitched(int64 moveId)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(moveId)};
+
+	RunCatalogSPI("DELETE FROM shardext.cleanup_record WHERE move_id = $1 "
+				  "AND policy = 'on_failure'",
+				  1, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
+	RunCatalogSPI("UPDATE shardext.move SET phase = 'cleaning up', "
+				  "phase_started_at = clock_timestamp() WHERE move_id = $1",
+				  1, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+}
+
+/*
+ * RegisterLocalIdentity records, on a worker, the coordinator database this
+ * database serves, refusing a second coordinator.
+ */
+void
+RegisterLocalIdentity(const char *coordinatorId, int32 nodeId)
+{
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+	Datum		current;
+	bool		isnull;
+
+	RunCatalogSPI("SELECT coordinator_id FROM shardext.local_identity FOR UPDATE",
+				  0, NULL, NULL, NULL, SPI_OK_SELECT, &current, &isnull);
+	if (!isnull)
+	{
+		char	   *currentId = TextDatumGetCString(current);
+
+		if (strcmp(currentId, coordinatorId) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("this database already serves another coordinator"),
+					 errdetail("It serves coordinator %s, not %s.", currentId, coordinatorId),
+					 errhint("Remove it from that coordinator with shardext_remove_node() "
+							 "first.")));
+	}
+
+	values[0] = CStringGetTextDatum(coordinatorId);
+	values[1] = Int32GetDatum(nodeId);
+	RunCatalogSPI("INSERT INTO shardext.local_identity (coordinator_id, node_id) "
+				  "VALUES ($1, $2) ON CONFLICT (only_row) DO UPDATE "
+				  "SET coordinator_id = EXCLUDED.coordinator_id, "
+				  "node_id = EXCLUDED.node_id",
+				  2, argtypes, values, NULL, SPI_OK_INSERT, NULL, NULL);
+}
+
+/* UnregisterLocalIdentity forgets, on a worker, the coordinator it served */
+void
+UnregisterLocalIdentity(const char *coordinatorId)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(coordinatorId)};
+
+	RunCatalogSPI("DELETE FROM shardext.local_identity WHERE coordinator_id = $1",
+				  1, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -62,6 +63,7 @@ static MemoryContext StaleMetadataContext = NULL;
 static HTAB *DistTableCache = NULL;
 
 static bool extensionKnownLoaded = false;
+static bool catalogVersionKnownCurrent = false;
 static Oid	distTableCatalogRelid = InvalidOid;
 static Oid	nodeCatalogRelid = InvalidOid;
 
@@ -107,7 +109,10 @@ MetadataRelcacheCallback(Datum arg, Oid relid)
 		nodeCacheValid = false;
 
 	if (all)
+	{
 		extensionKnownLoaded = false;
+		catalogVersionKnownCurrent = false;
+	}
 
 	if (DistTableCache == NULL)
 		return;
@@ -214,6 +219,115 @@ ShardextExtensionLoaded(void)
 }
 
 /*
+ * ReadShardextExtension reads shardext's row of pg_extension: it returns
+ * the installed version (NULL when the extension is not installed) and
+ * sets *owner to the extension's owner.
+ */
+static char *
+ReadShardextExtension(Oid *owner)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	*owner = InvalidOid;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(SHARDEXT_EXTENSION_NAME));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		value = heap_getattr(tuple, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
+
+		*owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
+		if (!isnull)
+			version = TextDatumGetCString(value);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * ShardextExtensionOwner returns the role that owns the extension, and so
+ * its catalog tables: catalog writes run with its rights (see catalog.c).
+ */
+Oid
+ShardextExtensionOwner(void)
+{
+	Oid			owner;
+
+	if (ReadShardextExtension(&owner) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"shardext\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION shardext.")));
+	return owner;
+}
+
+/* InstalledShardextVersion: the version of the catalog, or NULL */
+char *
+InstalledShardextVersion(void)
+{
+	Oid			owner;
+
+	return ReadShardextExtension(&owner);
+}
+
+/*
+ * CatalogVersionMatches tells whether the extension installed in this
+ * database (its catalog and SQL objects) is the version of this library.
+ * After a new library was installed and the server restarted, they differ
+ * until ALTER EXTENSION shardext UPDATE.  The answer is cached while it is
+ * yes; while it is no, every call looks again, so the update is noticed.
+ */
+bool
+CatalogVersionMatches(void)
+{
+	char	   *version;
+
+	if (catalogVersionKnownCurrent)
+		return true;
+	if (!IsTransactionState())
+		return false;
+	version = InstalledShardextVersion();
+	catalogVersionKnownCurrent = version != NULL &&
+		strcmp(version, SHARDEXT_LIBRARY_VERSION) == 0;
+	return catalogVersionKnownCurrent;
+}
+
+/*
+ * EnsureCatalogVersionMatches errors out while the installed extension is
+ * older (or newer) than the library: the library would misread the
+ * catalog, so shardext refuses to work with distributed tables until the
+ * extension is updated.  Queries on local tables are not affected.
+ */
+void
+EnsureCatalogVersionMatches(void)
+{
+	char	   *version;
+
+	if (CatalogVersionMatches() || !IsTransactionState())
+		return;
+	version = InstalledShardextVersion();
+	if (version == NULL)
+		return;					/* not installed: callers say so */
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("shardext library version %s does not match the installed extension "
+					"version %s", SHARDEXT_LIBRARY_VERSION, version),
+			 errdetail("The server loaded a newer shardext library than the version of the "
+					   "extension in database \"%s\".", get_database_name(MyDatabaseId)),
+			 errhint("Run ALTER EXTENSION shardext UPDATE in this database (and on every "
+					 "worker node).")));
+}
+
+/*
  * ShardextCatalogRelid returns the OID of a table or index in schema shardext.
  */
 Oid
@@ -250,7 +364,10 @@ GetDistTableCacheEntry(Oid relid)
 	if (!entry->isValid)
 		BuildDistTableCacheEntry(entry);
 
-	return entry->isDistributed ? entry : NULL;
+	if (!entry->isDistributed)
+		return NULL;
+	EnsureCatalogVersionMatches();
+	return entry;
 }
 
 bool
@@ -305,6 +422,8 @@ BuildDistTableCacheEntry(DistTableCacheEntry *entry)
 		TupleDesc	desc = RelationGetDescr(rel);
 		Datum		attnum;
 
+		/* columns of a newer catalog are only read from a catalog that has them */
+		EnsureCatalogVersionMatches();
 		entry->isDistributed = true;
 		entry->method = DatumGetChar(heap_getattr(tuple, Anum_dist_table_method,
 												  desc, &isnull));

@@ -17,6 +17,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "common/hashfn.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -24,6 +25,10 @@
 #include "utils/rel.h"
 
 #include "shardext/metadata.h"
+#include "shardext/shardext.h"
+
+/* "_" and 8 hex digits of the hash of a clipped name */
+#define SHARD_NAME_HASH_LENGTH 9
 
 /*
  * HashDistributionValue hashes a non-NULL value of the distribution column.
@@ -139,8 +144,51 @@ FindShardById(int64 shardId, DistTableCacheEntry **entryOut)
 }
 
 /*
- * ShardNameFromParts builds "<relname>_<shardid>", clipping relname (at a
- * character boundary) so that the name fits in NAMEDATALEN.
+ * FirstHashedShardId returns the first shard id whose clipped names carry a
+ * hash (see ShardNameFromParts).  Shards created by 1.0 keep 1.0's names:
+ * the upgrade to 1.1 records the next shard id in shardext.shard_naming; a
+ * fresh install has no row there, and every shard gets the new names.
+ * Without the table (a 1.0 catalog, before ALTER EXTENSION shardext
+ * UPDATE) every name is a 1.0 name.  Read at each call: it is only needed
+ * for names that must be clipped.
+ */
+static int64
+FirstHashedShardId(void)
+{
+	Oid			namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, true);
+	Oid			relid = OidIsValid(namespaceId) ?
+		get_relname_relid("shard_naming", namespaceId) : InvalidOid;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	int64		result = 0;
+
+	if (!OidIsValid(relid))
+		return PG_INT64_MAX;
+	rel = table_open(relid, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		value = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			result = DatumGetInt64(value);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * ShardNameFromParts builds "<name>_<shardid>", the name of a shard table
+ * (name = the table's) or of a shard's index or constraint.  A name that
+ * does not fit in NAMEDATALEN is clipped (at a character boundary) and
+ * gets 8 hex digits of a hash of the whole name before the shard id:
+ * "<clipped name>_<hash>_<shardid>", so that two long names that begin
+ * alike (a long table and its "..._pkey") stay two names.  Shards created
+ * before 1.1 keep 1.0's clipped names without hash (FirstHashedShardId).
  */
 char *
 ShardNameFromParts(const char *relname, int64 shardId)
@@ -148,12 +196,23 @@ ShardNameFromParts(const char *relname, int64 shardId)
 	char		suffix[32];
 	int			suffixLength;
 	int			relnameLength = strlen(relname);
+	uint32		hash;
 
 	suffixLength = snprintf(suffix, sizeof(suffix), "_" INT64_FORMAT, shardId);
-	if (relnameLength + suffixLength > NAMEDATALEN - 1)
+	if (relnameLength + suffixLength <= NAMEDATALEN - 1)
+		return psprintf("%s%s", relname, suffix);
+
+	if (shardId < FirstHashedShardId())
+	{
 		relnameLength = pg_mbcliplen(relname, relnameLength,
 									 NAMEDATALEN - 1 - suffixLength);
-	return psprintf("%.*s%s", relnameLength, relname, suffix);
+		return psprintf("%.*s%s", relnameLength, relname, suffix);
+	}
+
+	hash = hash_bytes((const unsigned char *) relname, relnameLength);
+	relnameLength = pg_mbcliplen(relname, relnameLength,
+								 NAMEDATALEN - 1 - suffixLength - SHARD_NAME_HASH_LENGTH);
+	return psprintf("%.*s_%08x%s", relnameLength, relname, hash, suffix);
 }
 
 /* ShardTableName returns the unqualified, unquoted name of a shard table */

@@ -45,6 +45,7 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/shard_copy.h"
@@ -184,8 +185,7 @@ EnsureTableCanBeDistributed(Relation rel)
 	const char *relname = RelationGetRelationName(rel);
 	char		relkind = rel->rd_rel->relkind;
 
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relname);
+	EnsureTableOwnerWithSchemaAccess(relid);
 
 	if (get_rel_namespace(relid) == get_namespace_oid(SHARDEXT_SCHEMA_NAME, false) ||
 		IsCatalogRelation(rel))

@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/remote_command.h"
@@ -218,23 +219,23 @@ WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnaps
 static void
 AcquireCutoverLock(ShardMoveState *state)
 {
-	StringInfoData ids;
+	int64	   *shardIds = palloc(sizeof(int64) * list_length(state->shards));
+	char	   *ids;
 	ListCell   *cell;
 
 	if (state->lockConn == NULL)
 		state->lockConn = OpenLoopbackConnection(true);
 
-	initStringInfo(&ids);
 	foreach(cell, state->shards)
-		appendStringInfo(&ids, "%s" INT64_FORMAT, ids.len > 0 ? "," : "",
-						 ((MoveShard *) lfirst(cell))->shardId);
+		shardIds[foreach_current_index(cell)] = ((MoveShard *) lfirst(cell))->shardId;
+	ids = quote_literal_cstr(Int64ArrayLiteral(shardIds, list_length(state->shards)));
 
 	for (int attempt = 1;; attempt++)
 	{
 		PGresult   *error;
 		char	   *lock = psprintf("BEGIN; SET LOCAL lock_timeout = %d; "
-									"SELECT shardext.move_lock_shards('{%s}')",
-									ShardextMoveLockTimeout, ids.data);
+									"SELECT shardext.move_lock_shards(%s::pg_catalog.int8[])",
+									ShardextMoveLockTimeout, ids);
 		bool		timedOut;
 
 		SendRemoteCommand(state->lockConn, lock);

@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
@@ -69,40 +70,34 @@ LocalCoordinatorQuery(NodeConnection *local, const char *query)
 	return value;
 }
 
-/* a text array literal of the shard ids of a move */
+/* the text form of the int8[] of the shard ids of a move */
 static char *
 ShardIdArray(ShardMoveState *state)
 {
-	StringInfoData buf;
+	int64	   *ids = palloc(sizeof(int64) * list_length(state->shards));
 	ListCell   *cell;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
 	foreach(cell, state->shards)
-		appendStringInfo(&buf, "%s" INT64_FORMAT, foreach_current_index(cell) > 0 ? "," : "",
-						 ((MoveShard *) lfirst(cell))->shardId);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
+		ids[foreach_current_index(cell)] = ((MoveShard *) lfirst(cell))->shardId;
+	return Int64ArrayLiteral(ids, list_length(state->shards));
 }
 
 /* the new shard ids of a split: lower halves, then upper halves */
 static char *
 NewShardIdArray(ShardMoveState *state)
 {
-	StringInfoData buf;
+	int			count = list_length(state->shards);
+	int64	   *ids = palloc(sizeof(int64) * 2 * count);
 	ListCell   *cell;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int half = 0; half < 2; half++)
+	foreach(cell, state->shards)
 	{
-		foreach(cell, state->shards)
-			appendStringInfo(&buf, "%s" INT64_FORMAT,
-							 (half > 0 || foreach_current_index(cell) > 0) ? "," : "",
-							 ((MoveShard *) lfirst(cell))->childIds[half]);
+		MoveShard  *shard = lfirst(cell);
+
+		ids[foreach_current_index(cell)] = shard->childIds[0];
+		ids[count + foreach_current_index(cell)] = shard->childIds[1];
 	}
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
+	return Int64ArrayLiteral(ids, 2 * count);
 }
 
 /*
@@ -203,6 +198,7 @@ SetMovePhase(ShardMoveState *state, const char *phase)
 	MoveTestPause(state, phase);
 }
 
+#ifdef SHARDEXT_TEST_HOOKS
 /*
  * MoveTestPause: fault tests set shardext.move_test_pause_phase to a phase
  * (or to "writes paused", the point where a move holds the cutover locks)
@@ -225,6 +221,7 @@ MoveTestPause(ShardMoveState *state, const char *point)
 	while (GetCurrentTimestamp() < end)
 		MoveSleep(10);
 }
+#endif
 
 /*
  * ReportMoveProgress records rows and bytes copied and the replication lag
@@ -562,7 +559,7 @@ shardext_cleanup(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	int			removed;
 
-	EnsureSuperuserAndShardext("shardext_cleanup");
+	EnsureAdminAndShardext("shardext_cleanup");
 	local = OpenLoopbackConnection(true);
 	PG_TRY();
 	{
@@ -670,7 +667,7 @@ shardext_cancel_rebalance(PG_FUNCTION_ARGS)
 	NodeConnection *local;
 	char	   *count;
 
-	EnsureSuperuserAndShardext("shardext_cancel_rebalance");
+	EnsureAdminAndShardext("shardext_cancel_rebalance");
 	local = OpenLoopbackConnection(true);
 	count = LocalCoordinatorQuery(local,
 								  "SELECT count(*) FILTER (WHERE pg_catalog.pg_cancel_backend(pid)) "

@@ -13,10 +13,10 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -61,7 +61,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 	PGconn	   *pgConn;
 	int32		nodeId;
 
-	EnsureSuperuserAndShardext("shardext_add_node");
+	EnsureAdminAndShardext("shardext_add_node");
 	CheckNodeArguments(port, weight);
 
 	/* one node change at a time */
@@ -90,6 +90,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 		const char *params[2];
 
 		PrepareNewNode(pgConn, host, port);
+		CheckNewNode(host, port);
 		nodeId = InsertWorkerNode(host, port, weight);
 		params[0] = CoordinatorId();
 		params[1] = psprintf("%d", nodeId);
@@ -346,7 +347,7 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 	int32		nodeId;
 	int64		placements;
 
-	EnsureSuperuserAndShardext("shardext_remove_node");
+	EnsureAdminAndShardext("shardext_remove_node");
 	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
 
 	node = GetWorkerNodeAt(host, port);
@@ -454,7 +455,7 @@ shardext_set_node_weight(PG_FUNCTION_ARGS)
 	double		weight = PG_GETARG_FLOAT8(2);
 	WorkerNode *node;
 
-	EnsureSuperuserAndShardext("shardext_set_node_weight");
+	EnsureAdminAndShardext("shardext_set_node_weight");
 	CheckNodeArguments(port, weight);
 	node = GetWorkerNodeAt(host, port);
 	UpdateWorkerNodeWeight(node->nodeId, weight);
@@ -472,46 +473,15 @@ shardext_worker_register(PG_FUNCTION_ARGS)
 {
 	char	   *coordinatorId = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int32		nodeId = PG_GETARG_INT32(1);
-	Oid			argtypes[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can register a worker")));
+	EnsureShardextAdmin("shardext.worker_register");
 	if (nodeId < 1 || nodeId > SNOWFLAKE_MAX_NODE_ID)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("node id %d is out of range", nodeId),
 				 errdetail("Worker node ids are between 1 and %d.", SNOWFLAKE_MAX_NODE_ID)));
 
-	SPI_connect();
-	if (SPI_execute("SELECT coordinator_id FROM shardext.local_identity FOR UPDATE",
-					false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read shardext.local_identity");
-	if (SPI_processed > 0)
-	{
-		char	   *current = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-
-		if (strcmp(current, coordinatorId) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("this database already serves another coordinator"),
-					 errdetail("It serves coordinator %s, not %s.", current, coordinatorId),
-					 errhint("Remove it from that coordinator with shardext_remove_node() "
-							 "first.")));
-	}
-
-	values[0] = CStringGetTextDatum(coordinatorId);
-	values[1] = Int32GetDatum(nodeId);
-	if (SPI_execute_with_args("INSERT INTO shardext.local_identity (coordinator_id, node_id) "
-							  "VALUES ($1, $2) ON CONFLICT (only_row) DO UPDATE "
-							  "SET coordinator_id = EXCLUDED.coordinator_id, "
-							  "node_id = EXCLUDED.node_id",
-							  2, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write shardext.local_identity");
-	SPI_finish();
-
+	RegisterLocalIdentity(coordinatorId, nodeId);
 	SnowflakeSetRegisteredNodeId(nodeId);
 	PG_RETURN_VOID();
 }
@@ -520,16 +490,7 @@ shardext_worker_register(PG_FUNCTION_ARGS)
 Datum
 shardext_worker_unregister(PG_FUNCTION_ARGS)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1] = {PG_GETARG_DATUM(0)};
-
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can unregister a worker")));
-	SPI_connect();
-	SPI_execute_with_args("DELETE FROM shardext.local_identity WHERE coordinator_id = $1",
-						  1, argtypes, values, NULL, false, 0);
-	SPI_finish();
+	EnsureShardextAdmin("shardext.worker_unregister");
+	UnregisterLocalIdentity(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	PG_RETURN_VOID();
 }

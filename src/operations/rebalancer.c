@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
@@ -164,14 +165,14 @@ MeasureShardGroups(List *groups)
 	foreach(nodeCell, WorkerNodeList(false))
 	{
 		WorkerNode *node = lfirst(nodeCell);
-		StringInfoData names;
+		List	   *names = NIL;
+		List	   *indexes = NIL;
 		List	   *nodeGroups = NIL;
 		ListCell   *cell;
 		NodeConnection *conn;
 		PGresult   *result;
-		const char *params[1];
+		const char *params[2];
 
-		initStringInfo(&names);
 		foreach(cell, groups)
 		{
 			ShardGroupInfo *group = lfirst(cell);
@@ -181,22 +182,34 @@ MeasureShardGroups(List *groups)
 				continue;
 			nodeGroups = lappend(nodeGroups, group);
 			foreach(nameCell, group->shardNames)
-				appendStringInfo(&names, "%s%s\t%d", names.len > 0 ? "\n" : "",
-								 (char *) lfirst(nameCell), list_length(nodeGroups) - 1);
+			{
+				names = lappend(names, lfirst(nameCell));
+				indexes = lappend(indexes, psprintf("%d", list_length(nodeGroups) - 1));
+			}
 		}
 		if (nodeGroups == NIL)
 			continue;
 
+		/*
+		 * The shard tables are found by name in pg_class, not with regclass
+		 * (which needs USAGE on their schemas): sizes are for anyone.
+		 */
 		conn = OpenDedicatedConnection(node->host, node->port, false, true);
-		params[0] = names.data;
+		params[0] = TextArrayLiteral(names);
+		params[1] = TextArrayLiteral(indexes);
 		PG_TRY();
 		{
 			result = ExecuteRemoteQueryParams(conn,
-											  "SELECT pg_catalog.split_part(l, E'\\t', 2)::int, "
-											  "sum(coalesce(pg_catalog.pg_total_relation_size("
-											  "  pg_catalog.to_regclass(pg_catalog.split_part(l, E'\\t', 1))), 0))::int8 "
-											  "FROM pg_catalog.regexp_split_to_table($1, E'\\n') l GROUP BY 1",
-											  1, params);
+											  "SELECT u.g::int, sum(coalesce(pg_catalog.pg_total_relation_size(c.oid), "
+											  "  0))::int8 "
+											  "FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), "
+											  "  pg_catalog.unnest($2::pg_catalog.text[])) u(n, g) "
+											  "LEFT JOIN LATERAL (SELECT c.oid FROM pg_catalog.pg_class c "
+											  "  JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace "
+											  "  WHERE s.nspname = (pg_catalog.parse_ident(u.n))[1] "
+											  "    AND c.relname = (pg_catalog.parse_ident(u.n))[2]) c ON true "
+											  "GROUP BY 1",
+											  2, params);
 			for (int i = 0; i < PQntuples(result); i++)
 			{
 				int			index = pg_strtoint32(PQgetvalue(result, i, 0));
@@ -573,7 +586,7 @@ shardext_rebalance(PG_FUNCTION_ARGS)
 	RebalanceStrategy strategy = ParseStrategy(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 
-	EnsureSuperuserAndShardext("shardext_rebalance");
+	EnsureAdminAndShardext("shardext_rebalance");
 	EnsureOutsideTransactionBlock("shardext_rebalance");
 	PG_RETURN_INT32(RunRebalance(strategy, 0, mode,
 								 _("the shards are balanced; nothing to move")));
@@ -592,7 +605,7 @@ shardext_drain_node(PG_FUNCTION_ARGS)
 	MoveMode	mode = ParseMoveMode(text_to_cstring(PG_GETARG_TEXT_PP(2)));
 	int32		nodeId;
 
-	EnsureSuperuserAndShardext("shardext_drain_node");
+	EnsureAdminAndShardext("shardext_drain_node");
 	nodeId = GetWorkerNodeAt(host, port)->nodeId;
 	EnsureOutsideTransactionBlock("shardext_drain_node");
 	PG_RETURN_INT32(RunRebalance(REBALANCE_BY_SHARD_COUNT, nodeId, mode,

@@ -98,7 +98,7 @@ shardext_add_replica(PG_FUNCTION_ARGS)
 	NodeConnection *conn;
 	int32		nodeId;
 
-	EnsureSuperuserAndShardext("shardext_add_replica");
+	EnsureAdminAndShardext("shardext_add_replica");
 	CheckPort(port);
 	CheckPort(primaryPort);
 	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
@@ -255,7 +255,7 @@ shardext_remove_replica(PG_FUNCTION_ARGS)
 	int32		port = PG_GETARG_INT32(1);
 	WorkerNode *node;
 
-	EnsureSuperuserAndShardext("shardext_remove_replica");
+	EnsureAdminAndShardext("shardext_remove_replica");
 	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
 	node = FindWorkerNode(host, port);
 	if (node == NULL)
@@ -286,7 +286,7 @@ shardext_promote_replica(PG_FUNCTION_ARGS)
 	WorkerNode *primary;
 	NodeConnection *conn;
 
-	EnsureSuperuserAndShardext("shardext_promote_replica");
+	EnsureAdminAndShardext("shardext_promote_replica");
 	if (waitSeconds < 1 || waitSeconds > 3600)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -454,7 +454,7 @@ shardext_update_node(PG_FUNCTION_ARGS)
 	WorkerNode *other;
 	NodeConnection *conn;
 
-	EnsureSuperuserAndShardext("shardext_update_node");
+	EnsureAdminAndShardext("shardext_update_node");
 	CheckPort(port);
 	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
 	node = LookupWorkerNode(nodeId);

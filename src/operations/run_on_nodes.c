@@ -82,7 +82,7 @@ shardext_run_on_nodes(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ListCell   *cell;
 
-	EnsureCalledBySuperuser("shardext_run_on_nodes");
+	EnsureShardextAdmin("shardext_run_on_nodes");
 	InitMaterializedSRF(fcinfo, 0);
 	foreach(cell, WorkerNodeList(false))
 	{
@@ -120,7 +120,7 @@ shardext_run_on_shards(PG_FUNCTION_ARGS)
 	DistTableCacheEntry *entry;
 	ListCell   *cell;
 
-	EnsureCalledBySuperuser("shardext_run_on_shards");
+	EnsureShardextAdmin("shardext_run_on_shards");
 	entry = GetDistTableCacheEntry(relid);
 	if (entry == NULL)
 		ereport(ERROR,

@@ -37,6 +37,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
@@ -51,18 +52,6 @@ PG_FUNCTION_INFO_V1(shardext_move_lock_shards);
 PG_FUNCTION_INFO_V1(shardext_move_commit_placements);
 
 /* a running move's record, as the catalog switch reads it */
-typedef struct RunningMove
-{
-	int64		moveId;
-	bool		split;
-	int32		sourceNodeId;
-	int32		targetNodeId;
-	int32		splitPoint;
-	int			shardCount;
-	Datum	   *shardIds;
-	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
-} RunningMove;
-
 static char RelationIdentityOf(Oid relid);
 static List *ShardGroup(DistTableCacheEntry *entry, ShardInterval *shard, int32 sourceNodeId);
 static void CheckSourceAndTarget(ShardMoveState *state);
@@ -80,8 +69,7 @@ static ErrorData *RunInSubtransaction(ShardMoveState *state,
 									  void (*part) (ShardMoveState *state));
 static void CloseMoveConnections(ShardMoveState *state, bool cancel);
 static void CommitMovedPlacements(int64 moveId);
-static void ReadRunningMove(int64 moveId, RunningMove *move);
-static int32 SwitchMovedShard(RunningMove *move, int i);
+static int32 SwitchMovedShard(MoveRecord *move, int i);
 static char *MoveObjectName(int64 moveId);
 
 /*
@@ -137,7 +125,7 @@ RunSingleShardMove(const char *function, int64 shardId, int32 targetNodeId,
 	NodeConnection *local;
 	ShardMoveState *state;
 
-	EnsureSuperuserAndShardext(function);
+	EnsureAdminAndShardext(function);
 	state = PrepareShardMove(shardId, targetNodeId, mode, operation, 0, 0);
 	EnsureOutsideTransactionBlock(function);
 
@@ -444,20 +432,19 @@ CheckSourceSettings(ShardMoveState *state)
 	}
 }
 
-/* ShardNameArray is a text array literal of the names of the group's shards */
+/*
+ * ShardNameArray is the text form of a text[] of the (quoted, qualified)
+ * names of the group's shards
+ */
 static char *
 ShardNameArray(ShardMoveState *state)
 {
-	StringInfoData names;
+	List	   *names = NIL;
 	ListCell   *cell;
 
-	initStringInfo(&names);
-	appendStringInfoChar(&names, '{');
 	foreach(cell, state->shards)
-		appendStringInfo(&names, "%s%s", foreach_current_index(cell) > 0 ? "," : "",
-						 quote_identifier(((MoveShard *) lfirst(cell))->shardName));
-	appendStringInfoChar(&names, '}');
-	return names.data;
+		names = lappend(names, ((MoveShard *) lfirst(cell))->shardName);
+	return TextArrayLiteral(names);
 }
 
 /*
@@ -838,10 +825,7 @@ shardext_move_lock_shards(PG_FUNCTION_ARGS)
 	int			count;
 	int64	   *ids;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can lock shards for a move")));
+	EnsureShardextAdmin("shardext.move_lock_shards");
 	deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &values, &nulls, &count);
 	ids = palloc(sizeof(int64) * Max(count, 1));
@@ -861,10 +845,7 @@ shardext_move_lock_shards(PG_FUNCTION_ARGS)
 Datum
 shardext_move_commit_placements(PG_FUNCTION_ARGS)
 {
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can switch shard placements")));
+	EnsureShardextAdmin("shardext.move_commit_placements");
 	CommitMovedPlacements(PG_GETARG_INT64(0));
 	PG_RETURN_VOID();
 }
@@ -873,81 +854,16 @@ shardext_move_commit_placements(PG_FUNCTION_ARGS)
 static void
 CommitMovedPlacements(int64 moveId)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1] = {Int64GetDatum(moveId)};
-	RunningMove move;
+	MoveRecord	move;
 	int32		colocationId = 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	ReadRunningMove(moveId, &move);
+	ReadRunningMoveRecord(moveId, &move);
 	for (int i = 0; i < move.shardCount; i++)
 		colocationId = SwitchMovedShard(&move, i);
 
 	if (move.split)
-	{
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(colocationId)};
-
-		if (SPI_execute_with_args("UPDATE shardext.colocation SET shard_count = shard_count + 1 "
-								  "WHERE colocationid = $1", 1, types, values, NULL, false,
-								  0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update colocation group %d", colocationId);
-	}
-
-	if (SPI_execute_with_args("DELETE FROM shardext.cleanup_record WHERE move_id = $1 "
-							  "AND policy = 'on_failure'",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE ||
-		SPI_execute_with_args("UPDATE shardext.move SET phase = 'cleaning up', "
-							  "phase_started_at = clock_timestamp() WHERE move_id = $1",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record the switch of move " INT64_FORMAT, moveId);
-	SPI_finish();
-}
-
-/*
- * ReadRunningMove reads (and locks) the record of a running move, in an
- * SPI connection; a move that is not running any more is an error.
- */
-static void
-ReadRunningMove(int64 moveId, RunningMove *move)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1] = {Int64GetDatum(moveId)};
-	HeapTuple	tuple;
-	TupleDesc	desc;
-	bool		isnull;
-	int			newCount = 0;
-
-	memset(move, 0, sizeof(RunningMove));
-	move->moveId = moveId;
-	if (SPI_execute_with_args("SELECT operation = 'split', shard_ids, source_node_id, "
-							  "target_node_id, split_point, new_shard_ids "
-							  "FROM shardext.move WHERE move_id = $1 AND status = 'running' "
-							  "FOR UPDATE", 1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read move " INT64_FORMAT, moveId);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("move " INT64_FORMAT " is not running", moveId)));
-	tuple = SPI_copytuple(SPI_tuptable->vals[0]);
-	desc = SPI_tuptable->tupdesc;
-	move->split = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
-	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 2, &isnull)),
-					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->shardIds, NULL,
-					  &move->shardCount);
-	move->sourceNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-	move->targetNodeId = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
-	if (move->split)
-	{
-		move->splitPoint = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 6, &isnull)),
-						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
-						  NULL, &newCount);
-		if (newCount != 2 * move->shardCount)
-			elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
-				 newCount, move->shardCount);
-	}
+		IncrementColocationShardCount(colocationId);
+	MarkMoveSwitched(moveId);
 }
 
 /*
@@ -958,7 +874,7 @@ ReadRunningMove(int64 moveId, RunningMove *move)
  * shard's table.
  */
 static int32
-SwitchMovedShard(RunningMove *move, int i)
+SwitchMovedShard(MoveRecord *move, int i)
 {
 	int64		shardId = DatumGetInt64(move->shardIds[i]);
 	DistTableCacheEntry *entry;
@@ -966,8 +882,6 @@ SwitchMovedShard(RunningMove *move, int i)
 	Oid			relid;
 	int32		colocationId;
 	char	   *shardName;
-	Oid			recordTypes[4] = {INT8OID, INT4OID, TEXTOID, INT8OID};
-	Datum		recordArgs[4];
 	bool		placed = false;
 
 	if (shard != NULL)
@@ -994,12 +908,8 @@ SwitchMovedShard(RunningMove *move, int i)
 		int32		hashMax = shard->hashMax;
 		int64		lower = DatumGetInt64(move->newShardIds[i]);
 		int64		upper = DatumGetInt64(move->newShardIds[move->shardCount + i]);
-		Oid			deleteTypes[1] = {INT8OID};
-		Datum		deleteArgs[1] = {Int64GetDatum(shardId)};
 
-		if (SPI_execute_with_args("DELETE FROM shardext.shard WHERE shardid = $1",
-								  1, deleteTypes, deleteArgs, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not delete shard " INT64_FORMAT, shardId);
+		DeleteShard(shardId);
 		InsertShard(lower, relid, true, hashMin, move->splitPoint);
 		InsertPlacement(lower, move->targetNodeId);
 		InsertShard(upper, relid, true, move->splitPoint + 1, hashMax);
@@ -1008,14 +918,6 @@ SwitchMovedShard(RunningMove *move, int i)
 	}
 
 	/* the source's table goes once no transaction can still read it */
-	recordArgs[0] = Int64GetDatum(move->moveId);
-	recordArgs[1] = Int32GetDatum(move->sourceNodeId);
-	recordArgs[2] = CStringGetTextDatum(shardName);
-	recordArgs[3] = Int64GetDatum(shardId);
-	if (SPI_execute_with_args("INSERT INTO shardext.cleanup_record (move_id, node_id, "
-							  "object_type, object_name, shard_id, policy) "
-							  "VALUES ($1, $2, 'table', $3, $4, 'deferred')",
-							  4, recordTypes, recordArgs, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the drop of %s", shardName);
+	RecordDeferredShardDrop(move->moveId, move->sourceNodeId, shardName, shardId);
 	return colocationId;
 }

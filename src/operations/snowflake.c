@@ -442,8 +442,11 @@ SnowflakeCurrentNodeId(void)
 static inline int64
 SnowflakeNowMs(void)
 {
-	int64		us = GetCurrentTimestamp() - SNOWFLAKE_EPOCH_US +
-		(int64) ShardextSnowflakeClockOffset * 1000;
+	int64		us = GetCurrentTimestamp() - SNOWFLAKE_EPOCH_US;
+
+#ifdef SHARDEXT_TEST_HOOKS
+	us += (int64) ShardextSnowflakeClockOffset * 1000;
+#endif
 
 	if (unlikely(us < 0 || us / 1000 > SNOWFLAKE_MAX_MS))
 		ereport(ERROR,

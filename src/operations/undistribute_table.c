@@ -26,6 +26,7 @@
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 
@@ -171,7 +172,7 @@ CopyShardToLocal(Relation rel, ShardInterval *shard)
 																   RowExclusiveLock,
 																   NULL, false, false);
 
-		nsitem->p_rte->requiredPerms = ACL_INSERT;
+		RteRequirePermissions(nsitem->p_rte, ACL_INSERT);
 		copyState = BeginCopyFrom(pstate, rel, NULL, NULL, false, ReadFromRemoteCopy,
 								  columnNames, NIL);
 		CopyFrom(copyState);

@@ -28,7 +28,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "shardext/ddl.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -62,7 +61,7 @@ DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 	if (prev_set_rel_pathlist_hook)
 		prev_set_rel_pathlist_hook(root, rel, rti, rte);
 
-	if (rte->rtekind != RTE_RELATION || ShardextLocalDDLDepth > 0 ||
+	if (rte->rtekind != RTE_RELATION ||
 		!ShardextExtensionLoaded() || IS_DUMMY_REL(rel))
 		return;
 	entry = GetDistTableCacheEntry(rte->relid);

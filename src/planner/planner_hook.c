@@ -21,10 +21,10 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "shardext/ddl.h"
 #include "shardext/distributed_plan.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 
 planner_hook_type prev_planner_hook = NULL;
@@ -57,11 +57,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 {
 	PlannedStmt *plan = NULL;
 
-	/*
-	 * Queries that DDL runs for itself (foreign key validation) are about the
-	 * local shells; the shards validate their own constraints.
-	 */
-	if (ShardextLocalDDLDepth > 0 || !ShardextExtensionLoaded() ||
+	if (!ShardextExtensionLoaded() ||
 		!QueryReferencesDistributedTable((Node *) parse))
 		return LocalPlanner(parse, queryString, cursorOptions, boundParams);
 
@@ -202,12 +198,7 @@ WrapDistributedTablesForRowMarks(Query *query)
 		rte->rellockmode = NoLock;
 		rte->tablesample = NULL;
 		rte->inh = false;
-		rte->requiredPerms = 0;
-		rte->checkAsUser = InvalidOid;
-		rte->selectedCols = NULL;
-		rte->insertedCols = NULL;
-		rte->updatedCols = NULL;
-		rte->extraUpdatedCols = NULL;
+		RteClearPermissions(rte);
 	}
 }
 

@@ -6,6 +6,74 @@
 -- below belongs to one feature; keep new objects in the section of theirs.
 \echo Use "ALTER EXTENSION shardext UPDATE TO '1.1'" to load this file. \quit
 
+-- ==== operability (issue 15) ====
+
+-- Administrators need not be superusers: members of shardext_admin may
+-- call the administrative functions (which check the membership too).
+-- Roles belong to the whole server, not to the extension: the role stays
+-- when the extension is dropped, and is shared by every database.
+DO $shardext$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'shardext_admin') THEN
+		CREATE ROLE shardext_admin NOLOGIN;
+	END IF;
+END
+$shardext$;
+
+GRANT EXECUTE ON FUNCTION
+	pg_catalog.shardext_add_node(text, int, float8),
+	pg_catalog.shardext_remove_node(text, int),
+	pg_catalog.shardext_set_node_weight(text, int, float8),
+	shardext.worker_register(text, int),
+	shardext.worker_unregister(text),
+	pg_catalog.shardext_run_on_nodes(text),
+	pg_catalog.shardext_run_on_shards(regclass, text),
+	pg_catalog.shardext_recover_prepared_transactions(),
+	pg_catalog.shardext_stat_shards_reset(),
+	pg_catalog.shardext_move_shard(bigint, int, text),
+	pg_catalog.shardext_split_shard(bigint, int),
+	pg_catalog.shardext_rebalance(text, text),
+	pg_catalog.shardext_drain_node(text, int, text),
+	pg_catalog.shardext_cleanup(),
+	pg_catalog.shardext_cancel_rebalance(),
+	shardext.move_lock_shards(bigint[]),
+	shardext.move_commit_placements(bigint),
+	shardext.worker_free_disk_bytes()
+	TO shardext_admin;
+
+-- a move records its steps over a connection of its own, as the caller
+GRANT INSERT, UPDATE, DELETE ON shardext.move, shardext.cleanup_record TO shardext_admin;
+GRANT USAGE ON SEQUENCE shardext.move_move_id_seq, shardext.cleanup_record_record_id_seq
+	TO shardext_admin;
+GRANT SELECT, INSERT, DELETE ON shardext.move_marker, shardext.move_marker_applied
+	TO shardext_admin;
+
+-- Names of shards and of their indexes that must be clipped to 63 bytes
+-- carry a hash of the whole name since 1.1, so that two long names stay
+-- two names.  Shards created before (ids below first_hashed_shard_id) keep
+-- the names 1.0 gave them; without a row, every shard has 1.1's names.
+CREATE TABLE shardext.shard_naming (
+	only_row bool NOT NULL DEFAULT true PRIMARY KEY CHECK (only_row),
+	first_hashed_shard_id bigint NOT NULL
+);
+INSERT INTO shardext.shard_naming (first_hashed_shard_id)
+	SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
+	FROM shardext.shard_shardid_seq
+	WHERE is_called;
+SELECT pg_catalog.pg_extension_config_dump('shardext.shard_naming', '');
+GRANT SELECT ON shardext.shard_naming TO PUBLIC;
+COMMENT ON TABLE shardext.shard_naming
+	IS 'from which shard id on clipped shard and index names carry a hash';
+
+-- what every node of the cluster needs, checked on each
+CREATE FUNCTION pg_catalog.shardext_check_cluster(OUT node_id int, OUT node_host text,
+												  OUT node_port int, OUT check_name text,
+												  OUT status text, OUT detail text)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_check_cluster';
+COMMENT ON FUNCTION pg_catalog.shardext_check_cluster()
+	IS 'check the configuration of the coordinator and every node: versions, prepared transactions, replication, worker processes, roles, clocks';
 -- ==== read replicas (issue 10) ====
 -- A replica is a physical streaming standby of a worker: a row of
 -- shardext.node with primary_nodeid set (the node it replicates), so that
@@ -114,3 +182,10 @@ CREATE VIEW shardext.stat_replicas AS
 	ORDER BY n.primary_nodeid, n.nodeid;
 COMMENT ON VIEW shardext.stat_replicas IS 'read replicas: health, replay position and lag, reads they served and reads that fell back to the primary';
 GRANT SELECT ON shardext.stat_replicas TO PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+	pg_catalog.shardext_add_replica(text, int, text, int),
+	pg_catalog.shardext_remove_replica(text, int),
+	pg_catalog.shardext_promote_replica(text, int, int),
+	pg_catalog.shardext_update_node(int, text, int)
+	TO shardext_admin;

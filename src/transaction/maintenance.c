@@ -39,6 +39,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -103,6 +104,10 @@ static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
+static bool CatalogOutdated(void);
+
+/* the extension is of another version than the library: see CatalogOutdated */
+static bool catalogOutdated = false;
 
 Size
 MaintenanceShmemSize(void)
@@ -485,6 +490,28 @@ ShardextMaintenanceDaemonMain(Datum arg)
 }
 
 /*
+ * CatalogOutdated tells whether the extension in this database is of
+ * another version than the library (a new library was installed, ALTER
+ * EXTENSION shardext UPDATE has not run yet): then the daemon waits, and
+ * says so in the log once, rather than reading a catalog it does not know.
+ */
+static bool
+CatalogOutdated(void)
+{
+	static bool logged = false;
+
+	catalogOutdated = !CatalogVersionMatches();
+	if (catalogOutdated && !logged)
+		ereport(LOG,
+				(errmsg("shardext maintenance of database \"%s\" waits for ALTER EXTENSION "
+						"shardext UPDATE", get_database_name(MyDatabaseId)),
+				 errdetail("The library is shardext %s, the extension in the database %s.",
+						   SHARDEXT_LIBRARY_VERSION, InstalledShardextVersion())));
+	logged = catalogOutdated;
+	return catalogOutdated;
+}
+
+/*
  * RunRecovery runs prepared transaction recovery (always in the first
  * round, then only when shardext.recovery_interval enables it) and the
  * cleanup after shard moves in a transaction of its own; errors are logged
@@ -503,17 +530,20 @@ RunRecovery(void)
 	{
 		hasExtension = OidIsValid(get_extension_oid(SHARDEXT_EXTENSION_NAME, true)) &&
 			ShardextExtensionLoaded();
-		if (hasExtension && (firstRound || ShardextRecoveryInterval > 0))
+		/* until ALTER EXTENSION UPDATE, the daemon waits */
+		if (hasExtension && !CatalogOutdated())
 		{
-			int			resolved = RecoverShardextPreparedTransactions();
+			if (firstRound || ShardextRecoveryInterval > 0)
+			{
+				int			resolved = RecoverShardextPreparedTransactions();
 
-			if (resolved > 0)
-				ereport(LOG,
-						(errmsg("shardext recovered %d prepared transactions", resolved)));
-		}
-		if (hasExtension)
+				if (resolved > 0)
+					ereport(LOG,
+							(errmsg("shardext recovered %d prepared transactions", resolved)));
+			}
 			MaintainShardMoves();
-		firstRound = false;
+			firstRound = false;
+		}
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -533,6 +563,8 @@ RunRecovery(void)
 static void
 RunDeadlockDetection(void)
 {
+	if (catalogOutdated)
+		return;
 	PG_TRY();
 	{
 		(void) DetectDistributedDeadlocks();

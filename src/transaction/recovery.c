@@ -74,7 +74,7 @@ static void DeleteRecordsOfRemovedNodes(Relation rel, List *nodes);
 Datum
 shardext_recover_prepared_transactions(PG_FUNCTION_ARGS)
 {
-	EnsureCalledBySuperuser("shardext_recover_prepared_transactions");
+	EnsureShardextAdmin("shardext_recover_prepared_transactions");
 	PG_RETURN_INT32(RecoverShardextPreparedTransactions());
 }
 

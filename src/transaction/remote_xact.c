@@ -92,7 +92,11 @@ static void AbortRemoteTransactions(void);
 static void ResetRemoteTransaction(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
 static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
+#ifdef SHARDEXT_TEST_HOOKS
 static void InjectTestFault(int fault);
+#else
+#define InjectTestFault(fault) ((void) 0)
+#endif
 static bool AnyConnectionPrepared(List *connections);
 static void DecideCommitLsns(List *connections);
 static void NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnText);
@@ -807,6 +811,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	conn->xactState = REMOTE_XACT_FAILED;
 }
 
+#ifdef SHARDEXT_TEST_HOOKS
 /*
  * InjectTestFault kills this backend when shardext.test_fault asks for it
  * at this point of the commit (tests of crash recovery only).  SIGKILL makes
@@ -821,3 +826,4 @@ InjectTestFault(int fault)
 	kill(MyProcPid, SIGKILL);
 	pg_usleep(10L * 1000000L);	/* SIGKILL arrives before this ends */
 }
+#endif

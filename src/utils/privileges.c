@@ -1,35 +1,63 @@
 /*-------------------------------------------------------------------------
  *
  * privileges.c
- *	  The preconditions that shardext's administrative SQL functions check
- *	  first: a superuser calls them, and the extension is installed in
- *	  the current database.
+ *	  The preconditions that shardext's SQL functions check first: who may
+ *	  call them, and that the extension is installed in the current
+ *	  database.
  *
- * Node management, shard moves, cleanup, recovery and shardext_run_on_*
- * act on the workers with the rights of whoever calls them and change the
- * cluster's layout for every user, so only superusers may call them; moves
- * also need a superuser for logical replication.
+ * Node management, shard moves, splits, rebalancing, cleanup, recovery and
+ * shardext_run_on_* change the cluster's layout for every user, so they are
+ * for administrators: superusers, and members of the role shardext_admin
+ * (created by the extension script, granted by a superuser).  The checks
+ * use has_privs_of_role, so membership through other roles counts as it
+ * does for GRANT.  Table-level functions (create_distributed_table, ...)
+ * check ownership of the table instead; see their callers.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
 
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 
 /*
- * EnsureCalledBySuperuser errors out unless the current user is a
- * superuser; function is the SQL name of the caller, for the message.
+ * IsShardextAdmin tells whether a role may call shardext's administrative
+ * functions: a superuser, or a role with the privileges of shardext_admin.
+ */
+bool
+IsShardextAdmin(Oid roleId)
+{
+	Oid			adminRole;
+
+	if (superuser_arg(roleId))
+		return true;
+	adminRole = get_role_oid(SHARDEXT_ADMIN_ROLE, true);
+	return OidIsValid(adminRole) && has_privs_of_role(roleId, adminRole);
+}
+
+/*
+ * EnsureShardextAdmin errors out unless the current user is an
+ * administrator (see IsShardextAdmin); function is the SQL name of the
+ * caller, for the message.
  */
 void
-EnsureCalledBySuperuser(const char *function)
+EnsureShardextAdmin(const char *function)
 {
-	if (!superuser())
+	if (!IsShardextAdmin(GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers can call %s()", function)));
+				 errmsg("permission denied for function %s", function),
+				 errdetail("Only superusers and members of role \"%s\" can call %s().",
+						   SHARDEXT_ADMIN_ROLE, function),
+				 errhint("A superuser can grant the role: GRANT %s TO <role>.",
+						 SHARDEXT_ADMIN_ROLE)));
 }
 
 /* EnsureShardextInstalled errors out unless shardext is installed here */
@@ -41,12 +69,34 @@ EnsureShardextInstalled(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"shardext\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION shardext.")));
+	EnsureCatalogVersionMatches();
 }
 
-/* EnsureSuperuserAndShardext: both of the above, in that order */
+/* EnsureAdminAndShardext: both of the above, in that order */
 void
-EnsureSuperuserAndShardext(const char *function)
+EnsureAdminAndShardext(const char *function)
 {
-	EnsureCalledBySuperuser(function);
+	EnsureShardextAdmin(function);
 	EnsureShardextInstalled();
+}
+
+/*
+ * EnsureTableOwnerWithSchemaAccess checks what a table's owner must have to
+ * distribute it or bring it back: ownership, and USAGE and CREATE on its
+ * schema (shards are new tables in that schema, on the nodes too).  The
+ * checks are on the calling user, even though shardext then writes its
+ * catalog with the extension owner's rights.
+ */
+void
+EnsureTableOwnerWithSchemaAccess(Oid relid)
+{
+	Oid			namespaceId = get_rel_namespace(relid);
+	AclResult	aclresult;
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+
+	aclresult = pg_namespace_aclcheck(namespaceId, GetUserId(), ACL_USAGE | ACL_CREATE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_SCHEMA, get_namespace_name(namespaceId));
 }

@@ -43,7 +43,6 @@ extern List *VacuumShardCommands(VacuumStmt *stmt);
 extern List *ReindexShardCommands(ReindexStmt *stmt);
 
 /* ddl_commands.c */
-extern int	ShardextLocalDDLDepth;
 extern List *ShardPlacementCommands(Oid relid,
 									char *(*build) (Oid relid, int64 shardId, void *arg),
 									void *arg);

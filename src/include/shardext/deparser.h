@@ -30,6 +30,7 @@ extern char *ShardCreateForeignKeyCommands(Oid relid, int64 shardId,
 extern char *ShardDropCommand(const char *schemaName, const char *relname,
 							  int64 shardId);
 extern char *WorkerCreateSchemaCommand(Oid relid);
+extern char *WorkerEnsureSchemaCommand(const char *schemaName);
 extern char *ColumnListString(Oid relid);
 extern void AppendColumnDefinition(StringInfo buf, Relation rel, AttrNumber attnum);
 extern char *ShardColumnDefault(Relation rel, AttrNumber attnum);

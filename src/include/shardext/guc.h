@@ -17,17 +17,12 @@ extern bool ShardextExplainAllTasks;
 extern bool ShardextEnablePushdown;
 extern int	ShardextMultiNodeCommit;
 extern int	ShardextRecoveryInterval;
-extern int	ShardextTestFault;
 extern int	ShardextDistributedDeadlockTimeout;
 
 /* shardext.multi_node_commit */
 #define MULTI_NODE_COMMIT_2PC 0
 #define MULTI_NODE_COMMIT_REJECT 1
 
-/* shardext.test_fault */
-#define TEST_FAULT_NONE 0
-#define TEST_FAULT_CRASH_AFTER_PREPARE 1
-#define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
 extern int	ShardextMoveMaxLag;
 extern int	ShardextMoveLockTimeout;
 extern int	ShardextMoveCutoverTimeout;
@@ -35,11 +30,23 @@ extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
 extern char *ShardextSplitMap;
-extern char *ShardextMoveTestPausePhase;
-extern int	ShardextMoveTestPauseMs;
 extern int	ShardextNodeId;
 extern int	ShardextSnowflakeMaxClockSkew;
+
+/*
+ * Test-only settings: they exist only in a test build (make
+ * SHARDEXT_TEST_BUILD=1), and so does the code that reads them.
+ */
+#ifdef SHARDEXT_TEST_HOOKS
+/* shardext.test_fault */
+#define TEST_FAULT_NONE 0
+#define TEST_FAULT_CRASH_AFTER_PREPARE 1
+#define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
+extern int	ShardextTestFault;
+extern char *ShardextMoveTestPausePhase;
+extern int	ShardextMoveTestPauseMs;
 extern int	ShardextSnowflakeClockOffset;
+#endif
 
 extern bool ShardextReplicaReads;
 extern int	ShardextMaxReplicaLag;

@@ -69,9 +69,34 @@ typedef struct DistTableCacheEntry
 	MemoryContext context;		/* owns all memory of this entry */
 } DistTableCacheEntry;
 
+/* the record of a running move or split (shardext.move) */
+typedef struct MoveRecord
+{
+	int64		moveId;
+	bool		split;
+	int32		sourceNodeId;
+	int32		targetNodeId;
+	int32		splitPoint;
+	int			shardCount;
+	Datum	   *shardIds;
+	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
+} MoveRecord;
+
+/* what BeginCatalogAccess saved, for EndCatalogAccess */
+typedef struct CatalogAccess
+{
+	Oid			savedUserId;
+	int			savedSecContext;
+	int			gucNestLevel;
+} CatalogAccess;
+
 /* metadata_cache.c */
 extern void InitializeMetadataCache(void);
 extern bool ShardextExtensionLoaded(void);
+extern Oid	ShardextExtensionOwner(void);
+extern char *InstalledShardextVersion(void);
+extern bool CatalogVersionMatches(void);
+extern void EnsureCatalogVersionMatches(void);
 extern DistTableCacheEntry *GetDistTableCacheEntry(Oid relid);
 extern bool IsDistributedTable(Oid relid);
 extern bool IsHashDistributedTable(Oid relid);
@@ -119,5 +144,15 @@ extern void DeactivateReplicasOf(int32 primaryNodeId);
 extern void SwapNodeAddresses(int32 nodeId, int32 otherNodeId);
 extern void InvalidateShardTable(int64 shardId);
 extern bytea *ReadTokenSecret(void);
+extern void DeleteShard(int64 shardId);
+extern void IncrementColocationShardCount(int32 colocationId);
+extern void ReadRunningMoveRecord(int64 moveId, MoveRecord *move);
+extern void RecordDeferredShardDrop(int64 moveId, int32 nodeId, const char *shardName,
+									int64 shardId);
+extern void MarkMoveSwitched(int64 moveId);
+extern void RegisterLocalIdentity(const char *coordinatorId, int32 nodeId);
+extern void UnregisterLocalIdentity(const char *coordinatorId);
+extern void BeginCatalogAccess(CatalogAccess *access);
+extern void EndCatalogAccess(CatalogAccess *access);
 
 #endif							/* SHARDEXT_METADATA_H */

@@ -26,6 +26,9 @@ extern List *WeightedShardLayout(int shardCount, List *nodes);
 extern void CreateShardTablesOnNodes(Oid relid, List *shardIds, List *layouts);
 extern void ExecuteOnNodesInTransaction(List *nodeIds, List *commands);
 
+/* node_checks.c */
+extern void CheckNewNode(const char *host, int32 port);
+
 /* node_management.c */
 extern void ReplicateReferenceTablesToNode(int32 nodeId);
 

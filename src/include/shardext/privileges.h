@@ -1,15 +1,27 @@
 /*-------------------------------------------------------------------------
  *
  * privileges.h
- *	  Preconditions of shardext's administrative SQL functions.
+ *	  Preconditions of shardext's SQL functions: who may call them.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef SHARDEXT_PRIVILEGES_H
 #define SHARDEXT_PRIVILEGES_H
 
-extern void EnsureCalledBySuperuser(const char *function);
+/* members of this role may call the administrative functions */
+#define SHARDEXT_ADMIN_ROLE "shardext_admin"
+
+extern bool IsShardextAdmin(Oid roleId);
+extern void EnsureShardextAdmin(const char *function);
 extern void EnsureShardextInstalled(void);
-extern void EnsureSuperuserAndShardext(const char *function);
+extern void EnsureAdminAndShardext(const char *function);
+extern void EnsureTableOwnerWithSchemaAccess(Oid relid);
+
+/*
+ * The names of 1.0, for code written against them: administrative
+ * functions were for superusers only, now also for shardext_admin.
+ */
+#define EnsureCalledBySuperuser(function) EnsureShardextAdmin(function)
+#define EnsureSuperuserAndShardext(function) EnsureAdminAndShardext(function)
 
 #endif							/* SHARDEXT_PRIVILEGES_H */

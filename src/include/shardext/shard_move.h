@@ -117,7 +117,11 @@ extern void MoveBlockingCopyAndCutover(ShardMoveState *state);
 extern int64 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status);
 extern void SetMoveStatus(ShardMoveState *state, const char *status, const char *error);
 extern void SetMovePhase(ShardMoveState *state, const char *phase);
+#ifdef SHARDEXT_TEST_HOOKS
 extern void MoveTestPause(ShardMoveState *state, const char *point);
+#else
+#define MoveTestPause(state, point) ((void) 0)
+#endif
 extern void ReportMoveProgress(ShardMoveState *state, bool force, int64 lagBytes);
 extern void AddCleanupRecord(ShardMoveState *state, int32 nodeId, const char *objectType,
 							 const char *objectName, int64 shardId, const char *restore,
