@@ -47,6 +47,7 @@ char	   *ShardextReadAfter = NULL;
 int			ShardextReplicaWaitTimeout = 20;
 int			ShardextReplicaPollInterval = 100;
 int			ShardextReplicaConnectTimeout = 1000;
+char	   *ShardextCommitLsn = NULL;
 
 #ifdef SHARDEXT_TEST_HOOKS
 int			ShardextTestFault = TEST_FAULT_NONE;
@@ -410,6 +411,18 @@ RegisterReplicaGucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/* set by a node at commit, reported to the coordinator: read_your_writes.c */
+	DefineCustomStringVariable("shardext.commit_lsn",
+							   "The end of this session's last commit that wrote WAL (for "
+							   "coordinators, which read it from the connection).",
+							   NULL,
+							   &ShardextCommitLsn,
+							   "",
+							   PGC_INTERNAL,
+							   GUC_REPORT | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE |
+							   GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("shardext.replica_connect_timeout",
 							"Time to wait for a connection to a replica before reading on "

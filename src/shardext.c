@@ -24,6 +24,7 @@
 #include "shardext/distributed_plan.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
 #include "shardext/utility_hook.h"
@@ -72,6 +73,7 @@ _PG_init(void)
 	InitializeRemoteTransactions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();
+	InitializeReadYourWrites();
 }
 
 /*

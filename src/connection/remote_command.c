@@ -494,7 +494,6 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGconn	   *pgConn = conn->pgConn;
 	bool		timedOut;
-	int			nullsInARow = 0;
 
 	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK)
 		return false;
@@ -508,26 +507,21 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 		result = PQgetResult(pgConn);
 		if (result == NULL)
 		{
-			/* a pipeline ends with its (last) Sync, not with the end of a command */
+			/* a pipeline ends with its Sync, not with the end of a command */
 			if (conn->pipelineStage == PIPELINE_NONE)
 				break;
-			if (++nullsInARow > 3)
-				return false;
 			continue;
 		}
-		nullsInARow = 0;
 
 		switch (PQresultStatus(result))
 		{
 			case PGRES_PIPELINE_SYNC:
-				/* with more commands queued after this Sync, read on */
-				if (PQexitPipelineMode(pgConn))
-					conn->pipelineStage = PIPELINE_NONE;
-				else if (PQstatus(pgConn) != CONNECTION_OK)
+				if (!PQexitPipelineMode(pgConn))
 				{
 					PQclear(result);
 					return false;
 				}
+				conn->pipelineStage = PIPELINE_NONE;
 				break;
 			case PGRES_COPY_IN:
 				PQputCopyEnd(pgConn, "transaction aborted");
@@ -790,72 +784,4 @@ CopyBetweenNodes(NodeConnection *source, const char *copyOut,
 
 	EndRemoteCopy(target, NULL);
 	PQclear(FinishRemoteQuery(target, copyIn));
-}
-
-/*
- * SendCommandThenQuery sends a command and then a query, each in a
- * transaction of its own (a pipeline with a Sync after each), so that both
- * cost one round trip: for commands that cannot share a query string
- * (COMMIT PREPARED).  It never throws; false when the connection failed.
- * Read the results with FinishCommandThenQuery.
- */
-bool
-SendCommandThenQuery(NodeConnection *conn, const char *command, const char *query)
-{
-	PGconn	   *pgConn = conn->pgConn;
-
-	if (!PQenterPipelineMode(pgConn))
-		return false;
-	conn->pipelineStage = PIPELINE_STATEMENT;
-	return PQsendQueryParams(pgConn, command, 0, NULL, NULL, NULL, NULL, 0) &&
-		PQpipelineSync(pgConn) &&
-		PQsendQueryParams(pgConn, query, 0, NULL, NULL, NULL, NULL, 0) &&
-		PQpipelineSync(pgConn);
-}
-
-/*
- * FinishCommandThenQuery reads the results of SendCommandThenQuery within
- * timeoutMs, like FinishRemoteCommandWithTimeout (errors become warnings,
- * never throws).  Returns whether the command succeeded and the connection
- * is idle again; *valueOut gets the query's single value, or NULL.
- */
-bool
-FinishCommandThenQuery(NodeConnection *conn, const char *command, int timeoutMs,
-					   char **valueOut)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
-	PGconn	   *pgConn = conn->pgConn;
-	int			syncs = 0;
-	bool		success = true;
-	bool		timedOut;
-
-	*valueOut = NULL;
-	while (syncs < 2)
-	{
-		PGresult   *result;
-
-		if (!WaitForResultUntil(conn, deadline, &timedOut))
-			return false;
-		result = PQgetResult(pgConn);
-		if (result == NULL)
-			continue;			/* the end of one command's results */
-		if (PQresultStatus(result) == PGRES_PIPELINE_SYNC)
-			syncs++;
-		else if (syncs == 0 && ResultIsError(result))
-		{
-			success = false;
-			ReportRemoteError(conn, result, WARNING, command);
-			continue;
-		}
-		else if (syncs == 1 && PQresultStatus(result) == PGRES_TUPLES_OK &&
-				 PQntuples(result) == 1 && PQnfields(result) == 1 &&
-				 !PQgetisnull(result, 0, 0))
-			*valueOut = pstrdup(PQgetvalue(result, 0, 0));
-		PQclear(result);
-	}
-	if (!PQexitPipelineMode(pgConn))
-		return false;
-	conn->pipelineStage = PIPELINE_NONE;
-	conn->queryInProgress = false;
-	return success;
 }

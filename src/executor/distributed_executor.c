@@ -102,7 +102,7 @@ static void AssignTasksToConnections(DistributedScanState *state);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
-static bool PipelineResult(NodeConnection *conn, RemoteTask *task, PGresult **result);
+static bool PipelineResult(NodeConnection *conn, PGresult **result);
 static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut);
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
@@ -536,18 +536,6 @@ StartExecution(DistributedScanState *state)
 
 	/* replicas that cannot be reached leave their tasks to the primaries */
 	ConnectReplicaTasks(state, state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1));
-	/* a write that commits on its own fetches its node's LSN (read replicas) */
-	if (!state->inTransaction && job->kind != JOB_SELECT)
-	{
-		ListCell   *cell;
-
-		foreach(cell, state->tasks)
-		{
-			RemoteTask *task = lfirst(cell);
-
-			task->captureLsn = NodeWantsCommitLsn(task->nodeId);
-		}
-	}
 
 	oldContext = MemoryContextSwitchTo(state->execContext);
 	AssignTasksToConnections(state);
@@ -861,13 +849,6 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 			StartPipeline(conn, beginCommand);
 		beginCommand = NULL;
 	}
-	else if (task->captureLsn)
-	{
-		/* the statement, Sync, the node's LSN, Sync: see PipelineResult */
-		if (!PQenterPipelineMode(conn->pgConn))
-			ConnectionFailed(conn);
-		conn->pipelineStage = PIPELINE_STATEMENT;
-	}
 
 	if (beginCommand != NULL)
 	{
@@ -883,11 +864,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	else
 		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
 							   params->values, params->lengths, params->formats, 0);
-	if (task->captureLsn)
-		ok = ok && PQsetSingleRowMode(conn->pgConn) && PQpipelineSync(conn->pgConn) &&
-			PQsendQueryParams(conn->pgConn, COMMIT_LSN_QUERY, 0, NULL, NULL, NULL, NULL, 0) &&
-			PQpipelineSync(conn->pgConn);
-	else if (conn->pipelineStage != PIPELINE_NONE)
+	if (conn->pipelineStage != PIPELINE_NONE)
 		ok = ok && PQpipelineSync(conn->pgConn);
 	if (!ok || (task->primaryNodeId != 0 && !FlushOutput(conn)))
 	{
@@ -1018,11 +995,10 @@ UseSingleRowMode(NodeConnection *conn)
  * of commands and the Sync, and returns true for what is the statement's
  * (*result), or true with a NULL *result at the end of the pipeline, as for
  * a statement sent alone.  A failed BEGIN is returned as the statement's
- * error.  After a write that fetches its node's LSN, a second command and
- * Sync follow; the LSN goes to task->commitLsn.
+ * error.
  */
 static bool
-PipelineResult(NodeConnection *conn, RemoteTask *task, PGresult **result)
+PipelineResult(NodeConnection *conn, PGresult **result)
 {
 	PGresult   *r = *result;
 
@@ -1045,32 +1021,15 @@ PipelineResult(NodeConnection *conn, RemoteTask *task, PGresult **result)
 			conn->pipelineStage = PIPELINE_SYNC;
 			return false;
 		case PIPELINE_SYNC:
-		case PIPELINE_LSN_SYNC:
 			if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
 				elog(ERROR, "unexpected result from node %s:%d at the end of a pipeline",
 					 conn->host, conn->port);
 			PQclear(r);
-			if (conn->pipelineStage == PIPELINE_SYNC && task != NULL && task->captureLsn)
-			{
-				conn->pipelineStage = PIPELINE_LSN;
-				return false;
-			}
 			if (!PQexitPipelineMode(conn->pgConn))
 				ConnectionFailed(conn);
 			conn->pipelineStage = PIPELINE_NONE;
 			*result = NULL;
 			return true;
-		case PIPELINE_LSN:
-			if (r == NULL)
-				conn->pipelineStage = PIPELINE_LSN_SYNC;
-			else
-			{
-				if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-					!PQgetisnull(r, 0, 0))
-					task->commitLsn = ParseCommitLsn(PQgetvalue(r, 0, 0));
-				PQclear(r);
-			}
-			return false;
 		case PIPELINE_NONE:
 			break;
 	}
@@ -1092,7 +1051,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 	{
 		PGresult   *result = PQgetResult(conn->pgConn);
 
-		if (conn->pipelineStage != PIPELINE_NONE && !PipelineResult(conn, task, &result))
+		if (conn->pipelineStage != PIPELINE_NONE && !PipelineResult(conn, &result))
 			continue;
 		if (result == NULL)
 		{
@@ -1100,7 +1059,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			task->done = true;
 			tc->current = NULL;
 			ReleaseConnection(conn);
-			NoteAutocommitWrite(state, task);
+			NoteAutocommitWrite(state, task, conn);
 			if (task->primaryNodeId != 0)
 				CountReplicaRead(task->nodeId);
 			return false;

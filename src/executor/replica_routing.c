@@ -378,14 +378,14 @@ RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task
 
 /*
  * NoteAutocommitWrite records a write that committed on its own on the
- * node (read-your-writes), with the LSN fetched after it if any.
+ * node (read-your-writes), with the commit LSN the node reported.
  */
 void
-NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task)
+NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task, NodeConnection *conn)
 {
 	if (state->inTransaction || state->job->kind == JOB_SELECT)
 		return;
-	NoteNodeWrite(task->nodeId, task->commitLsn);
+	NoteNodeWrite(task->nodeId, ReportedCommitLsn(conn));
 }
 
 /*

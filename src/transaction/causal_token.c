@@ -325,7 +325,7 @@ CurrentNodeLsn(int32 nodeId)
 	conn = OpenDedicatedConnection(node->host, node->port, false, true);
 	PG_TRY();
 	{
-		lsn = ParseCommitLsn(ExecuteRemoteScalar(conn, COMMIT_LSN_QUERY, 0, NULL));
+		lsn = ParseCommitLsn(ExecuteRemoteScalar(conn, CURRENT_LSN_QUERY, 0, NULL));
 	}
 	PG_FINALLY();
 	{

@@ -3,9 +3,15 @@
  * read_your_writes.c
  *	  The session's write marks and what they require of replicas.
  *
- * After a session commits a write on a node, it remembers the node's WAL
- * insert position right after the commit (fetched in the same round trip
- * as the COMMIT, see remote_xact.c and the executor), and when it wrote.
+ * After a session commits a write on a node, it remembers the end of the
+ * commit record there, and when it wrote.  The node tells the LSN without
+ * a round trip or a statement of its own: for connections of a coordinator
+ * (application_name shardext_...), the node's shardext sets the reported
+ * setting shardext.commit_lsn at the commit of every transaction that
+ * wrote WAL, and the server sends its new value (a ParameterStatus
+ * message) in the same packet as the end of the command; the coordinator
+ * reads it from libpq (ReportedCommitLsn) after a COMMIT, a COMMIT
+ * PREPARED, or a write that committed on its own.
  * A read of that node may then use a replica only if:
  *	- shardext.read_your_writes = 'lsn': the replica replayed that LSN (when
  *	  the LSN could not be fetched, the first LSN the maintenance daemon
@@ -21,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "fmgr.h"
@@ -31,6 +38,7 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
+#include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/read_your_writes.h"
@@ -46,6 +54,12 @@ typedef struct WriteMark
 } WriteMark;
 
 static List *writeMarks = NIL;	/* WriteMark *, in TopMemoryContext */
+
+/* on a node: what the committing transaction wrote (CommitLsnXactCallback) */
+static bool transactionWroteWal = false;
+static bool transactionHadXid = false;
+
+static void CommitLsnXactCallback(XactEvent event, void *arg);
 
 PG_FUNCTION_INFO_V1(shardext_wait_for_replay_lsn);
 
@@ -91,14 +105,74 @@ NoteNodeWrite(int32 nodeId, XLogRecPtr commitLsn)
 }
 
 /*
- * NodeWantsCommitLsn tells whether a commit on the node should fetch the
- * node's LSN: only when it has replicas in use (it costs a little work on
- * the node, no round trip).  Needs a transaction (reads the node cache).
+ * InitializeReadYourWrites registers the commit callback of the node side;
+ * called from _PG_init.
  */
-bool
-NodeWantsCommitLsn(int32 nodeId)
+void
+InitializeReadYourWrites(void)
 {
-	return AnyActiveReplica() && ReplicaNodeList(nodeId, true) != NIL;
+	RegisterXactCallback(CommitLsnXactCallback, NULL);
+}
+
+/*
+ * CommitLsnXactCallback, on a node, reports to a coordinator's connection
+ * the end of the commit of a transaction that wrote WAL (the insert
+ * position for one without an xid, such as COMMIT PREPARED, whose commit
+ * record is already written then), through shardext.commit_lsn.
+ */
+static void
+CommitLsnXactCallback(XactEvent event, void *arg)
+{
+	char		lsn[32];
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			transactionWroteWal = !XLogRecPtrIsInvalid(XactLastRecEnd);
+			transactionHadXid = TransactionIdIsValid(GetTopTransactionIdIfAny());
+			break;
+		case XACT_EVENT_COMMIT:
+			if (transactionWroteWal && application_name != NULL &&
+				strncmp(application_name, "shardext_", strlen("shardext_")) == 0)
+			{
+				XLogRecPtr	end = transactionHadXid ? XactLastCommitEnd :
+					GetXLogInsertRecPtr();
+
+				snprintf(lsn, sizeof(lsn), "%X/%X", LSN_FORMAT_ARGS(end));
+				SetConfigOption("shardext.commit_lsn", lsn, PGC_INTERNAL, PGC_S_OVERRIDE);
+			}
+			transactionWroteWal = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			transactionWroteWal = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * ReportedCommitLsn returns the commit LSN a node reported on the
+ * connection for the transaction that just committed there, or
+ * InvalidXLogRecPtr when it reported none (a value this session has seen
+ * before on the node is one of an earlier commit).
+ */
+XLogRecPtr
+ReportedCommitLsn(NodeConnection *conn)
+{
+	const char *value;
+	XLogRecPtr	lsn;
+	WriteMark  *mark;
+
+	if (conn->pgConn == NULL)
+		return InvalidXLogRecPtr;
+	value = PQparameterStatus(conn->pgConn, "shardext.commit_lsn");
+	lsn = ParseCommitLsn(value);
+	mark = FindWriteMark(conn->nodeId, false);
+	if (mark != NULL && lsn <= mark->lsn)
+		return InvalidXLogRecPtr;
+	return lsn;
 }
 
 /* ParseCommitLsn reads the text of a pg_lsn; InvalidXLogRecPtr if it is none */
@@ -108,7 +182,7 @@ ParseCommitLsn(const char *text)
 	bool		failed = false;
 	XLogRecPtr	lsn;
 
-	if (text == NULL)
+	if (text == NULL || text[0] == '\0')
 		return InvalidXLogRecPtr;
 	lsn = pg_lsn_in_internal(text, &failed);
 	return failed ? InvalidXLogRecPtr : lsn;

@@ -69,13 +69,10 @@
 static int	connectionsInTransaction = 0;
 
 /*
- * Read replicas (see read_your_writes.c): the nodes whose commit fetches
- * the node's LSN in the same round trip, decided at pre-commit (the node
- * cache cannot be read after the local commit), in TopTransactionContext;
- * and whether the transaction changed shards' schemas, which raises the
- * barrier of the nodes it wrote.
+ * Read replicas: whether the transaction changed shards' schemas, which
+ * raises the replica barrier of the nodes it wrote, and those nodes (in
+ * TopTransactionContext; see replica_state.c).
  */
-static List *commitLsnNodeIds = NIL;
 static bool schemaChangeInXact = false;
 static List *changedNodeIds = NIL;	/* BeginReplicaChange done for these */
 
@@ -98,8 +95,7 @@ static void InjectTestFault(int fault);
 #define InjectTestFault(fault) ((void) 0)
 #endif
 static bool AnyConnectionPrepared(List *connections);
-static void DecideCommitLsns(List *connections);
-static void NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnText);
+static void MarkSchemaChangesCommitting(List *connections);
 static void ForgetCommitLsns(void);
 
 /* registers the transaction callbacks; called from _PG_init */
@@ -373,7 +369,7 @@ PreCommitRemoteTransactions(void)
 			modifiedCount++;
 	}
 
-	DecideCommitLsns(connections);
+	MarkSchemaChangesCommitting(connections);
 	if (modifiedCount == 0 ||
 		(modifiedCount == 1 && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
 		CommitRemoteTransactions(connections);
@@ -386,100 +382,57 @@ PreCommitRemoteTransactions(void)
 
 /*
  * CommitRemoteTransactions commits every open remote transaction, all at
- * once; at most one of them wrote, so no atomicity problem arises.  A
- * writer on a node with replicas asks for the node's LSN in the same query
- * string (after the COMMIT, so it lies past the commit record).  The first
- * error is rethrown once every connection is idle again.
+ * once; at most one of them wrote, so no atomicity problem arises.  The
+ * writer's commit LSN arrives with the COMMIT (see read_your_writes.c).
  */
 static void
 CommitRemoteTransactions(List *connections)
 {
+	List	   *commands = NIL;
 	ListCell   *cell;
-	NodeConnection *errorConn = NULL;
-	PGresult   *error = NULL;
 
 	if (connections == NIL)
 		return;
 
 	foreach(cell, connections)
-	{
-		NodeConnection *conn = lfirst(cell);
-		bool		wantLsn = conn->xactModified &&
-			list_member_int(commitLsnNodeIds, conn->nodeId);
+		commands = lappend(commands, "COMMIT");
+	ExecuteRemoteCommandsInParallel(connections, commands);
 
-		SendRemoteCommand(conn, wantLsn ? "COMMIT;" COMMIT_LSN_QUERY : "COMMIT");
-	}
 	foreach(cell, connections)
 	{
 		NodeConnection *conn = lfirst(cell);
-		PGresult   *connError;
-		PGresult   *last = ReadRemoteResults(conn, &connError);
 
-		if (connError == NULL && conn->xactModified)
-			NoteCommittedWrite(conn, last, NULL);
-		PQclear(last);
-		if (connError != NULL && error == NULL)
-		{
-			error = connError;
-			errorConn = conn;
-		}
-		else
-			PQclear(connError);
+		if (conn->xactModified)
+			NoteNodeWrite(conn->nodeId, ReportedCommitLsn(conn));
+		ResetRemoteTransaction(conn);
 	}
-	if (error != NULL)
-		ReportRemoteError(errorConn, error, ERROR, "COMMIT");
-
-	foreach(cell, connections)
-		ResetRemoteTransaction(lfirst(cell));
 }
 
 /*
- * DecideCommitLsns notes, at pre-commit, which writers' commits fetch
- * their node's LSN (nodes with replicas in use), and marks schema changes
- * as committing on the nodes written (see replica_state.c).
+ * MarkSchemaChangesCommitting, at pre-commit of a transaction that changed
+ * shards' schemas, marks the change as committing on the nodes it wrote:
+ * their replicas are not read until they replayed it (replica_state.c).
  */
 static void
-DecideCommitLsns(List *connections)
+MarkSchemaChangesCommitting(List *connections)
 {
 	ListCell   *cell;
-	MemoryContext oldContext = MemoryContextSwitchTo(TopTransactionContext);
+	MemoryContext oldContext;
 
-	commitLsnNodeIds = NIL;
+	if (!schemaChangeInXact)
+		return;
+	oldContext = MemoryContextSwitchTo(TopTransactionContext);
 	foreach(cell, connections)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (!conn->xactModified)
-			continue;
-		if (NodeWantsCommitLsn(conn->nodeId))
-			commitLsnNodeIds = list_append_unique_int(commitLsnNodeIds, conn->nodeId);
-		/* replicas wait for schema changes until they committed and were replayed */
-		if (schemaChangeInXact && !list_member_int(changedNodeIds, conn->nodeId))
+		if (conn->xactModified && !list_member_int(changedNodeIds, conn->nodeId))
 		{
 			BeginReplicaChange(conn->nodeId);
 			changedNodeIds = lappend_int(changedNodeIds, conn->nodeId);
 		}
 	}
 	MemoryContextSwitchTo(oldContext);
-}
-
-/*
- * NoteCommittedWrite records the committed write of a connection for
- * read-your-writes, with the LSN from lsnResult or lsnText when the commit
- * fetched one.  Never throws for a missing LSN (then it is unknown).
- */
-static void
-NoteCommittedWrite(NodeConnection *conn, PGresult *lsnResult, const char *lsnText)
-{
-	XLogRecPtr	lsn = InvalidXLogRecPtr;
-
-	if (lsnResult != NULL && PQresultStatus(lsnResult) == PGRES_TUPLES_OK &&
-		PQntuples(lsnResult) == 1 && PQnfields(lsnResult) == 1 &&
-		!PQgetisnull(lsnResult, 0, 0))
-		lsnText = PQgetvalue(lsnResult, 0, 0);
-	if (lsnText != NULL)
-		lsn = ParseCommitLsn(lsnText);
-	NoteNodeWrite(conn->nodeId, lsn);
 }
 
 /*
@@ -495,7 +448,6 @@ ForgetCommitLsns(void)
 	foreach(cell, changedNodeIds)
 		EndReplicaChange(lfirst_int(cell));
 	changedNodeIds = NIL;
-	commitLsnNodeIds = NIL;
 	schemaChangeInXact = false;
 }
 
@@ -621,35 +573,28 @@ FinishPreparedTransactions(List *connections)
 		}
 		command = psprintf("COMMIT PREPARED %s", quote_literal_cstr(conn->preparedGid));
 		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_OK &&
-			!conn->queryInProgress &&
-			(list_member_int(commitLsnNodeIds, conn->nodeId) ?
-			 SendCommandThenQuery(conn, command, COMMIT_LSN_QUERY) :
-			 PQsendQuery(conn->pgConn, command)))
+			!conn->queryInProgress && PQsendQuery(conn->pgConn, command))
 		{
 			conn->queryInProgress = true;
 			prepared = lappend(prepared, conn);
-			continue;
 		}
-		GiveUpCommitPrepared(conn);
-		NoteCommittedWrite(conn, NULL, NULL);
+		else
+		{
+			GiveUpCommitPrepared(conn);
+			NoteNodeWrite(conn->nodeId, InvalidXLogRecPtr);
+		}
 	}
 
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
-		char	   *lsnText = NULL;
-		bool		ok;
+		bool		committed = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
+															   REMOTE_CLEANUP_TIMEOUT_MS);
 
-		if (conn->pipelineStage != PIPELINE_NONE)
-			ok = FinishCommandThenQuery(conn, "COMMIT PREPARED", REMOTE_CLEANUP_TIMEOUT_MS,
-										&lsnText);
-		else
-			ok = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-												REMOTE_CLEANUP_TIMEOUT_MS);
-		if (!ok)
+		/* committed now, with its LSN, or later by recovery */
+		NoteNodeWrite(conn->nodeId, committed ? ReportedCommitLsn(conn) : InvalidXLogRecPtr);
+		if (!committed)
 			GiveUpCommitPrepared(conn);
-		/* committed now or by recovery: the LSN is unknown in the latter case */
-		NoteCommittedWrite(conn, NULL, lsnText);
 		ResetRemoteTransaction(conn);
 	}
 }

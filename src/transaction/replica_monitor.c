@@ -84,7 +84,7 @@ PollReplicas(void)
 		any = true;
 		/* the time before the poll: every commit finished before it is below the LSN */
 		sent = GetCurrentTimestamp();
-		result = PollNode(primary, COMMIT_LSN_QUERY ", (SELECT system_identifier::text "
+		result = PollNode(primary, CURRENT_LSN_QUERY ", (SELECT system_identifier::text "
 						  "FROM pg_catalog.pg_control_system())");
 		ReportPrimarySample(primary->nodeId, AddressHash(primary), result != NULL,
 							result ? ParseCommitLsn(PQgetvalue(result, 0, 0)) : InvalidXLogRecPtr,

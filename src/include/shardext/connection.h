@@ -31,9 +31,7 @@ typedef enum RemotePipelineStage
 	PIPELINE_NONE,				/* not in pipeline mode */
 	PIPELINE_BEGIN,				/* reading the results of BEGIN */
 	PIPELINE_STATEMENT,			/* reading the statement's results */
-	PIPELINE_SYNC,				/* waiting for the end of the pipeline */
-	PIPELINE_LSN,				/* reading the node's LSN after an autocommit write */
-	PIPELINE_LSN_SYNC			/* waiting for the end of that */
+	PIPELINE_SYNC				/* waiting for the end of the pipeline */
 } RemotePipelineStage;
 
 typedef struct NodeConnection

@@ -46,9 +46,6 @@ typedef struct RemoteTask
 	int32		primaryNodeId;
 	XLogRecPtr	waitLsn;		/* the replica must have replayed this first */
 	uint64		rowsSeen;		/* rows returned so far */
-	/* a write that commits on its own fetches the node's LSN right after */
-	bool		captureLsn;
-	XLogRecPtr	commitLsn;		/* InvalidXLogRecPtr when not (yet) known */
 	/* INSERT ... RETURNING over several shards: the rows' places in the statement */
 	int		   *rowPositions;
 	int			rowCount;
@@ -120,7 +117,8 @@ extern char *ReplicaWaitCommand(RemoteTask *task);
 extern void MoveTaskToPrimary(RemoteTask *task, bool replicaFailed);
 extern bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
 						   PGresult *result, bool closeConnection);
-extern void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task);
+extern void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task,
+								NodeConnection *conn);
 
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,

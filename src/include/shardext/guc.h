@@ -56,6 +56,7 @@ extern char *ShardextReadAfter;
 extern int	ShardextReplicaWaitTimeout;
 extern int	ShardextReplicaPollInterval;
 extern int	ShardextReplicaConnectTimeout;
+extern char *ShardextCommitLsn;
 
 /* shardext.read_your_writes */
 #define READ_YOUR_WRITES_LSN 0

@@ -13,12 +13,15 @@
 #include "access/xlogdefs.h"
 #include "utils/guc.h"
 
-/* the SQL that returns a node's WAL insert position, sent after a commit */
-#define COMMIT_LSN_QUERY "SELECT pg_catalog.pg_current_wal_insert_lsn()"
+#include "shardext/connection.h"
+
+/* the SQL that returns a node's WAL insert position */
+#define CURRENT_LSN_QUERY "SELECT pg_catalog.pg_current_wal_insert_lsn()"
 
 /* read_your_writes.c */
+extern void InitializeReadYourWrites(void);
 extern void NoteNodeWrite(int32 nodeId, XLogRecPtr commitLsn);
-extern bool NodeWantsCommitLsn(int32 nodeId);
+extern XLogRecPtr ReportedCommitLsn(NodeConnection *conn);
 extern XLogRecPtr ParseCommitLsn(const char *text);
 extern bool ReplicaRequirement(int32 primaryNodeId, XLogRecPtr *requiredLsn);
 extern List *SessionWriteLsns(List **unknownNodeIds);

@@ -43,10 +43,6 @@ extern bool FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *com
 										   int timeoutMs);
 extern PGresult *ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query,
 											   int timeoutMs);
-extern bool SendCommandThenQuery(NodeConnection *conn, const char *command,
-								 const char *query);
-extern bool FinishCommandThenQuery(NodeConnection *conn, const char *command, int timeoutMs,
-								   char **valueOut);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
 extern void BeginRemoteCopy(NodeConnection *conn, const char *command,
