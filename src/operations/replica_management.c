@@ -165,6 +165,7 @@ CheckReplicaOf(NodeConnection *replica, const char *host, int32 port, WorkerNode
 	char	   *value;
 	char	   *primarySystemId;
 	char	   *primaryLsn;
+	char	   *replayLsn;
 
 	value = RemoteValue(replica, "SELECT pg_catalog.pg_is_in_recovery()::text");
 	if (value == NULL || strcmp(value, "true") != 0)
@@ -175,11 +176,14 @@ CheckReplicaOf(NodeConnection *replica, const char *host, int32 port, WorkerNode
 						   "in recovery."),
 				 errhint("Create one with pg_basebackup -R from the worker.")));
 
+	/* the replica's position first: it cannot pass what the primary has after */
+	replayLsn = RemoteValue(replica, "SELECT pg_catalog.pg_last_wal_replay_lsn()::text");
 	primaryConn = OpenDedicatedConnection(primary->host, primary->port, false, true);
 	PG_TRY();
 	{
 		primarySystemId = RemoteValue(primaryConn, systemIdQuery);
-		primaryLsn = RemoteValue(primaryConn, "SELECT pg_catalog.pg_current_wal_lsn()::text");
+		primaryLsn = RemoteValue(primaryConn,
+								 "SELECT pg_catalog.pg_current_wal_insert_lsn()::text");
 	}
 	PG_FINALLY();
 	{
@@ -213,8 +217,9 @@ CheckReplicaOf(NodeConnection *replica, const char *host, int32 port, WorkerNode
 						 "restart it.")));
 	CheckHoldsNode(replica, host, port, primary->nodeId);
 
-	value = primaryLsn == NULL ? NULL :
-		RemoteValue(replica, psprintf("SELECT (pg_catalog.pg_last_wal_replay_lsn() > %s)::text",
+	value = primaryLsn == NULL || replayLsn == NULL ? NULL :
+		RemoteValue(replica, psprintf("SELECT (%s::pg_lsn > %s::pg_lsn)::text",
+									  quote_literal_cstr(replayLsn),
 									  quote_literal_cstr(primaryLsn)));
 	if (value != NULL && strcmp(value, "true") == 0)
 		ereport(ERROR,
