@@ -46,6 +46,7 @@ cleanup() {
 		-c "SELECT pg_reload_conf()" >/dev/null 2>&1
 	cluster drop-replica worker1 >/dev/null 2>&1
 	cluster drop-replica worker2 >/dev/null 2>&1
+	rm -f "$SHARDEXT_CLUSTER_DIR/replica_writes.sql" "$SHARDEXT_CLUSTER_DIR/replica_ledger.out"
 	for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
 		psql_at "$port" -d postgres -c "DROP DATABASE IF EXISTS $TEST_DB WITH (FORCE)" >/dev/null 2>&1
 		psql_at "$port" -d postgres -c 'DROP ROLE IF EXISTS "Rëplica Üser"' >/dev/null 2>&1
