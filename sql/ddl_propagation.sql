@@ -162,8 +162,11 @@ SELECT create_distributed_table('vac', 'id', shard_count => 4);
 INSERT INTO vac SELECT g, g, 'x' FROM generate_series(1, 1000) g;
 DELETE FROM vac WHERE id % 2 = 0;
 VACUUM (ANALYZE, VERBOSE false, INDEX_CLEANUP 'on', PARALLEL 1) vac (v, "Odd Col");
-SELECT DISTINCT result AS "vacuumed analyzed dead"
-FROM shardext_run_on_shards('vac', $$SELECT (last_vacuum IS NOT NULL) || ' ' || (last_analyze IS NOT NULL) || ' ' || n_dead_tup FROM pg_stat_user_tables WHERE relid = '%s'::regclass$$);
+-- (last_vacuum and last_analyze are written by the commands themselves;
+-- dead tuple counts are not compared: a worker backend may report the
+-- DELETE's dead tuples to the statistics after the VACUUM ran)
+SELECT DISTINCT result AS "vacuumed analyzed"
+FROM shardext_run_on_shards('vac', $$SELECT (last_vacuum IS NOT NULL) || ' ' || (last_analyze IS NOT NULL) FROM pg_stat_user_tables WHERE relid = '%s'::regclass$$);
 BEGIN;
 ANALYZE vac (v);
 VACUUM vac;

@@ -56,6 +56,11 @@ int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
 #endif
 
+int			ShardextStatTenantsLimit = 1000;
+int			ShardextStatTenantsPeriod = 60;
+double		ShardextStatTenantsSampleRate = 0.1;
+bool		ShardextRebalanceIsolatedTenants = false;
+
 static const struct config_enum_entry multi_node_commit_options[] = {
 	{"2pc", MULTI_NODE_COMMIT_2PC, false},
 	{"reject", MULTI_NODE_COMMIT_REJECT, false},
@@ -86,6 +91,7 @@ static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
 static void RegisterReplicaGucs(void);
 static void RegisterVersionGuc(void);
+static void RegisterTenantGucs(void);
 #ifdef SHARDEXT_TEST_HOOKS
 static void RegisterTestGucs(void);
 #endif
@@ -105,6 +111,7 @@ RegisterShardextGucs(void)
 	RegisterSnowflakeGucs();
 	RegisterReplicaGucs();
 	RegisterVersionGuc();
+	RegisterTenantGucs();
 #ifdef SHARDEXT_TEST_HOOKS
 	RegisterTestGucs();
 #endif
@@ -453,6 +460,52 @@ RegisterVersionGuc(void)
 							   PGC_INTERNAL,
 							   GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   NULL, NULL, NULL);
+}
+
+/* the settings of tenant statistics and of load-aware rebalancing */
+static void
+RegisterTenantGucs(void)
+{
+	DefineCustomIntVariable("shardext.stat_tenants_limit",
+							"Number of tenants shardext.stat_tenants tracks (K of its top-K).",
+							"The counters take a fixed amount of shared memory for this many "
+							"tenants; 0 turns tenant statistics off.",
+							&ShardextStatTenantsLimit,
+							1000, 0, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.stat_tenants_period",
+							"Length of a period of shardext.stat_tenants.",
+							"The view shows the counts of the current period and of the "
+							"previous one.",
+							&ShardextStatTenantsPeriod,
+							60, 1, 7 * 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("shardext.stat_tenants_sample_rate",
+							 "Fraction of single-shard statements counted in shardext.stat_tenants.",
+							 "Each sampled statement counts as 1 / rate statements; 0 stops "
+							 "counting.",
+							 &ShardextStatTenantsSampleRate,
+							 0.1, 0.0, 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.rebalance_isolated_tenants",
+							 "Let the rebalancer move the shards of isolated tenants.",
+							 "An isolated tenant's shard (hash_min = hash_max) stays on the node "
+							 "it was given unless this is on; shardext_drain_node() moves it "
+							 "anyway.",
+							 &ShardextRebalanceIsolatedTenants,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 #ifdef SHARDEXT_TEST_HOOKS

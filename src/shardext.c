@@ -27,6 +27,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/tenant_stats.h"
 #include "shardext/utility_hook.h"
 
 PG_MODULE_MAGIC;
@@ -90,6 +91,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
 	ShardStatsShmemRequest();
 	ReplicaStateShmemRequest();
+	TenantStatsShmemRequest();
 }
 
 /*
@@ -106,4 +108,5 @@ ShardextShmemStartup(void)
 	DistributedDeadlockShmemInit();
 	ShardStatsShmemInit();
 	ReplicaStateShmemInit();
+	TenantStatsShmemInit();
 }

@@ -60,6 +60,7 @@
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
 #include "shardext/resource_lock.h"
+#include "shardext/tenant_stats.h"
 
 /* per-connection executor state (NodeConnection.executorState) */
 typedef struct ConnectionExecState
@@ -317,6 +318,11 @@ FinishScan(DistributedScanState *state)
 	state->finished = true;
 	if (state->job->kind != JOB_SELECT)
 		state->css.ss.ps.state->es_processed += state->affectedRows;
+	if (state->tenantSample != NULL)
+	{
+		TenantSampleEnd(state->tenantSample);
+		state->tenantSample = NULL;
+	}
 }
 
 /*

@@ -8,6 +8,8 @@
  * The table is a fixed-size shared hash; a shard seen for the first time
  * takes the lock exclusively once, later counts take it shared and bump
  * an atomic counter.  When the table is full, new shards are not counted.
+ * Shard ids are per database (each coordinator database has its own
+ * sequence), so the database is part of the key.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,9 +28,16 @@
 
 #define MAX_COUNTED_SHARDS 20000
 
+typedef struct ShardStatsKey
+{
+	int64		shardId;
+	Oid			databaseId;
+	int32		padding;		/* zero: the key is hashed as bytes */
+} ShardStatsKey;
+
 typedef struct ShardStatsEntry
 {
-	int64		shardId;		/* hash key */
+	ShardStatsKey key;			/* hash key */
 	pg_atomic_uint64 queries;
 } ShardStatsEntry;
 
@@ -74,7 +83,7 @@ ShardStatsShmemInit(void)
 		pg_atomic_init_u64(&ShardStats->resetTime, (uint64) GetCurrentTimestamp());
 	}
 	memset(&info, 0, sizeof(info));
-	info.keysize = sizeof(int64);
+	info.keysize = sizeof(ShardStatsKey);
 	info.entrysize = sizeof(ShardStatsEntry);
 	ShardStatsHash = ShmemInitHash("shardext shard stats hash",
 								   MAX_COUNTED_SHARDS, MAX_COUNTED_SHARDS,
@@ -82,17 +91,30 @@ ShardStatsShmemInit(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/* the key of a shard of this database */
+static inline ShardStatsKey
+ShardKey(int64 shardId)
+{
+	ShardStatsKey key;
+
+	memset(&key, 0, sizeof(key));
+	key.shardId = shardId;
+	key.databaseId = MyDatabaseId;
+	return key;
+}
+
 /* CountShardQuery adds one statement to a shard's counter */
 void
 CountShardQuery(int64 shardId)
 {
 	ShardStatsEntry *entry;
+	ShardStatsKey key = ShardKey(shardId);
 	bool		found;
 
 	if (ShardStats == NULL)
 		return;
 	LWLockAcquire(ShardStats->lock, LW_SHARED);
-	entry = hash_search(ShardStatsHash, &shardId, HASH_FIND, NULL);
+	entry = hash_search(ShardStatsHash, &key, HASH_FIND, NULL);
 	if (entry != NULL)
 	{
 		pg_atomic_fetch_add_u64(&entry->queries, 1);
@@ -102,7 +124,7 @@ CountShardQuery(int64 shardId)
 	LWLockRelease(ShardStats->lock);
 
 	LWLockAcquire(ShardStats->lock, LW_EXCLUSIVE);
-	entry = hash_search(ShardStatsHash, &shardId, HASH_ENTER_NULL, &found);
+	entry = hash_search(ShardStatsHash, &key, HASH_ENTER_NULL, &found);
 	if (entry != NULL)
 	{
 		if (!found)
@@ -110,6 +132,27 @@ CountShardQuery(int64 shardId)
 		pg_atomic_fetch_add_u64(&entry->queries, 1);
 	}
 	LWLockRelease(ShardStats->lock);
+}
+
+/*
+ * ShardQueryCount returns the statements counted for a shard since the
+ * last reset (0 when it was not counted); the rebalancer's by_load reads it.
+ */
+int64
+ShardQueryCount(int64 shardId)
+{
+	ShardStatsEntry *entry;
+	ShardStatsKey key = ShardKey(shardId);
+	int64		count = 0;
+
+	if (ShardStats == NULL)
+		return 0;
+	LWLockAcquire(ShardStats->lock, LW_SHARED);
+	entry = hash_search(ShardStatsHash, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		count = (int64) pg_atomic_read_u64(&entry->queries);
+	LWLockRelease(ShardStats->lock);
+	return count;
 }
 
 /* shardext_stat_shards() returns (shard_id, queries, since) for counted shards */
@@ -133,7 +176,9 @@ shardext_stat_shards(PG_FUNCTION_ARGS)
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
-		values[0] = Int64GetDatum(entry->shardId);
+		if (entry->key.databaseId != MyDatabaseId)
+			continue;
+		values[0] = Int64GetDatum(entry->key.shardId);
 		values[1] = Int64GetDatum((int64) pg_atomic_read_u64(&entry->queries));
 		values[2] = TimestampTzGetDatum(since);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -142,7 +187,7 @@ shardext_stat_shards(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* shardext_stat_shards_reset() forgets every counter */
+/* shardext_stat_shards_reset() forgets the counters of this database */
 Datum
 shardext_stat_shards_reset(PG_FUNCTION_ARGS)
 {
@@ -154,7 +199,10 @@ shardext_stat_shards_reset(PG_FUNCTION_ARGS)
 	LWLockAcquire(ShardStats->lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, ShardStatsHash);
 	while ((entry = hash_seq_search(&status)) != NULL)
-		hash_search(ShardStatsHash, &entry->shardId, HASH_REMOVE, NULL);
+	{
+		if (entry->key.databaseId == MyDatabaseId)
+			hash_search(ShardStatsHash, &entry->key, HASH_REMOVE, NULL);
+	}
 	pg_atomic_write_u64(&ShardStats->resetTime, (uint64) GetCurrentTimestamp());
 	LWLockRelease(ShardStats->lock);
 	PG_RETURN_VOID();

@@ -30,6 +30,7 @@
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
 #include "shardext/resource_lock.h"
+#include "shardext/tenant_stats.h"
 
 /* bind parameters one statement may have (the protocol's limit) */
 #define MAX_PARAMS_PER_STATEMENT 65535
@@ -38,7 +39,8 @@
 
 static int64 *SnapshotShardIds(DistTableCacheEntry *entry, int *count);
 static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
-static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor);
+static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
+								Datum *tenantValue, bool *haveTenant);
 static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
 									int first, int count);
 static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
@@ -62,6 +64,8 @@ static RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *tas
 static void NoteRowPositions(DistributedScanState *state, RemoteTask *task,
 							 List *shardRows, int first, int count);
 static void EvaluateInsertRows(DistributedScanState *state, InsertRows *rows);
+static void SampleInsertTenant(DistributedScanState *state, DistTableCacheEntry *entry,
+							   InsertRows *rows);
 static List **RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 									 DistTableCacheEntry **entry);
 static char *BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
@@ -117,9 +121,12 @@ BuildDistributedTasks(DistributedScanState *state)
 	RemoteParams *params;
 	MemoryContext oldContext;
 	ListCell   *cell;
+	Datum		tenantValue = (Datum) 0;
+	bool		haveTenant = false;
 
 	if (state->tasksBuilt)
 		return;
+	state->tenantSample = NULL;
 
 	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
 									   state->batchContext : state->execContext);
@@ -133,9 +140,15 @@ BuildDistributedTasks(DistributedScanState *state)
 
 	if (job->anchor >= 0)
 		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
-	shardIndexes = SelectShardIndexes(state, anchor);
+	shardIndexes = SelectShardIndexes(state, anchor, &tenantValue, &haveTenant);
 	if (job->kind == JOB_MODIFY)
 		shardIndexes = LockShardsToModify(state, shardIndexes, &anchor);
+
+	/* a single-shard statement with a distribution value belongs to a tenant */
+	if (haveTenant && list_length(shardIndexes) == 1 && anchor != NULL &&
+		anchor->method == DISTRIBUTE_BY_HASH && TenantStatsSampleNext())
+		state->tenantSample = TenantSampleBegin(anchor, tenantValue,
+												job->kind != JOB_SELECT || job->locksRows);
 
 	params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
 
@@ -191,7 +204,12 @@ LockShardsToModify(DistributedScanState *state, List *shardIndexes,
 			*anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
 		if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
 			return shardIndexes;
-		shardIndexes = SelectShardIndexes(state, *anchor);
+		{
+			Datum		value;
+			bool		have = false;
+
+			shardIndexes = SelectShardIndexes(state, *anchor, &value, &have);
+		}
 	}
 }
 
@@ -284,10 +302,12 @@ AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
 /*
  * SelectShardIndexes evaluates the pruning values and returns the indexes
  * of the anchor table's shards that can hold matching rows (one index, 0,
- * when only reference tables are involved).
+ * when only reference tables are involved).  *tenantValue gets the first
+ * equality value (valid for this execution), if any (*haveTenant).
  */
 static List *
-SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor)
+SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
+				   Datum *tenantValue, bool *haveTenant)
 {
 	DistributedJob *job = state->job;
 	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
@@ -310,7 +330,14 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor)
 		bool	   *matches = palloc0(sizeof(bool) * anchor->shardCount);
 
 		if (!isnull && lfirst_int(kindCell) == PRUNE_EQUAL)
+		{
 			matches[FindShardForValue(anchor, value)->shardIndex] = true;
+			if (!*haveTenant)
+			{
+				*tenantValue = value;
+				*haveTenant = true;
+			}
+		}
 		else if (!isnull)
 		{
 			ArrayType  *array = DatumGetArrayTypeP(value);
@@ -520,6 +547,10 @@ BuildInsertTasks(DistributedScanState *state)
 
 	EvaluateInsertRows(state, &rows);
 	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry);
+	state->tenantSample = NULL;
+	if (!job->insertFromSubplan && rows.count > 0 && job->insertDistColumn >= 0 &&
+		entry->method == DISTRIBUTE_BY_HASH && TenantStatsSampleNext())
+		SampleInsertTenant(state, entry, &rows);
 	state->insertRowCount = rows.count;
 	state->orderReturning = false;
 	state->orderedRows = NULL;
@@ -554,6 +585,30 @@ BuildInsertTasks(DistributedScanState *state)
 			done += count;
 		}
 	}
+}
+
+/*
+ * SampleInsertTenant samples an INSERT whose rows all have the same hash
+ * of the distribution value, that is, belong to one tenant; an INSERT of
+ * several tenants is not attributed.
+ */
+static void
+SampleInsertTenant(DistributedScanState *state, DistTableCacheEntry *entry, InsertRows *rows)
+{
+	int			column = state->job->insertDistColumn;
+	Datum		first = rows->values[column];
+
+	if (rows->count > 1)
+	{
+		int32		hash = HashDistributionValue(entry, first);
+
+		for (int r = 1; r < rows->count; r++)
+		{
+			if (HashDistributionValue(entry, rows->values[r * rows->columns + column]) != hash)
+				return;
+		}
+	}
+	state->tenantSample = TenantSampleBegin(entry, first, true);
 }
 
 /*

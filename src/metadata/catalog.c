@@ -392,17 +392,68 @@ DeleteShard(int64 shardId)
 	InvalidateDistTableCache(isnull ? InvalidOid : DatumGetObjectId(relid));
 }
 
-/* IncrementColocationShardCount: a split added a shard to every table of a group */
+/*
+ * IncrementColocationShardCount: a split added shards (added to every table)
+ * to a group
+ */
 void
-IncrementColocationShardCount(int32 colocationId)
+IncrementColocationShardCount(int32 colocationId, int added)
 {
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(colocationId)};
+	Oid			argtypes[2] = {INT4OID, INT4OID};
+	Datum		values[2] = {Int32GetDatum(colocationId), Int32GetDatum(added)};
 
-	RunCatalogSPI("UPDATE shardext.colocation SET shard_count = shard_count + 1 "
+	RunCatalogSPI("UPDATE shardext.colocation SET shard_count = shard_count + $2 "
 				  "WHERE colocationid = $1",
-				  1, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+				  2, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
 	InvalidateDistTableCache(InvalidOid);
+}
+
+/*
+ * ReadSplitPoints fills move->pieces from the split_points of its record
+ * (the last hash value of each piece but the last), or from split_point
+ * (two halves) when it has none, which is how records written before
+ * split_points existed look; read inside ReadRunningMoveRecord's SPI
+ * connection, after the split's other columns.  The pieces' outer bounds
+ * are the shard's, filled in when the shard is switched.
+ */
+static void
+ReadSplitPoints(MoveRecord *move, MemoryContext callerContext)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(move->moveId)};
+	bool		isnull = true;
+	Datum	   *points;
+	int			count = 0;
+
+	if (SPI_execute_with_args("SELECT split_points FROM shardext.move WHERE move_id = $1",
+							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the split points of move " INT64_FORMAT, move->moveId);
+	memset(&move->pieces, 0, sizeof(SplitPieces));
+	if (SPI_processed == 1)
+	{
+		Datum		value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										  &isnull);
+
+		MemoryContextSwitchTo(callerContext);
+		if (!isnull)
+			deconstruct_array(DatumGetArrayTypePCopy(value), INT4OID, 4, true, TYPALIGN_INT,
+							  &points, NULL, &count);
+	}
+	if (isnull)
+	{
+		move->pieces.count = 2;
+		move->pieces.hashMax[0] = move->splitPoint;
+	}
+	else
+	{
+		if (count < 1 || count >= MAX_SPLIT_PIECES)
+			elog(ERROR, "move " INT64_FORMAT " has %d split points", move->moveId, count);
+		move->pieces.count = count + 1;
+		for (int i = 0; i < count; i++)
+			move->pieces.hashMax[i] = DatumGetInt32(points[i]);
+	}
+	for (int i = 1; i < move->pieces.count; i++)
+		move->pieces.hashMin[i] = move->pieces.hashMax[i - 1] + 1;
 }
 
 /*
@@ -455,7 +506,8 @@ ReadRunningMoveRecord(int64 moveId, MoveRecord *move)
 			deconstruct_array(DatumGetArrayTypePCopy(SPI_getbinval(tuple, desc, 6, &isnull)),
 							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &move->newShardIds,
 							  NULL, &newCount);
-			if (newCount != 2 * move->shardCount)
+			ReadSplitPoints(move, callerContext);
+			if (newCount != move->pieces.count * move->shardCount)
 				elog(ERROR, "move " INT64_FORMAT " has %d new shards for %d shards", moveId,
 					 newCount, move->shardCount);
 		}

@@ -444,7 +444,7 @@ MoveVerify(ShardMoveState *state, bool writesBlocked)
 			CompareChecksums(state, query, query, shard->shardName);
 			continue;
 		}
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			int32		lo;
 			int32		hi;

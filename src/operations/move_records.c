@@ -82,22 +82,33 @@ ShardIdArray(ShardMoveState *state)
 	return Int64ArrayLiteral(ids, list_length(state->shards));
 }
 
-/* the new shard ids of a split: lower halves, then upper halves */
+/* the new shard ids of a split: first pieces, then second pieces, ... */
 static char *
 NewShardIdArray(ShardMoveState *state)
 {
 	int			count = list_length(state->shards);
-	int64	   *ids = palloc(sizeof(int64) * 2 * count);
+	int64	   *ids = palloc(sizeof(int64) * state->pieces.count * count);
 	ListCell   *cell;
 
 	foreach(cell, state->shards)
 	{
 		MoveShard  *shard = lfirst(cell);
 
-		ids[foreach_current_index(cell)] = shard->childIds[0];
-		ids[count + foreach_current_index(cell)] = shard->childIds[1];
+		for (int piece = 0; piece < state->pieces.count; piece++)
+			ids[piece * count + foreach_current_index(cell)] = shard->childIds[piece];
 	}
-	return Int64ArrayLiteral(ids, 2 * count);
+	return Int64ArrayLiteral(ids, state->pieces.count * count);
+}
+
+/* where a split cuts: the last hash value of each piece but the last */
+static char *
+SplitPointArray(ShardMoveState *state)
+{
+	int64		points[MAX_SPLIT_PIECES];
+
+	for (int piece = 0; piece < state->pieces.count - 1; piece++)
+		points[piece] = state->pieces.hashMax[piece];
+	return Int64ArrayLiteral(points, state->pieces.count - 1);
 }
 
 /*
@@ -110,7 +121,7 @@ NewShardIdArray(ShardMoveState *state)
 int64
 InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *status)
 {
-	const char *params[14];
+	const char *params[15];
 	char	   *value;
 	bool		split = state->operation == MOVE_OPERATION_SPLIT;
 
@@ -128,16 +139,18 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 	params[11] = psprintf("%d", MyProcPid);
 	params[12] = timestamptz_to_str(MyStartTimestamp);
 	params[13] = psprintf(INT64_FORMAT, state->totalBytes);
+	params[14] = split ? SplitPointArray(state) : NULL;
 
+	/* split_points only for splits: moves also work before the 1.1 catalog */
 	value = ExecuteRemoteScalar(local,
-								"WITH id AS (SELECT coalesce($1::int8, "
+								psprintf("WITH id AS (SELECT coalesce($1::int8, "
 								"              pg_catalog.nextval('shardext.move_move_id_seq')) AS v), "
 								"upd AS (UPDATE shardext.move m SET operation = $3, mode = $4, "
 								"          relid = $5::oid, shard_ids = $6::int8[], source_node_id = $7::int4, "
 								"          target_node_id = $8::int4, split_point = $9::int4, "
 								"          new_shard_ids = $10::int8[], status = $11, "
 								"          owner_pid = $12::int4, owner_start = $13::timestamptz, "
-								"          total_bytes = $14::int8, "
+								"          total_bytes = $14::int8%s, "
 								"          started_at = CASE WHEN $11 = 'running' THEN now() END, "
 								"          phase = CASE WHEN $11 = 'running' THEN 'setting up' END, "
 								"          phase_started_at = CASE WHEN $11 = 'running' THEN now() END "
@@ -145,16 +158,19 @@ InsertMoveRecord(NodeConnection *local, ShardMoveState *state, const char *statu
 								"ins AS (INSERT INTO shardext.move (move_id, job_id, operation, mode, relid, "
 								"          shard_ids, source_node_id, target_node_id, split_point, "
 								"          new_shard_ids, status, owner_pid, owner_start, total_bytes, "
-								"          started_at, phase, phase_started_at) "
+								"          started_at, phase, phase_started_at%s) "
 								"        SELECT v, coalesce($2::int8, v), $3, $4, $5::oid, $6::int8[], "
 								"          $7::int4, $8::int4, $9::int4, $10::int8[], $11, $12::int4, "
 								"          $13::timestamptz, $14::int8, "
 								"          CASE WHEN $11 = 'running' THEN now() END, "
 								"          CASE WHEN $11 = 'running' THEN 'setting up' END, "
-								"          CASE WHEN $11 = 'running' THEN now() END "
+								"          CASE WHEN $11 = 'running' THEN now() END%s "
 								"        FROM id WHERE NOT EXISTS (SELECT 1 FROM upd) RETURNING move_id) "
 								"SELECT move_id FROM upd UNION ALL SELECT move_id FROM ins",
-								14, params);
+										 split ? ", split_points = $15::int4[]" : "",
+										 split ? ", split_points" : "",
+										 split ? ", $15::int4[]" : ""),
+								split ? 15 : 14, params);
 	if (value == NULL)
 		elog(ERROR, "could not record the move");
 	return pg_strtoint64(value);

@@ -36,15 +36,16 @@
 static void CopyOneTable(ShardMoveState *state, const char *copyOut, const char *copyIn);
 static void CountCopiedRow(void *arg, int length);
 static char *SubscriptionConninfo(ShardMoveState *state);
+static void AppendSplitMapEntry(ShardMoveState *state, MoveShard *shard, StringInfo map);
 static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
 static char *MoveCreateSlotSnapshot(ShardMoveState *state);
 
-/* SplitHalfRange returns the hash range of the lower (0) or upper (1) half */
+/* SplitHalfRange returns the hash range of a piece of a split (0: the first) */
 void
 SplitHalfRange(ShardMoveState *state, int half, int32 *lo, int32 *hi)
 {
-	*lo = half == 0 ? state->hashMin : state->splitPoint + 1;
-	*hi = half == 0 ? state->splitPoint : state->hashMax;
+	*lo = state->pieces.hashMin[half];
+	*hi = state->pieces.hashMax[half];
 }
 
 /* BareColumnList is the shard's column list without its parentheses */
@@ -102,7 +103,7 @@ MoveSetUpSource(ShardMoveState *state)
 			continue;
 		}
 
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			StringInfoData create;
 
@@ -172,7 +173,7 @@ MoveSetUpTarget(ShardMoveState *state)
 																	 shard->shardId));
 			continue;
 		}
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			AddCleanupRecord(state, state->target.nodeId, "table", shard->childNames[half],
 							 shard->childIds[half], NULL, "on_failure");
@@ -294,7 +295,7 @@ MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 						 psprintf("COPY %s %s FROM STDIN", shard->shardName, shard->columnList));
 			continue;
 		}
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			int32		lo;
 			int32		hi;
@@ -362,7 +363,7 @@ MoveBuildIndexes(ShardMoveState *state)
 		{
 			MoveShard  *shard = lfirst(cell);
 
-			for (int half = 0; half < (split ? 2 : 1); half++)
+			for (int half = 0; half < (split ? state->pieces.count : 1); half++)
 			{
 				int64		shardId = split ? shard->childIds[half] : shard->shardId;
 				SplitHalfLookup lookup = {state, half};
@@ -400,6 +401,38 @@ AppendConninfoValue(StringInfo buf, const char *keyword, const char *value)
 }
 
 /*
+ * AppendSplitMapEntry appends the split_map entry of one shard of a split
+ * (see split_decoder.c): the source's OID and distribution column number,
+ * then each piece's OID and hash range, looked up on the source.
+ */
+static void
+AppendSplitMapEntry(ShardMoveState *state, MoveShard *shard, StringInfo map)
+{
+	const char *params[2] = {shard->shardName, shard->distColumnName};
+	char	   *value;
+
+	value = ExecuteRemoteScalar(state->sourceConn,
+								"SELECT pg_catalog.format('%s:%s', $1::regclass::oid, "
+								"(SELECT attnum FROM pg_catalog.pg_attribute "
+								"  WHERE attrelid = $1::regclass AND attname = $2 AND NOT attisdropped))",
+								2, params);
+	if (value == NULL || strstr(value, "::") != NULL || value[strlen(value) - 1] == ':')
+		elog(ERROR, "could not map the pieces of shard " INT64_FORMAT, shard->shardId);
+	appendStringInfo(map, "%s%s", map->len > 0 ? ";" : "", value);
+	for (int piece = 0; piece < state->pieces.count; piece++)
+	{
+		const char *pieceParams[1] = {shard->childNames[piece]};
+
+		value = ExecuteRemoteScalar(state->sourceConn, "SELECT $1::regclass::oid", 1,
+									pieceParams);
+		if (value == NULL)
+			elog(ERROR, "could not map the pieces of shard " INT64_FORMAT, shard->shardId);
+		appendStringInfo(map, ":%s:%d:%d", value, state->pieces.hashMin[piece],
+						 state->pieces.hashMax[piece]);
+	}
+}
+
+/*
  * SubscriptionConninfo is how the target connects to the source: the
  * node's registered address, our database and user, shardext.node_conninfo,
  * and for splits the map of the halves for the output plugin.
@@ -422,41 +455,10 @@ SubscriptionConninfo(ShardMoveState *state)
 		StringInfoData map;
 		ListCell   *cell;
 
-		/* source:attnum:lower:lo:hi:upper:lo:hi;... in relation OIDs of the source */
+		/* source:attnum:piece:lo:hi[:piece:lo:hi]...;... in relation OIDs of the source */
 		initStringInfo(&map);
 		foreach(cell, state->shards)
-		{
-			MoveShard  *shard = lfirst(cell);
-			const char *params[4];
-			char	   *oids;
-
-			params[0] = shard->shardName;
-			params[1] = shard->childNames[0];
-			params[2] = shard->childNames[1];
-			params[3] = shard->distColumnName;
-			oids = ExecuteRemoteScalar(state->sourceConn,
-									   "SELECT pg_catalog.format('%s:%s:%s:%s', $1::regclass::oid, "
-									   "(SELECT attnum FROM pg_catalog.pg_attribute "
-									   "  WHERE attrelid = $1::regclass AND attname = $4 AND NOT attisdropped), "
-									   "$2::regclass::oid, $3::regclass::oid)",
-									   4, params);
-			if (oids == NULL)
-				elog(ERROR, "could not map the halves of shard " INT64_FORMAT, shard->shardId);
-			{
-				char	   *parts[4];
-				char	   *copy = pstrdup(oids);
-
-				parts[0] = strtok(copy, ":");
-				parts[1] = strtok(NULL, ":");
-				parts[2] = strtok(NULL, ":");
-				parts[3] = strtok(NULL, ":");
-				if (parts[3] == NULL)
-					elog(ERROR, "could not map the halves of shard " INT64_FORMAT, shard->shardId);
-				appendStringInfo(&map, "%s%s:%s:%s:%d:%d:%s:%d:%d", map.len > 0 ? ";" : "",
-								 parts[0], parts[1], parts[2], state->hashMin, state->splitPoint,
-								 parts[3], state->splitPoint + 1, state->hashMax);
-			}
-		}
+			AppendSplitMapEntry(state, lfirst(cell), &map);
 		AppendConninfoValue(&buf, "options",
 							psprintf("-c shardext.split_map=%s%s%s", map.data,
 									 state->pluginLibraries ? " -c output_plugin_libraries=" : "",

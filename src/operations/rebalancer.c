@@ -9,11 +9,19 @@
  * The unit is a shard group (the co-located shards of one hash range).
  * by_shard_count balances the groups of each colocation group on its own,
  * so every table stays spread evenly; by_disk_size balances the bytes of all
- * groups together.  Both move a group from the node furthest above its
+ * groups together; by_load balances the statements routed to the groups
+ * since the last shardext_stat_shards_reset() (shardext.stat_shards of this
+ * coordinator), all groups together.  Each moves a group from the node furthest above its
  * share to the node furthest below, only while that strictly reduces the
  * imbalance (sum of squared differences from the shares).  Nodes above
  * their share only give and nodes below only receive, so after a node is
  * added the plan moves groups onto it and none between the old nodes.
+ *
+ * The shard group of an isolated tenant (hash_min = hash_max, see
+ * shardext_isolate_tenant) counts towards its node's load but stays where
+ * it is, unless shardext.rebalance_isolated_tenants is on or its node is
+ * drained.  Each planned move carries the load (in the strategy's unit) of
+ * its source and target before and after it.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +37,8 @@
 
 #include "shardext/array_literal.h"
 #include "shardext/connection.h"
+#include "shardext/distributed_plan.h"
+#include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
@@ -44,8 +54,12 @@ PG_FUNCTION_INFO_V1(shardext_drain_node);
 typedef enum RebalanceStrategy
 {
 	REBALANCE_BY_SHARD_COUNT,
-	REBALANCE_BY_DISK_SIZE
+	REBALANCE_BY_DISK_SIZE,
+	REBALANCE_BY_LOAD
 } RebalanceStrategy;
+
+/* columns of shardext_rebalance_plan(): 8 in 1.0, 13 since 1.1 */
+#define REBALANCE_PLAN_COLUMNS 13
 
 /* one shard group, named by the shard of its first table */
 typedef struct ShardGroupInfo
@@ -56,6 +70,8 @@ typedef struct ShardGroupInfo
 	int			colocatedCount;
 	int32		nodeId;			/* where it is (or would be, while planning) */
 	int64		bytes;
+	double		statements;		/* counted in shardext.stat_shards */
+	bool		isolated;		/* a single hash value: an isolated tenant */
 	List	   *shardNames;		/* quoted, qualified names on the node */
 } ShardGroupInfo;
 
@@ -64,6 +80,11 @@ typedef struct PlannedMove
 	ShardGroupInfo *group;
 	int32		sourceNodeId;
 	int32		targetNodeId;
+	double		measure;		/* the group's load in the strategy's unit */
+	double		sourceBefore;	/* loads of source and target, before and after */
+	double		sourceAfter;
+	double		targetBefore;
+	double		targetAfter;
 } PlannedMove;
 
 /* a node while planning */
@@ -80,7 +101,7 @@ static List *CollectShardGroups(void);
 static void MeasureShardGroups(List *groups);
 static List *PlanRebalance(RebalanceStrategy strategy, int32 drainNodeId, List **groupsOut);
 static void PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount,
-								bool byBytes, int32 drainNodeId, List **moves);
+								RebalanceStrategy strategy, int32 drainNodeId, List **moves);
 static int	ExecutePlan(NodeConnection *local, List *plan, MoveMode mode);
 
 static RebalanceStrategy
@@ -90,10 +111,12 @@ ParseStrategy(const char *strategy)
 		return REBALANCE_BY_SHARD_COUNT;
 	if (strcmp(strategy, "by_disk_size") == 0)
 		return REBALANCE_BY_DISK_SIZE;
+	if (strcmp(strategy, "by_load") == 0)
+		return REBALANCE_BY_LOAD;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid rebalance strategy \"%s\"", strategy),
-			 errhint("Use 'by_shard_count' or 'by_disk_size'.")));
+			 errhint("Use 'by_shard_count', 'by_disk_size' or 'by_load'.")));
 	return REBALANCE_BY_SHARD_COUNT;	/* keep compiler quiet */
 }
 
@@ -133,6 +156,7 @@ CollectShardGroups(void)
 			group->relid = entry->relid;
 			group->colocationId = entry->colocationId;
 			group->nodeId = shard->placementNodeIds[0];
+			group->isolated = shard->hashMin == shard->hashMax;
 			foreach(tableCell, tables)
 			{
 				Oid			relid = lfirst_oid(tableCell);
@@ -146,6 +170,7 @@ CollectShardGroups(void)
 						group->shardNames = lappend(group->shardNames,
 													QualifiedShardName(relid,
 																	   other->shards[j].shardId));
+						group->statements += (double) ShardQueryCount(other->shards[j].shardId);
 						group->colocatedCount++;
 					}
 				}
@@ -261,17 +286,72 @@ LeastLoaded(NodeShare *nodes, int nodeCount)
 	return best;
 }
 
+/* GroupMeasure is a shard group's load in the unit of the strategy */
+static double
+GroupMeasure(ShardGroupInfo *group, RebalanceStrategy strategy)
+{
+	if (strategy == REBALANCE_BY_DISK_SIZE)
+		return (double) group->bytes;
+	if (strategy == REBALANCE_BY_LOAD)
+		return group->statements;
+	return 1.0;
+}
+
+/*
+ * GroupStays: the group of an isolated tenant keeps its node unless asked
+ * (shardext.rebalance_isolated_tenants) or its node is being drained.
+ */
+static bool
+GroupStays(ShardGroupInfo *group, int32 drainNodeId)
+{
+	return group->isolated && !ShardextRebalanceIsolatedTenants &&
+		group->nodeId != drainNodeId;
+}
+
+/*
+ * ChooseGroup picks the group to move from node from: when draining or
+ * counting groups, the smallest; by bytes or load, the one whose measure is
+ * closest to half the gap (and smaller than the gap), or NULL.
+ */
+static ShardGroupInfo *
+ChooseGroup(List *groups, int32 fromNodeId, RebalanceStrategy strategy, bool draining,
+			int32 drainNodeId, double gap)
+{
+	ShardGroupInfo *chosen = NULL;
+	ListCell   *cell;
+
+	foreach(cell, groups)
+	{
+		ShardGroupInfo *group = lfirst(cell);
+		double		measure = GroupMeasure(group, strategy);
+
+		if (group->nodeId != fromNodeId || GroupStays(group, drainNodeId))
+			continue;
+		if (strategy != REBALANCE_BY_SHARD_COUNT && !draining)
+		{
+			if (measure <= 0 || measure >= gap)
+				continue;
+			if (chosen == NULL ||
+				fabs(measure - gap / 2) < fabs(GroupMeasure(chosen, strategy) - gap / 2))
+				chosen = group;
+		}
+		else if (chosen == NULL || group->bytes < chosen->bytes)
+			chosen = group;
+	}
+	return chosen;
+}
+
 /*
  * PlanColocationGroup plans the moves among groups (all of one colocation
- * group, or all groups for by_disk_size), appending PlannedMoves to
- * *moves.  A drained node gives away every group; otherwise a group moves
- * from the most to the least loaded node while that strictly reduces the
- * sum of squared differences from the shares: by count, when their
- * differences are more than one group apart; by bytes, for the group whose
- * size is closest to half the gap (and smaller than the gap).
+ * group, or all groups for by_disk_size and by_load), appending
+ * PlannedMoves to *moves.  A drained node gives away every group;
+ * otherwise a group moves from the most to the least loaded node while
+ * that strictly reduces the sum of squared differences from the shares: by
+ * count, when their differences are more than one group apart; by bytes or
+ * load, for the group closest to half the gap (see ChooseGroup).
  */
 static void
-PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount, bool byBytes,
+PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount, RebalanceStrategy strategy,
 					int32 drainNodeId, List **moves)
 {
 	int		   *groupCounts = palloc0(sizeof(int) * nodeCount);
@@ -295,9 +375,10 @@ PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount, bool byBytes,
 				continue;
 			if (!nodes[i].receives && group->nodeId != drainNodeId)
 				break;			/* on an inactive node: it stays where it is */
-			nodes[i].load += byBytes ? (double) group->bytes : 1.0;
-			groupCounts[i]++;
-			total += byBytes ? (double) group->bytes : 1.0;
+			nodes[i].load += GroupMeasure(group, strategy);
+			if (!GroupStays(group, drainNodeId))
+				groupCounts[i]++;
+			total += GroupMeasure(group, strategy);
 		}
 	}
 	if (totalWeight <= 0)
@@ -311,7 +392,8 @@ PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount, bool byBytes,
 		int			to = LeastLoaded(nodes, nodeCount);
 		bool		draining;
 		double		gap;
-		ShardGroupInfo *chosen = NULL;
+		double		measure;
+		ShardGroupInfo *chosen;
 		PlannedMove *move;
 
 		if (from < 0 || to < 0 || from == to)
@@ -321,35 +403,27 @@ PlanColocationGroup(List *groups, NodeShare *nodes, int nodeCount, bool byBytes,
 			break;				/* a drain moves nothing else */
 		gap = (nodes[from].load - nodes[from].share) - (nodes[to].load - nodes[to].share);
 
-		foreach(cell, groups)
-		{
-			ShardGroupInfo *group = lfirst(cell);
-
-			if (group->nodeId != nodes[from].node->nodeId)
-				continue;
-			if (byBytes && !draining)
-			{
-				if (group->bytes <= 0 || (double) group->bytes >= gap)
-					continue;
-				if (chosen == NULL ||
-					fabs((double) group->bytes - gap / 2) < fabs((double) chosen->bytes - gap / 2))
-					chosen = group;
-			}
-			else if (chosen == NULL || group->bytes < chosen->bytes)
-				chosen = group;
-		}
-		if (chosen == NULL || (!draining && !byBytes && gap <= 1.0 + 1e-9))
+		chosen = ChooseGroup(groups, nodes[from].node->nodeId, strategy, draining,
+							 drainNodeId, gap);
+		if (chosen == NULL ||
+			(!draining && strategy == REBALANCE_BY_SHARD_COUNT && gap <= 1.0 + 1e-9))
 			break;
+		measure = GroupMeasure(chosen, strategy);
 
 		move = palloc0(sizeof(PlannedMove));
 		move->group = chosen;
 		move->sourceNodeId = chosen->nodeId;
 		move->targetNodeId = nodes[to].node->nodeId;
+		move->measure = measure;
+		move->sourceBefore = nodes[from].load;
+		move->targetBefore = nodes[to].load;
 		*moves = lappend(*moves, move);
 
 		chosen->nodeId = nodes[to].node->nodeId;
-		nodes[from].load -= byBytes ? (double) chosen->bytes : 1.0;
-		nodes[to].load += byBytes ? (double) chosen->bytes : 1.0;
+		nodes[from].load -= measure;
+		nodes[to].load += measure;
+		move->sourceAfter = nodes[from].load;
+		move->targetAfter = nodes[to].load;
 		groupCounts[from]--;
 		groupCounts[to]++;
 	}
@@ -392,8 +466,8 @@ PlanRebalance(RebalanceStrategy strategy, int32 drainNodeId, List **groupsOut)
 	foreach(cell, groups)
 		sourcePositions = lappend_int(sourcePositions, ((ShardGroupInfo *) lfirst(cell))->nodeId);
 
-	if (strategy == REBALANCE_BY_DISK_SIZE && drainNodeId == 0)
-		PlanColocationGroup(groups, nodes, nodeCount, true, drainNodeId, &moves);
+	if (strategy != REBALANCE_BY_SHARD_COUNT && drainNodeId == 0)
+		PlanColocationGroup(groups, nodes, nodeCount, strategy, drainNodeId, &moves);
 	else
 	{
 		List	   *colocations = NIL;
@@ -418,7 +492,8 @@ PlanRebalance(RebalanceStrategy strategy, int32 drainNodeId, List **groupsOut)
 				if (group->colocationId == colocationId)
 					members = lappend(members, group);
 			}
-			PlanColocationGroup(members, nodes, nodeCount, false, drainNodeId, &moves);
+			PlanColocationGroup(members, nodes, nodeCount, REBALANCE_BY_SHARD_COUNT,
+								drainNodeId, &moves);
 		}
 	}
 
@@ -449,8 +524,8 @@ shardext_rebalance_plan(PG_FUNCTION_ARGS)
 	foreach(cell, plan)
 	{
 		PlannedMove *move = lfirst(cell);
-		Datum		values[8];
-		bool		nulls[8] = {false};
+		Datum		values[REBALANCE_PLAN_COLUMNS];
+		bool		nulls[REBALANCE_PLAN_COLUMNS] = {false};
 
 		values[0] = Int64GetDatum(move->group->shardId);
 		values[1] = Int32GetDatum(move->sourceNodeId);
@@ -460,6 +535,15 @@ shardext_rebalance_plan(PG_FUNCTION_ARGS)
 		values[5] = ObjectIdGetDatum(move->group->relid);
 		values[6] = Int32GetDatum(move->group->colocatedCount);
 		values[7] = Int64GetDatum(move->group->bytes);
+		values[8] = Float8GetDatum(move->measure);
+		values[9] = Float8GetDatum(move->sourceBefore);
+		values[10] = Float8GetDatum(move->sourceAfter);
+		values[11] = Float8GetDatum(move->targetBefore);
+		values[12] = Float8GetDatum(move->targetAfter);
+		/* the 1.0 declaration has the first 8 columns only */
+		if (rsinfo->setDesc->natts != 8 && rsinfo->setDesc->natts != REBALANCE_PLAN_COLUMNS)
+			elog(ERROR, "shardext_rebalance_plan() is declared with %d columns",
+				 rsinfo->setDesc->natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -71,6 +71,7 @@ static void CloseMoveConnections(ShardMoveState *state, bool cancel);
 static void CommitMovedPlacements(int64 moveId);
 static int32 SwitchMovedShard(MoveRecord *move, int i);
 static char *MoveObjectName(int64 moveId);
+static void SetSplitPieces(ShardMoveState *state, int64 shardId, const SplitPieces *pieces);
 
 /*
  * shardext_move_shard(shard_id bigint, target_node_id int, mode text)
@@ -92,7 +93,7 @@ shardext_move_shard(PG_FUNCTION_ARGS)
 	CheckTargetNodeIdArgument(targetNodeId);
 
 	(void) RunSingleShardMove("shardext_move_shard", shardId, targetNodeId, mode,
-							  MOVE_OPERATION_MOVE);
+							  MOVE_OPERATION_MOVE, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -115,18 +116,21 @@ CheckTargetNodeIdArgument(int32 targetNodeId)
  * shardext_split_shard() do once their arguments are read: check the
  * caller, prepare the move (or split) of the shard's group, and run it over
  * a loopback connection of its own, after cleaning up what earlier moves
- * left.  function is the caller's SQL name, for messages.  Returns the
- * state of the finished move.
+ * left.  function is the caller's SQL name, for messages.  A split makes
+ * the given pieces, or halves when pieces is NULL.  Returns the state of
+ * the finished move.
  */
 ShardMoveState *
 RunSingleShardMove(const char *function, int64 shardId, int32 targetNodeId,
-				   MoveMode mode, MoveOperation operation)
+				   MoveMode mode, MoveOperation operation, const SplitPieces *pieces)
 {
 	NodeConnection *local;
 	ShardMoveState *state;
 
 	EnsureAdminAndShardext(function);
 	state = PrepareShardMove(shardId, targetNodeId, mode, operation, 0, 0);
+	if (pieces != NULL)
+		SetSplitPieces(state, shardId, pieces);
 	EnsureOutsideTransactionBlock(function);
 
 	local = OpenLoopbackConnection(true);
@@ -352,6 +356,11 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 							"single value", shardId)));
 		state->splitPoint = (int32) ((int64) state->hashMin +
 									 ((int64) state->hashMax - (int64) state->hashMin) / 2);
+		state->pieces.count = 2;
+		state->pieces.hashMin[0] = state->hashMin;
+		state->pieces.hashMax[0] = state->splitPoint;
+		state->pieces.hashMin[1] = state->splitPoint + 1;
+		state->pieces.hashMax[1] = state->hashMax;
 	}
 
 	state->description = psprintf("shard %s%s", ShardTableName(first->relid, first->shardId),
@@ -361,6 +370,35 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 										   list_length(state->shards) == 2 ? "" : "s"));
 
 	return state;
+}
+
+/*
+ * SetSplitPieces replaces the halves of a prepared split by the given
+ * pieces, which must cover the shard's range (as it is under the lock)
+ * exactly, in order.
+ */
+static void
+SetSplitPieces(ShardMoveState *state, int64 shardId, const SplitPieces *pieces)
+{
+	bool		valid = state->operation == MOVE_OPERATION_SPLIT &&
+		pieces->count >= 2 && pieces->count <= MAX_SPLIT_PIECES &&
+		pieces->hashMin[0] == state->hashMin &&
+		pieces->hashMax[pieces->count - 1] == state->hashMax;
+
+	for (int i = 0; valid && i < pieces->count; i++)
+	{
+		valid = pieces->hashMin[i] <= pieces->hashMax[i];
+		if (valid && i > 0)
+			valid = (int64) pieces->hashMin[i] == (int64) pieces->hashMax[i - 1] + 1;
+	}
+	if (!valid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the hash range of shard " INT64_FORMAT " changed", shardId),
+				 errdetail("A concurrent split changed the shard."),
+				 errhint("Try again.")));
+	state->pieces = *pieces;
+	state->splitPoint = pieces->hashMax[0];
 }
 
 /*
@@ -598,7 +636,7 @@ AssignSplitShardIds(ShardMoveState *state)
 	{
 		MoveShard  *moveShard = lfirst(cell);
 
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < state->pieces.count; half++)
 		{
 			moveShard->childIds[half] = NextShardId();
 			moveShard->childNames[half] = QualifiedShardName(moveShard->relid,
@@ -862,9 +900,10 @@ CommitMovedPlacements(int64 moveId)
 		colocationId = SwitchMovedShard(&move, i);
 
 	if (move.split)
-		IncrementColocationShardCount(colocationId);
+		IncrementColocationShardCount(colocationId, move.pieces.count - 1);
 	MarkMoveSwitched(moveId);
 }
+
 
 /*
  * SwitchMovedShard switches the i-th shard of a move in the catalog: its
@@ -904,16 +943,25 @@ SwitchMovedShard(MoveRecord *move, int i)
 	}
 	else
 	{
-		int32		hashMin = shard->hashMin;
-		int32		hashMax = shard->hashMax;
-		int64		lower = DatumGetInt64(move->newShardIds[i]);
-		int64		upper = DatumGetInt64(move->newShardIds[move->shardCount + i]);
+		int			last = move->pieces.count - 1;
 
+		if (move->pieces.hashMax[last - 1] < shard->hashMin ||
+			move->pieces.hashMax[last - 1] >= shard->hashMax)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("shard " INT64_FORMAT " no longer has the range the split cuts",
+							shardId)));
+		move->pieces.hashMin[0] = shard->hashMin;
+		move->pieces.hashMax[last] = shard->hashMax;
 		DeleteShard(shardId);
-		InsertShard(lower, relid, true, hashMin, move->splitPoint);
-		InsertPlacement(lower, move->targetNodeId);
-		InsertShard(upper, relid, true, move->splitPoint + 1, hashMax);
-		InsertPlacement(upper, move->targetNodeId);
+		for (int piece = 0; piece <= last; piece++)
+		{
+			int64		newId = DatumGetInt64(move->newShardIds[piece * move->shardCount + i]);
+
+			InsertShard(newId, relid, true, move->pieces.hashMin[piece],
+						move->pieces.hashMax[piece]);
+			InsertPlacement(newId, move->targetNodeId);
+		}
 		InvalidateDistTableCache(relid);
 	}
 

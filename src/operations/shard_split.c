@@ -51,7 +51,7 @@ shardext_split_shard(PG_FUNCTION_ARGS)
 	}
 
 	state = RunSingleShardMove("shardext_split_shard", shardId, targetNodeId,
-							   MOVE_MODE_ONLINE, MOVE_OPERATION_SPLIT);
+							   MOVE_MODE_ONLINE, MOVE_OPERATION_SPLIT, NULL);
 
 	foreach(cell, state->shards)
 	{

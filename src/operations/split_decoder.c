@@ -20,7 +20,8 @@
  *
  * The map comes from the setting shardext.split_map, which the split puts
  * in its subscription's connection options, in relation OIDs of the source:
- *	 source:distattnum:lower:lo:hi:upper:lo:hi[;...]
+ *	 source:distattnum:piece:lo:hi:piece:lo:hi[:piece:lo:hi][;...]
+ * (two halves, or three pieces when a tenant is isolated).
  *
  *-------------------------------------------------------------------------
  */
@@ -42,6 +43,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/guc.h"
+#include "shardext/shard_move.h"
 
 typedef struct SplitHalf
 {
@@ -59,7 +61,8 @@ typedef struct SplitSource
 	bool		hashReady;
 	FmgrInfo	hashFunc;
 	Oid			collation;
-	SplitHalf	halves[2];
+	int			pieceCount;
+	SplitHalf	halves[MAX_SPLIT_PIECES];
 } SplitSource;
 
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
@@ -90,6 +93,7 @@ static void RouteTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 						  int nrelations, Relation relations[], ReorderBufferChange *change,
 						  LogicalDecodeTruncateCB callback);
 static void ParseSplitMap(void);
+static void ParseSplitMapEntry(char *entry);
 
 /*
  * _PG_output_plugin_init: pgoutput's callbacks, with the change and
@@ -133,6 +137,60 @@ SplitDecoderStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options, b
 	ParseSplitMap();
 }
 
+/*
+ * ParseSplitMapEntry adds one source shard of shardext.split_map to
+ * splitSources: source:distattnum, then two or three piece:lo:hi.
+ */
+static void
+ParseSplitMapEntry(char *entry)
+{
+	char	   *copy = pstrdup(entry);
+	char	   *save = NULL;
+	long		fields[2 + 3 * MAX_SPLIT_PIECES];
+	int			count = 0;
+	SplitSource *split;
+	Oid			source;
+	bool		found;
+
+	for (char *field = strtok_r(copy, ":", &save); field != NULL;
+		 field = strtok_r(NULL, ":", &save))
+	{
+		char	   *end;
+
+		if (count == lengthof(fields))
+		{
+			count++;			/* too many fields */
+			break;
+		}
+		errno = 0;
+		fields[count] = strtol(field, &end, 10);
+		if (*end != '\0' || end == field || errno != 0)
+		{
+			count = lengthof(fields) + 1;
+			break;
+		}
+		count++;
+	}
+	if (count > lengthof(fields) || count < 2 + 3 * 2 || (count - 2) % 3 != 0 ||
+		fields[1] <= 0 || fields[1] > MaxAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid entry \"%s\" in shardext.split_map", entry)));
+
+	source = (Oid) fields[0];
+	split = hash_search(splitSources, &source, HASH_ENTER, &found);
+	memset(((char *) split) + sizeof(Oid), 0, sizeof(SplitSource) - sizeof(Oid));
+	split->distAttnum = (AttrNumber) fields[1];
+	split->pieceCount = (count - 2) / 3;
+	for (int i = 0; i < split->pieceCount; i++)
+	{
+		split->halves[i].relid = (Oid) fields[2 + 3 * i];
+		split->halves[i].hashMin = (int32) fields[3 + 3 * i];
+		split->halves[i].hashMax = (int32) fields[4 + 3 * i];
+	}
+	pfree(copy);
+}
+
 /* ParseSplitMap fills splitSources from shardext.split_map */
 static void
 ParseSplitMap(void)
@@ -153,26 +211,7 @@ ParseSplitMap(void)
 	copy = MemoryContextStrdup(splitContext, ShardextSplitMap ? ShardextSplitMap : "");
 	for (entry = strtok_r(copy, ";", &save); entry != NULL; entry = strtok_r(NULL, ";", &save))
 	{
-		unsigned int source, lower, upper;
-		int			attnum;
-		int			lowerMin, lowerMax, upperMin, upperMax;
-		SplitSource *split;
-		bool		found;
-
-		if (sscanf(entry, "%u:%d:%u:%d:%d:%u:%d:%d", &source, &attnum, &lower, &lowerMin,
-				   &lowerMax, &upper, &upperMin, &upperMax) != 8 || attnum <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid entry \"%s\" in shardext.split_map", entry)));
-		split = hash_search(splitSources, &source, HASH_ENTER, &found);
-		memset(((char *) split) + sizeof(Oid), 0, sizeof(SplitSource) - sizeof(Oid));
-		split->distAttnum = (AttrNumber) attnum;
-		split->halves[0].relid = lower;
-		split->halves[0].hashMin = lowerMin;
-		split->halves[0].hashMax = lowerMax;
-		split->halves[1].relid = upper;
-		split->halves[1].hashMin = upperMin;
-		split->halves[1].hashMax = upperMax;
+		ParseSplitMapEntry(entry);
 		count++;
 	}
 	if (count == 0)
@@ -268,7 +307,7 @@ HalfForTuple(SplitSource *split, Relation relation, ReorderBufferTupleBuf *tuple
 				 errhint("Distribution values this long cannot be routed by a split.")));
 
 	hash = DatumGetInt32(FunctionCall1Coll(&split->hashFunc, split->collation, value));
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < split->pieceCount; i++)
 	{
 		if (hash >= split->halves[i].hashMin && hash <= split->halves[i].hashMax)
 			return &split->halves[i];
@@ -395,7 +434,7 @@ RouteChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation relatio
 }
 
 /*
- * RouteTruncate: a truncated source shard truncates both halves; other
+ * RouteTruncate: a truncated source shard truncates all its pieces; other
  * tables are dropped as for changes.
  */
 static void
@@ -403,7 +442,7 @@ RouteTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations
 			  Relation relations[], ReorderBufferChange *change,
 			  LogicalDecodeTruncateCB callback)
 {
-	Relation   *halves = palloc(sizeof(Relation) * nrelations * 2);
+	Relation   *halves = palloc(sizeof(Relation) * nrelations * MAX_SPLIT_PIECES);
 	int			count = 0;
 
 	for (int i = 0; i < nrelations; i++)
@@ -413,7 +452,7 @@ RouteTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations
 
 		if (split == NULL)
 			continue;
-		for (int half = 0; half < 2; half++)
+		for (int half = 0; half < split->pieceCount; half++)
 		{
 			Relation	target = RelationIdGetRelation(split->halves[half].relid);
 

@@ -74,6 +74,148 @@ CREATE FUNCTION pg_catalog.shardext_check_cluster(OUT node_id int, OUT node_host
 	AS 'MODULE_PATHNAME', 'shardext_check_cluster';
 COMMENT ON FUNCTION pg_catalog.shardext_check_cluster()
 	IS 'check the configuration of the coordinator and every node: versions, prepared transactions, replication, worker processes, roles, clocks';
+
+-- ==== hot tenants: tenant statistics, tenant isolation, load-aware rebalancing (issue 13) ====
+
+-- the tenants (distribution column values) tracked by the top-K counters
+CREATE FUNCTION shardext.stat_tenants_counters(OUT colocation_id int, OUT table_name regclass,
+											   OUT hash_value int4, OUT tenant_value text,
+											   OUT read_count bigint, OUT write_count bigint,
+											   OUT count_error bigint, OUT elapsed_ms float8,
+											   OUT prev_read_count bigint, OUT prev_write_count bigint,
+											   OUT prev_count_error bigint, OUT prev_elapsed_ms float8,
+											   OUT period_total bigint, OUT prev_period_total bigint,
+											   OUT period_start timestamptz)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_stat_tenants';
+COMMENT ON FUNCTION shardext.stat_tenants_counters()
+	IS 'per-tenant statement counters (Space-Saving top-K) kept in shared memory';
+
+CREATE VIEW shardext.stat_tenants AS
+	SELECT c.colocation_id, c.table_name, c.tenant_value, c.hash_value,
+		   s.shardid AS shard_id, p.nodeid AS node_id, n.host AS node_host, n.port AS node_port,
+		   c.read_count, c.write_count, c.read_count + c.write_count AS statements,
+		   c.count_error,
+		   round(100.0 * (c.read_count + c.write_count) / nullif(c.period_total, 0), 2)
+			   AS share_percent,
+		   round(c.elapsed_ms::numeric, 3) AS elapsed_ms,
+		   c.prev_read_count, c.prev_write_count,
+		   c.prev_read_count + c.prev_write_count AS prev_statements,
+		   c.prev_count_error,
+		   round(100.0 * (c.prev_read_count + c.prev_write_count) / nullif(c.prev_period_total, 0), 2)
+			   AS prev_share_percent,
+		   round(c.prev_elapsed_ms::numeric, 3) AS prev_elapsed_ms,
+		   c.period_start
+	FROM shardext.stat_tenants_counters() c
+	LEFT JOIN shardext.shard s ON s.logicalrelid = c.table_name
+		 AND c.hash_value BETWEEN s.hash_min AND s.hash_max
+	LEFT JOIN LATERAL (SELECT min(nodeid) AS nodeid FROM shardext.placement pl
+					   WHERE pl.shardid = s.shardid) p ON true
+	LEFT JOIN shardext.node n ON n.nodeid = p.nodeid
+	ORDER BY statements DESC, prev_statements DESC, c.colocation_id, c.hash_value;
+COMMENT ON VIEW shardext.stat_tenants
+	IS 'the busiest distribution column values (tenants) of single-shard statements, this period and the previous one';
+GRANT SELECT ON shardext.stat_tenants TO PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_stat_tenants_reset()
+	RETURNS void
+	LANGUAGE C
+	AS 'MODULE_PATHNAME', 'shardext_stat_tenants_reset';
+COMMENT ON FUNCTION pg_catalog.shardext_stat_tenants_reset()
+	IS 'forgets every tenant of shardext.stat_tenants and starts a new period';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_stat_tenants_reset() FROM PUBLIC;
+
+-- splits that isolate a tenant cut a range in up to three pieces: the last
+-- hash value of each piece but the last (split_point stays the first one)
+ALTER TABLE shardext.move ADD COLUMN split_points int4[];
+
+CREATE FUNCTION pg_catalog.shardext_isolate_tenant(table_name regclass, tenant_value text,
+												   target_node_id int DEFAULT NULL,
+												   mode text DEFAULT 'online')
+	RETURNS bigint
+	LANGUAGE C
+	AS 'MODULE_PATHNAME', 'shardext_isolate_tenant';
+COMMENT ON FUNCTION pg_catalog.shardext_isolate_tenant(regclass, text, int, text)
+	IS 'give a distribution column value a shard of its own (split online, with its co-located shards), optionally moved to another node; returns the new shard id';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_isolate_tenant(regclass, text, int, text) FROM PUBLIC;
+
+-- the rebalance plan also shows each move's effect on the load of its
+-- nodes, in the strategy's unit (shard groups of the colocation group,
+-- bytes, or statements for 'by_load')
+DROP FUNCTION pg_catalog.shardext_rebalance_plan(text);
+CREATE FUNCTION pg_catalog.shardext_rebalance_plan(strategy text DEFAULT 'by_shard_count',
+												   OUT shard_id bigint,
+												   OUT source_node_id int,
+												   OUT source_node_port int,
+												   OUT target_node_id int,
+												   OUT target_node_port int,
+												   OUT table_name regclass,
+												   OUT colocated_shards int,
+												   OUT shard_group_bytes bigint,
+												   OUT shard_group_load float8,
+												   OUT source_load_before float8,
+												   OUT source_load_after float8,
+												   OUT target_load_before float8,
+												   OUT target_load_after float8)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_rebalance_plan';
+COMMENT ON FUNCTION pg_catalog.shardext_rebalance_plan(text)
+	IS 'the shard moves that would balance shard groups (by_shard_count), bytes (by_disk_size) or statements (by_load) across active nodes by weight, with each move''s effect on the load of its nodes';
+
+-- skew at a glance: each node's share of the statements routed to shards
+-- (shardext.stat_shards) next to the share its weight asks for, then the
+-- busiest shards and the busiest tenants (shardext.stat_tenants)
+CREATE FUNCTION pg_catalog.shardext_hot_shard_report(top int DEFAULT 5,
+													 OUT kind text, OUT rank int,
+													 OUT node_id int, OUT node_port int,
+													 OUT shard_id bigint, OUT table_name regclass,
+													 OUT tenant_value text, OUT statements bigint,
+													 OUT share_percent numeric,
+													 OUT weight_share_percent numeric)
+	RETURNS SETOF record
+	LANGUAGE sql STABLE
+	AS $$
+	WITH s AS (SELECT st.shard_id, st.table_name, st.node_id, st.queries
+			   FROM shardext.stat_shards st),
+	total AS (SELECT nullif(sum(s.queries), 0) AS n FROM s),
+	weights AS (SELECT sum(n.weight) AS w FROM shardext.node n WHERE n.active),
+	per_node AS (
+		SELECT n.nodeid, n.port, n.active, n.weight, coalesce(sum(s.queries), 0)::bigint AS q
+		FROM shardext.node n LEFT JOIN s ON s.node_id = n.nodeid
+		GROUP BY n.nodeid, n.port, n.active, n.weight),
+	nodes AS (
+		SELECT 'node'::text AS kind,
+			   (row_number() OVER (ORDER BY p.q DESC, p.nodeid))::int AS rank,
+			   p.nodeid, p.port, NULL::bigint AS shard_id, NULL::regclass AS table_name,
+			   NULL::text AS tenant_value, p.q,
+			   round(100.0 * p.q / total.n, 2) AS share,
+			   CASE WHEN p.active THEN round((100.0 * p.weight / weights.w)::numeric, 2) END AS fair
+		FROM per_node p, total, weights),
+	shards AS (
+		SELECT 'shard'::text, (row_number() OVER (ORDER BY s.queries DESC, s.shard_id))::int,
+			   s.node_id, n.port, s.shard_id, s.table_name, NULL::text, s.queries,
+			   round(100.0 * s.queries / total.n, 2), NULL::numeric
+		FROM s CROSS JOIN total LEFT JOIN shardext.node n ON n.nodeid = s.node_id
+		ORDER BY s.queries DESC, s.shard_id LIMIT greatest(top, 0)),
+	tenants AS (
+		SELECT 'tenant'::text, (row_number() OVER (ORDER BY t.statements DESC, t.hash_value))::int,
+			   t.node_id, t.node_port, t.shard_id, t.table_name, t.tenant_value, t.statements,
+			   t.share_percent, NULL::numeric
+		FROM shardext.stat_tenants t WHERE t.statements > 0
+		ORDER BY t.statements DESC, t.hash_value LIMIT greatest(top, 0))
+	SELECT * FROM (SELECT * FROM nodes UNION ALL SELECT * FROM shards
+				   UNION ALL SELECT * FROM tenants) r
+	ORDER BY CASE r.kind WHEN 'node' THEN 1 WHEN 'shard' THEN 2 ELSE 3 END, r.rank
+	$$;
+COMMENT ON FUNCTION pg_catalog.shardext_hot_shard_report(int)
+	IS 'share of statements per node (against the share its weight asks for), with the busiest shards and tenants';
+
+-- administrators (see the operability section) isolate tenants and reset their statistics
+GRANT EXECUTE ON FUNCTION
+	pg_catalog.shardext_isolate_tenant(regclass, text, int, text),
+	pg_catalog.shardext_stat_tenants_reset()
 -- ==== read replicas (issue 10) ====
 -- A replica is a physical streaming standby of a worker: a row of
 -- shardext.node with primary_nodeid set (the node it replicates), so that

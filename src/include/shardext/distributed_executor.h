@@ -97,6 +97,7 @@ typedef struct DistributedScanState
 	uint64		affectedRows;
 	double		explainTime;
 	bool		rerouted;		/* a replica's task moved to its primary */
+	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
 } DistributedScanState;
 
 /* how long a connection's leftover results may take to drain */

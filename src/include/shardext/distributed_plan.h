@@ -77,5 +77,6 @@ extern void ShardStatsShmemRequest(void);
 extern Size ShardStatsShmemSize(void);
 extern void ShardStatsShmemInit(void);
 extern void CountShardQuery(int64 shardId);
+extern int64 ShardQueryCount(int64 shardId);
 
 #endif							/* SHARDEXT_DISTRIBUTED_PLAN_H */

@@ -47,6 +47,10 @@ extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;
 extern int	ShardextSnowflakeClockOffset;
 #endif
+extern int	ShardextStatTenantsLimit;
+extern int	ShardextStatTenantsPeriod;
+extern double ShardextStatTenantsSampleRate;
+extern bool ShardextRebalanceIsolatedTenants;
 
 extern bool ShardextReplicaReads;
 extern int	ShardextMaxReplicaLag;

@@ -70,16 +70,29 @@ typedef struct DistTableCacheEntry
 } DistTableCacheEntry;
 
 /* the record of a running move or split (shardext.move) */
+/* a split cuts a range in two halves, or in up to three to isolate a tenant */
+#define MAX_SPLIT_PIECES 3
+
+/* the ranges a split makes, in hash order, covering the shard's range */
+typedef struct SplitPieces
+{
+	int			count;
+	int32		hashMin[MAX_SPLIT_PIECES];
+	int32		hashMax[MAX_SPLIT_PIECES];
+} SplitPieces;
+
 typedef struct MoveRecord
 {
 	int64		moveId;
 	bool		split;
 	int32		sourceNodeId;
 	int32		targetNodeId;
-	int32		splitPoint;
+	int32		splitPoint;		/* splits: last hash value of the first piece */
+	SplitPieces pieces;			/* splits: where the pieces end (their outer
+								 * bounds are the shard's) */
 	int			shardCount;
 	Datum	   *shardIds;
-	Datum	   *newShardIds;	/* splits: the lower halves, then the upper */
+	Datum	   *newShardIds;	/* splits: first pieces, then second pieces, ... */
 } MoveRecord;
 
 /* what BeginCatalogAccess saved, for EndCatalogAccess */
@@ -145,7 +158,7 @@ extern void SwapNodeAddresses(int32 nodeId, int32 otherNodeId);
 extern void InvalidateShardTable(int64 shardId);
 extern bytea *ReadTokenSecret(void);
 extern void DeleteShard(int64 shardId);
-extern void IncrementColocationShardCount(int32 colocationId);
+extern void IncrementColocationShardCount(int32 colocationId, int added);
 extern void ReadRunningMoveRecord(int64 moveId, MoveRecord *move);
 extern void RecordDeferredShardDrop(int64 moveId, int32 nodeId, const char *shardName,
 									int64 shardId);

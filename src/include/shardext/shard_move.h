@@ -45,9 +45,9 @@ typedef struct MoveShard
 	char		sourceIdentity; /* relreplident of the shard on the source */
 	char		coordinatorIdentity;	/* relreplident of the distributed table */
 	bool		needsFullIdentity;	/* no key for logical replication */
-	/* splits: the lower and the upper half */
-	int64		childIds[2];
-	char	   *childNames[2];
+	/* splits: the new shards, one per piece, in hash order */
+	int64		childIds[MAX_SPLIT_PIECES];
+	char	   *childNames[MAX_SPLIT_PIECES];
 } MoveShard;
 
 /* everything a running move or split knows */
@@ -62,7 +62,8 @@ typedef struct ShardMoveState
 	WorkerNode	target;
 	int32		hashMin;
 	int32		hashMax;
-	int32		splitPoint;		/* splits: last hash value of the lower half */
+	int32		splitPoint;		/* splits: last hash value of the first piece */
+	SplitPieces pieces;			/* splits: the new ranges */
 	bool		inPlace;		/* splits onto the source node */
 	char	   *objectName;		/* slot, publication and subscription */
 	char	   *description;	/* for messages: "shard orders_102008 ..." */
@@ -91,7 +92,8 @@ extern ShardMoveState *PrepareShardMove(int64 shardId, int32 targetNodeId, MoveM
 extern void ExecuteShardMove(ShardMoveState *state);
 extern ShardMoveState *RunSingleShardMove(const char *function, int64 shardId,
 										  int32 targetNodeId, MoveMode mode,
-										  MoveOperation operation);
+										  MoveOperation operation,
+										  const SplitPieces *pieces);
 extern void CheckTargetNodeIdArgument(int32 targetNodeId);
 extern MoveMode ParseMoveMode(const char *mode);
 extern bool MoveWasCommitted(int64 moveId);
