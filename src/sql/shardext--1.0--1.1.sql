@@ -216,6 +216,8 @@ COMMENT ON FUNCTION pg_catalog.shardext_hot_shard_report(int)
 GRANT EXECUTE ON FUNCTION
 	pg_catalog.shardext_isolate_tenant(regclass, text, int, text),
 	pg_catalog.shardext_stat_tenants_reset()
+	TO shardext_admin;
+
 -- ==== read replicas (issue 10) ====
 -- A replica is a physical streaming standby of a worker: a row of
 -- shardext.node with primary_nodeid set (the node it replicates), so that

@@ -122,6 +122,10 @@ expect_error_like "a replica is no shard move target" "is a read replica" \
 	coord "SELECT shardext_move_shard((SELECT shard_id FROM shardext.shards WHERE logicalrelid = 'kv'::regclass LIMIT 1), $R1_ID)"
 expect_error_like "a replica is not drained like a worker" "is a read replica" \
 	coord "SELECT shardext_drain_node('127.0.0.1', $R1_PORT)"
+shards_before=$(coord "SELECT count(*) FROM shardext.shards")
+expect_error_like "a replica is no tenant isolation target" "is a read replica" \
+	coord "SELECT shardext_isolate_tenant('kv', '$K1', $R1_ID)"
+expect_eq "and no shard was split" "$shards_before" "$(coord "SELECT count(*) FROM shardext.shards")"
 wait_healthy "$R1_ID"
 wait_healthy "$R2_ID"
 echo "ok - both replicas are polled and healthy"
