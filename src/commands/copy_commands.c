@@ -52,6 +52,8 @@
 #include "utils/rls.h"
 
 #include "shardext/connection.h"
+#include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
@@ -78,7 +80,8 @@ static Node *TransformCopyWhere(ParseState *pstate, Relation rel, Node *where);
 static uint64 CopyFastPath(CopyFromState cstate, ShardCopyState *copyState,
 						   Relation rel, char *distAttname);
 static uint64 CopySlowPath(CopyFromState cstate, ShardCopyState *copyState,
-						   Relation rel, Node *whereClause);
+						   Relation rel, Node *whereClause, GlobalIndexChanges *gindexChanges);
+static bool SlotValue(AttrNumber attnum, Datum *value, void *arg);
 static char *RemoteCopyOptions(CopyFormatOptions *opts, bool forOutput, int encoding);
 static char *NameListString(List *names);
 static char *AttnumListString(Relation rel, List *attnums);
@@ -102,6 +105,8 @@ ShardextCopy(CopyStmt *stmt, PlannedStmt *pstmt, const char *queryString,
 	if (!OidIsValid(relid) || !IsDistributedTable(relid))
 		return false;
 
+	if (stmt->is_from)
+		RejectIndexTableWrite(relid, "COPY into");
 	rel = table_open(relid, stmt->is_from ? RowExclusiveLock : AccessShareLock);
 	CheckCopyPermissions(stmt, rel);
 	if (stmt->is_from)
@@ -180,6 +185,7 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	bool		fastPath;
 	uint64		processed;
 	char	   *distAttname = NULL;
+	GlobalIndexChanges *gindexChanges = NULL;
 
 	pstate->p_sourcetext = queryString;
 	if (stmt->whereClause != NULL)
@@ -200,15 +206,24 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	}
 	else
 		fastPath = true;
+	/*
+	 * Global indexes need the values of their columns: rows are parsed here,
+	 * and their entries are written once the rows are in, on the same
+	 * connections (one per node).
+	 */
+	if (entry->globalIndexes != NIL)
+		gindexChanges = StartGlobalIndexChanges(RelationGetRelid(rel),
+												GlobalIndexRelids(entry->globalIndexes));
 	fastPath = fastPath && !cstate->opts.binary && whereClause == NULL &&
-		cstate->num_defaults == 0;
+		cstate->num_defaults == 0 && gindexChanges == NULL;
 
 	if (fastPath)
 		copyState = BeginShardCopy(RelationGetRelid(rel), ShardextMaxConnectionsPerNode,
 								   AttnumListString(rel, cstate->attnumlist),
 								   RemoteCopyOptions(&cstate->opts, false, -1));
 	else
-		copyState = BeginShardCopy(RelationGetRelid(rel), ShardextMaxConnectionsPerNode,
+		copyState = BeginShardCopy(RelationGetRelid(rel),
+								   gindexChanges != NULL ? 1 : ShardextMaxConnectionsPerNode,
 								   NULL, NULL);
 
 	errcallback.callback = CopyFromErrorCallback;
@@ -219,11 +234,16 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	if (fastPath)
 		processed = CopyFastPath(cstate, copyState, rel, distAttname);
 	else
-		processed = CopySlowPath(cstate, copyState, rel, whereClause);
+		processed = CopySlowPath(cstate, copyState, rel, whereClause, gindexChanges);
 
 	/* errors from here on are the workers', which name their own line */
 	error_context_stack = errcallback.previous;
 	EndShardCopy(copyState);
+	if (gindexChanges != NULL)
+	{
+		ApplyGlobalIndexChanges(gindexChanges, NULL);
+		EndGlobalIndexChanges(gindexChanges);
+	}
 	EndCopyFrom(cstate);
 	return processed;
 }
@@ -338,13 +358,24 @@ CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 	return processed;
 }
 
+/* BaseValueFunction over a row in a slot */
+static bool
+SlotValue(AttrNumber attnum, Datum *value, void *arg)
+{
+	TupleTableSlot *slot = arg;
+
+	*value = slot->tts_values[attnum - 1];
+	return !slot->tts_isnull[attnum - 1];
+}
+
 /*
  * CopySlowPath parses rows here (evaluating DEFAULT expressions of missing
- * columns once per row, and WHERE) and sends them as text.
+ * columns once per row, and WHERE) and sends them as text; with global
+ * indexes, it adds each row's entries to gindexChanges.
  */
 static uint64
 CopySlowPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
-			 Node *whereClause)
+			 Node *whereClause, GlobalIndexChanges *gindexChanges)
 {
 	EState	   *estate = CreateExecutorState();
 	ExprContext *econtext = GetPerTupleExprContext(estate);
@@ -367,6 +398,8 @@ CopySlowPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 		if (qual != NULL && !ExecQual(qual, econtext))
 			continue;
 		ShardCopySendSlot(copyState, slot, cstate->cur_lineno);
+		if (gindexChanges != NULL)
+			AddGlobalIndexRow(gindexChanges, SlotValue, slot, 1);
 		processed++;
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -37,6 +37,7 @@
 
 #include "shardext/ddl.h"
 #include "shardext/deparser.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/utility_hook.h"
@@ -58,6 +59,8 @@ static List *SetSchemaRelations(AlterObjectSchemaStmt *stmt);
 static void PropagateTruncate(TruncateStmt *stmt, List *relids);
 static void PropagateComment(CommentStmt *stmt);
 static void PropagateGrant(GrantStmt *stmt);
+static void RejectIndexTableUtility(Node *parsetree);
+static void FollowWithGlobalIndexes(Node *parsetree);
 static void RunStandard(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 						ProcessUtilityContext context, ParamListInfo params,
 						QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc);
@@ -245,6 +248,7 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 	List	   *usings = NIL;
 	List	   *states;
 
+	RejectIndexTableUtility(parsetree);
 	switch (nodeTag(parsetree))
 	{
 		case T_AlterTableStmt:
@@ -324,6 +328,10 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 					return false;
 				RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv,
 							dest, qc);
+				/* the global indexes of the tables are emptied with them */
+				foreach(cell, list_copy(relids))
+					relids = list_concat_unique_oid(relids,
+													GlobalIndexRelids(TableGlobalIndexes(lfirst_oid(cell))));
 				PropagateTruncate(stmt, relids);
 				return true;
 			}
@@ -381,7 +389,90 @@ ShardextPreprocessUtility(PlannedStmt *pstmt, const char *queryString,
 	states = CaptureTableStates(relids);
 	RunStandard(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	PropagateTableChanges(states, usings);
+	FollowWithGlobalIndexes(parsetree);
 	return true;
+}
+
+/*
+ * RejectIndexTableUtility refuses DDL, TRUNCATE and GRANT on the index
+ * table of a global index (shardext issues its own); DROP TABLE of it is
+ * shardext_drop_global_index().
+ */
+static void
+RejectIndexTableUtility(Node *parsetree)
+{
+	RangeVar   *relation = NULL;
+	List	   *relations = NIL;
+	ListCell   *cell;
+
+	if (GlobalIndexInternalWriteDepth > 0)
+		return;
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			relation = ((AlterTableStmt *) parsetree)->relation;
+			break;
+		case T_RenameStmt:
+			relation = ((RenameStmt *) parsetree)->relation;
+			break;
+		case T_AlterObjectSchemaStmt:
+			relation = ((AlterObjectSchemaStmt *) parsetree)->relation;
+			break;
+		case T_IndexStmt:
+			relation = ((IndexStmt *) parsetree)->relation;
+			break;
+		case T_TruncateStmt:
+			relations = ((TruncateStmt *) parsetree)->relations;
+			break;
+		case T_GrantStmt:
+			if (((GrantStmt *) parsetree)->objtype == OBJECT_TABLE &&
+				((GrantStmt *) parsetree)->targtype == ACL_TARGET_OBJECT)
+				relations = ((GrantStmt *) parsetree)->objects;
+			break;
+		default:
+			break;
+	}
+	if (relation != NULL)
+		relations = list_make1(relation);
+	foreach(cell, relations)
+	{
+		Oid			relid = DistributedRelation(lfirst(cell));
+
+		if (OidIsValid(relid))
+			RejectIndexTableWrite(relid, "change");
+	}
+}
+
+/*
+ * FollowWithGlobalIndexes brings the global indexes of a table along after
+ * DDL on it: a renamed column is renamed in the index tables too, and owner
+ * changes carry over (as privileges do, see PropagateGrant).
+ */
+static void
+FollowWithGlobalIndexes(Node *parsetree)
+{
+	if (IsA(parsetree, RenameStmt) && ((RenameStmt *) parsetree)->renameType == OBJECT_COLUMN)
+	{
+		RenameStmt *stmt = (RenameStmt *) parsetree;
+		Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+
+		if (OidIsValid(relid) && TableGlobalIndexes(relid) != NIL)
+			RenameGlobalIndexColumn(relid, get_attnum(relid, stmt->newname), stmt->subname,
+									stmt->newname);
+	}
+	else if (IsA(parsetree, AlterTableStmt))
+	{
+		AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
+		Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+		ListCell   *cell;
+
+		foreach(cell, stmt->cmds)
+		{
+			if (((AlterTableCmd *) lfirst(cell))->subtype == AT_ChangeOwner &&
+				OidIsValid(relid) && TableGlobalIndexes(relid) != NIL)
+				SyncGlobalIndexPrivileges(relid);
+		}
+	}
 }
 
 /*
@@ -494,7 +585,10 @@ CheckAlterTableCommand(Oid relid, AlterTableCmd *cmd, List **usings)
 			return;
 		case AT_AlterColumnType:
 			{
-				char	   *expression = DeparseUsingExpression(relid, cmd);
+				char	   *expression;
+
+				RejectIndexedColumnChange(relid, cmd->name, "change the type of");
+				expression = DeparseUsingExpression(relid, cmd);
 
 				if (expression != NULL)
 				{
@@ -930,4 +1024,8 @@ PropagateGrant(GrantStmt *stmt)
 										ShardPlacementCommands(lfirst_oid(cell),
 															   BuildShardGrant, stmt));
 	ExecuteOnShardPlacements(placementCommands);
+
+	/* the index tables of global indexes follow the tables' privileges */
+	foreach(cell, relids)
+		SyncGlobalIndexPrivileges(lfirst_oid(cell));
 }

@@ -377,7 +377,9 @@ CheckTableChanges(TableSchemaState *before, TableSchemaState *after)
 								   "contain the distribution column \"%s\": each shard can "
 								   "only enforce uniqueness among its own rows.",
 								   new->name),
-						 errhint("Add column \"%s\" to the index or constraint.", new->name)));
+						 errhint("Add column \"%s\" to the index or constraint, or create a "
+								 "globally unique index with shardext_create_global_index(table, "
+								 "columns, is_unique => true).", new->name)));
 		}
 	}
 

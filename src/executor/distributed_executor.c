@@ -112,7 +112,7 @@ static void WaitForSingleConnection(DistributedScanState *state, TaskConnection 
 static bool TaskStatementName(DistributedScanState *state, TaskConnection *tc,
 							  RemoteTask *task, char **name);
 static void FreeStaleConnectionExecStates(void);
-static void StoreRemoteRow(DistributedScanState *state, PGresult *result,
+static void StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
 static void AbandonExecution(DistributedScanState *state);
@@ -197,6 +197,8 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 												ALLOCSET_DEFAULT_SIZES);
 	if (scan->custom_plans != NIL)
 		node->custom_ps = list_make1(ExecInitNode(linitial(scan->custom_plans), estate, eflags));
+	if (job->gindexMode != GINDEX_NONE)
+		BeginGlobalIndexMaintenance(state);
 
 	/* which scan slot attribute each remote column fills */
 	if (job->pullFallback)
@@ -290,6 +292,8 @@ DistributedScanNext(ScanState *node)
 		}
 		else if ((result = NextRemoteResult(state, &task)) != NULL)
 			break;
+		/* the statement (or batch) is done: its global index entries follow */
+		FinishGlobalIndexMaintenance(state);
 		if (!StartNextInsertBatch(state))
 		{
 			FinishScan(state);
@@ -298,7 +302,7 @@ DistributedScanNext(ScanState *node)
 	}
 	PG_TRY();
 	{
-		StoreRemoteRow(state, result, slot, state->rowContext);
+		StoreRemoteRow(state, task, result, slot, state->rowContext);
 	}
 	PG_FINALLY();
 	{
@@ -374,7 +378,7 @@ CollectReturnedRows(DistributedScanState *state)
 		MemoryContextReset(state->rowContext);
 		PG_TRY();
 		{
-			StoreRemoteRow(state, result, slot, state->rowContext);
+			StoreRemoteRow(state, task, result, slot, state->rowContext);
 		}
 		PG_FINALLY();
 		{
@@ -430,16 +434,17 @@ StartNextInsertBatch(DistributedScanState *state)
 
 /*
  * StoreRemoteRow converts the text values of a single-row result into the
- * scan slot; unfetched attributes are NULL.
+ * scan slot; unfetched attributes are NULL.  Hidden columns after the
+ * scan's own (global index maintenance) are taken here, once per row.
  */
 static void
-StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *slot,
-			   MemoryContext context)
+StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
+			   TupleTableSlot *slot, MemoryContext context)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
 	MemoryContext oldContext;
 
-	if (PQnfields(result) != state->remoteColumns)
+	if (PQnfields(result) != state->remoteColumns && state->job->gindexMode == GINDEX_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("a worker returned %d columns where %d were expected",
@@ -461,6 +466,8 @@ StoreRemoteRow(DistributedScanState *state, PGresult *result, TupleTableSlot *sl
 													state->typmods[index]);
 		slot->tts_isnull[index] = (value == NULL);
 	}
+	if (state->job->gindexMode != GINDEX_NONE)
+		CaptureHiddenColumns(state, task, result);
 	MemoryContextSwitchTo(oldContext);
 	ExecStoreVirtualTuple(slot);
 }
@@ -495,6 +502,75 @@ IsWholeTopLevelStatement(EState *estate)
 	return PeekClientMessageType() == 'S';
 }
 
+/*
+ * RemoteReadsInTransaction tells whether a read now must run in the remote
+ * transactions: when this transaction has one anywhere (it reads its own
+ * writes) or keeps a snapshot for the whole transaction.
+ */
+bool
+RemoteReadsInTransaction(void)
+{
+	return AnyRemoteTransactionOpen() ||
+		(IsTransactionBlock() && IsolationUsesXactSnapshot());
+}
+
+/*
+ * ExecuteRemoteTasks runs tasks that are no scan's result -- global index
+ * writes and lookups, the locking reads before an UPDATE -- to completion,
+ * with the connection discipline of scans: inside the remote transactions
+ * when inTransaction (writes always are), then on each node's first
+ * connection, so tasks of one node run one after the other in list order;
+ * the nodes in parallel.  The rows the tasks return are passed to callback
+ * (which must not keep the PGresult).  Tasks need sql, params, nodeId,
+ * shardId and returnsRows.
+ */
+void
+ExecuteRemoteTasks(List *tasks, bool writes, bool inTransaction,
+				   RemoteRowCallback callback, void *arg)
+{
+	DistributedScanState *state;
+	DistributedJob *job;
+	RemoteTask *task;
+	PGresult   *result;
+
+	if (tasks == NIL)
+		return;
+
+	/*
+	 * A scan of its own: the abort callbacks find it through the connections
+	 * it owns, so it lives in the caller's memory, which outlasts them.
+	 */
+	state = palloc0(sizeof(DistributedScanState));
+	job = palloc0(sizeof(DistributedJob));
+	job->kind = writes ? JOB_MODIFY : JOB_SELECT;
+	job->anchor = -1;
+	/* reads (index lookups) repeat their text: prepared once per connection */
+	job->usePrepared = !writes;
+	state->job = job;
+	state->inTransaction = inTransaction || writes;
+	state->subxactLevel = GetCurrentTransactionNestLevel();
+	state->execContext = CurrentMemoryContext;
+	state->tasks = tasks;
+	state->tasksBuilt = true;
+	AssignTasksToConnections(state);
+	state->started = true;
+	SendFirstTasks(state);
+	while ((result = NextRemoteResult(state, &task)) != NULL)
+	{
+		PG_TRY();
+		{
+			if (callback != NULL)
+				callback(task, result, arg);
+		}
+		PG_FINALLY();
+		{
+			PQclear(result);
+		}
+		PG_END_TRY();
+	}
+	state->finished = true;
+}
+
 /* has this transaction started a remote transaction anywhere? */
 static bool
 AnyRemoteTransactionOpen(void)
@@ -525,6 +601,8 @@ StartExecution(DistributedScanState *state)
 	MemoryContext oldContext;
 
 	BuildDistributedTasks(state);
+	if (job->gindexMode == GINDEX_LOCK_THEN_UPDATE)
+		LockRowsBeforeUpdate(state);
 
 	/*
 	 * Remote transactions are needed for writes and row locks, which must
@@ -536,6 +614,7 @@ StartExecution(DistributedScanState *state)
 	 */
 	state->inTransaction = AnyRemoteTransactionOpen() ||
 		(IsTransactionBlock() && IsolationUsesXactSnapshot()) ||
+		(job->gindexMode != GINDEX_NONE && job->gindexMode != GINDEX_INSERT_ROWS) ||
 		(modifies && !(list_length(state->tasks) == 1 && !job->insertFromSubplan &&
 					   IsWholeTopLevelStatement(estate)));
 	state->subxactLevel = GetCurrentTransactionNestLevel();
@@ -1100,6 +1179,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					return false;
 				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
 					NoteFailedNode(conn->nodeId);
+				if (task->uniqueShards != NIL)
+					ReportUniqueViolation(conn, result, task);
 				ReportRemoteError(conn, result, ERROR, task->sql);
 		}
 	}
@@ -1233,7 +1314,7 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 		{
 			PG_TRY();
 			{
-				StoreRemoteRow(owner, result, tmp, convertContext);
+				StoreRemoteRow(owner, task, result, tmp, convertContext);
 				tuplestore_puttupleslot(task->buffer, tmp);
 			}
 			PG_FINALLY();
@@ -1289,9 +1370,20 @@ EndDistributedScan(CustomScanState *node)
 {
 	DistributedScanState *state = (DistributedScanState *) node;
 
+	/*
+	 * A write that maintains global indexes whose caller stopped reading its
+	 * RETURNING rows (SPI with a row limit) runs to the end, as
+	 * PostgreSQL's ModifyTable does: its index entries come at the end.
+	 */
+	if (state->started && !state->finished && state->job->gindexMode != GINDEX_NONE)
+	{
+		while (!TupIsNull(DistributedScanNext(&node->ss)))
+			CHECK_FOR_INTERRUPTS();
+	}
 	if (state->started)
 		AbandonExecution(state);
 	ForgetSourceRows(state);
+	EndGlobalIndexChanges(state->gindexChanges);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
 }

@@ -13,12 +13,54 @@
 #include "utils/memutils.h"
 
 #include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 
 static void ExplainRemoteTask(DistributedScanState *state, RemoteTask *task,
 							  ExplainState *es);
+static void ExplainGlobalIndexMaintenance(DistributedJob *job, ExplainState *es);
+
+/*
+ * ExplainGlobalIndexMaintenance names the global indexes a write keeps in
+ * step, and how.
+ */
+static void
+ExplainGlobalIndexMaintenance(DistributedJob *job, ExplainState *es)
+{
+	List	   *names = NIL;
+	ListCell   *cell;
+	const char *method = NULL;
+
+	if (job->gindexMode == GINDEX_NONE)
+		return;
+	foreach(cell, TableGlobalIndexes(linitial_oid(job->relations)))
+	{
+		GlobalIndex *index = lfirst(cell);
+
+		if (list_member_oid(job->gindexRelids, index->indexRelid) ||
+			index->indexRelid == job->gindexArbiter)
+			names = lappend(names, index->name);
+	}
+	switch (job->gindexMode)
+	{
+		case GINDEX_INSERT_ROWS:
+			method = "entries of the routed rows, sent with them";
+			break;
+		case GINDEX_ARBITER_FIRST:
+			method = "conflict target's entries inserted first, then the rows they admit";
+			break;
+		case GINDEX_RETURNED:
+			method = "entries of the rows the shards return, written after them";
+			break;
+		case GINDEX_LOCK_THEN_UPDATE:
+			method = "old values locked and read first, rows then updated by ctid";
+			break;
+	}
+	ExplainPropertyList("Global Indexes Maintained", names, es);
+	ExplainPropertyText("Global Index Maintenance", method, es);
+}
 
 /*
  * ExplainDistributedScan adds the distributed part of the plan.  Without
@@ -36,6 +78,7 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	ListCell   *cell;
 	int			shown = 0;
 
+	ExplainGlobalIndexMaintenance(job, es);
 	if (job->kind == JOB_INSERT && !job->insertFromSubplan && !es->analyze)
 	{
 		/* building the tasks would evaluate the rows (nextval() ...) */
@@ -56,6 +99,15 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	BuildDistributedTasks(state);
 	/* as execution would: an unreachable replica leaves its tasks to the primary */
 	ConnectReplicaTasks(state, 1);
+	if (state->lookupNote != NULL)
+	{
+		GlobalIndexLookupNote *note = state->lookupNote;
+
+		ExplainPropertyText("Global Index Lookup", note->indexName, es);
+		ExplainPropertyInteger("Index Shards Asked", NULL, note->lookups, es);
+		if (note->sql != NULL)
+			ExplainPropertyText("Index Lookup SQL", note->sql, es);
+	}
 
 	if (job->pullFallback)
 		ExplainPropertyText("Distributed Scan", "rows pulled to the coordinator", es);

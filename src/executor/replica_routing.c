@@ -19,7 +19,8 @@
  *
  * Always on the primary: anything but a plain SELECT (writes, row locks,
  * data-modifying CTEs, SELECT under INSERT ... SELECT), SELECTs calling
- * functions that may write (see MarkPrimaryOnlyScans), SERIALIZABLE
+ * functions that may write (see MarkPrimaryOnlyScans), reads whose shards a
+ * global index lookup chose (on the primaries), SERIALIZABLE
  * transactions (a standby cannot run them), REPEATABLE READ transactions
  * that are not READ ONLY (a write after reading from a replica would not
  * see the snapshot it read), and every statement of a transaction that
@@ -150,10 +151,22 @@ StatementMayUseReplicas(DistributedScanState *state)
 {
 	DistributedJob *job = state->job;
 	PlannedStmt *statement = state->css.ss.ps.state->es_plannedstmt;
+	ListCell   *cell;
 
 	if (!ShardextReplicaReads || job->kind != JOB_SELECT || job->locksRows ||
 		job->primaryOnly || !AnyActiveReplica())
 		return false;
+
+	/*
+	 * Shards chosen by a global index were looked up on the primaries: a
+	 * replica behind them could hide a row both under its old and under its
+	 * new value.
+	 */
+	foreach(cell, job->pruneIndexes)
+	{
+		if (OidIsValid(lfirst_oid(cell)))
+			return false;
+	}
 	if (statement == NULL || statement->commandType != CMD_SELECT ||
 		statement->hasModifyingCTE || statement->rowMarks != NIL)
 		return false;

@@ -43,7 +43,6 @@ static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry
 								Datum *tenantValue, bool *haveTenant);
 static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
 									int first, int count);
-static void EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
 /* the rows of an INSERT, column after column of each row */
 typedef struct InsertRows
 {
@@ -57,17 +56,19 @@ typedef struct InsertRows
 static void BuildInsertTasks(DistributedScanState *state);
 static List *LockShardsToModify(DistributedScanState *state, List *shardIndexes,
 								DistTableCacheEntry **anchor);
-static char *ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
-						  ShardInterval **taskShard);
+static char *ShardTaskSql(DistributedJob *job, List *parts, DistTableCacheEntry *anchor,
+						  int shardIndex, ShardInterval **taskShard);
 static RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *taskShard,
 								 char *sql, RemoteParams *params, bool write);
+static void AddLockTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
+						 RemoteParams *params);
 static void NoteRowPositions(DistributedScanState *state, RemoteTask *task,
 							 List *shardRows, int first, int count);
 static void EvaluateInsertRows(DistributedScanState *state, InsertRows *rows);
 static void SampleInsertTenant(DistributedScanState *state, DistTableCacheEntry *entry,
 							   InsertRows *rows);
 static List **RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
-									 DistTableCacheEntry **entry);
+									 DistTableCacheEntry **entry, bool *admitted);
 static char *BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
 							  const char *prefix, const char *suffix, RemoteParams *shared,
 							  RemoteParams **paramsOut);
@@ -155,9 +156,13 @@ BuildDistributedTasks(DistributedScanState *state)
 	foreach(cell, shardIndexes)
 	{
 		ShardInterval *taskShard;
-		char	   *sql = ShardTaskSql(job, anchor, lfirst_int(cell), &taskShard);
+		char	   *sql = ShardTaskSql(job, job->sqlParts, anchor, lfirst_int(cell), &taskShard);
 
 		AddShardTasks(state, taskShard, sql, params, job->kind == JOB_MODIFY);
+		if (job->gindexMode == GINDEX_LOCK_THEN_UPDATE)
+			AddLockTasks(state, taskShard,
+						 ShardTaskSql(job, job->lockSqlParts, anchor, lfirst_int(cell), &taskShard),
+						 params);
 	}
 	RouteReadsToReplicas(state);
 	state->tasksBuilt = true;
@@ -220,7 +225,7 @@ LockShardsToModify(DistributedScanState *state, List *shardIndexes,
  * co-located tables must still line up with the anchor's.
  */
 static char *
-ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
+ShardTaskSql(DistributedJob *job, List *parts, DistTableCacheEntry *anchor, int shardIndex,
 			 ShardInterval **taskShard)
 {
 	List	   *shardNames = NIL;
@@ -267,7 +272,33 @@ ShardTaskSql(DistributedJob *job, DistTableCacheEntry *anchor, int shardIndex,
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("shard " INT64_FORMAT " has no placement", (*taskShard)->shardId)));
-	return BuildTaskSql(job->sqlParts, shardNames);
+	return BuildTaskSql(parts, shardNames);
+}
+
+/*
+ * AddLockTasks adds the locking SELECT of an UPDATE of indexed columns for
+ * each placement of a shard, matching the UPDATE tasks AddShardTasks made
+ * (see global_index_maintenance.c); it takes the first parameters.
+ */
+static void
+AddLockTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
+			 RemoteParams *params)
+{
+	RemoteParams *lockParams = palloc(sizeof(RemoteParams));
+
+	*lockParams = *params;
+	lockParams->count = state->job->lockParamCount;
+	for (int p = 0; p < taskShard->placementCount; p++)
+	{
+		RemoteTask *task = palloc0(sizeof(RemoteTask));
+
+		task->sql = sql;
+		task->nodeId = taskShard->placementNodeIds[p];
+		task->shardId = taskShard->shardId;
+		task->params = lockParams;
+		task->returnsRows = true;
+		state->lockTasks = lappend(state->lockTasks, task);
+	}
 }
 
 /*
@@ -313,8 +344,6 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
 	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
 	bool	   *selected;
 	List	   *result = NIL;
-	ListCell   *exprCell;
-	ListCell   *kindCell;
 
 	if (anchor == NULL)
 		return list_make1_int(0);
@@ -323,13 +352,35 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
 	for (int i = 0; i < anchor->shardCount; i++)
 		selected[i] = true;
 
-	forboth(exprCell, state->pruneExprStates, kindCell, job->pruneKinds)
+	for (int p = 0; p < job->pruneCount; p++)
 	{
+		int			kind = list_nth_int(job->pruneKinds, p);
 		bool		isnull;
-		Datum		value = ExecEvalExpr(lfirst(exprCell), econtext, &isnull);
+		Datum		value = ExecEvalExpr(list_nth(state->pruneExprStates, p), econtext, &isnull);
 		bool	   *matches = palloc0(sizeof(bool) * anchor->shardCount);
 
-		if (!isnull && lfirst_int(kindCell) == PRUNE_EQUAL)
+		if (kind == PRUNE_GINDEX_EQUAL || kind == PRUNE_GINDEX_ANY)
+		{
+			/* the values of the index's columns follow as PRUNE_GINDEX_NEXT */
+			Oid			indexRelid = list_nth_oid(job->pruneIndexes, p);
+			int			count = 1;
+			Datum	   *values;
+			bool	   *nulls;
+
+			while (p + count < job->pruneCount &&
+				   list_nth_int(job->pruneKinds, p + count) == PRUNE_GINDEX_NEXT)
+				count++;
+			values = palloc(sizeof(Datum) * count);
+			nulls = palloc(sizeof(bool) * count);
+			values[0] = value;
+			nulls[0] = isnull;
+			for (int i = 1; i < count; i++)
+				values[i] = ExecEvalExpr(list_nth(state->pruneExprStates, p + i), econtext,
+										 &nulls[i]);
+			LookupGlobalIndex(state, anchor, indexRelid, kind, values, nulls, matches);
+			p += count - 1;
+		}
+		else if (!isnull && kind == PRUNE_EQUAL)
 		{
 			matches[FindShardForValue(anchor, value)->shardIndex] = true;
 			if (!*haveTenant)
@@ -394,13 +445,32 @@ EvaluateParams(DistributedScanState *state, List *exprStates, int first, int cou
 		bool		isnull;
 		Datum		value = ExecEvalExpr(exprState, econtext, &isnull);
 
-		EncodeParam(params, i, value, isnull, exprType((Node *) exprState->expr));
+		EncodeRemoteParam(params, i, value, isnull, exprType((Node *) exprState->expr));
 	}
 	return params;
 }
 
-static void
-EncodeParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
+/* MakeRemoteParams returns count parameters, all NULL and untyped */
+RemoteParams *
+MakeRemoteParams(int count)
+{
+	RemoteParams *params = palloc0(sizeof(RemoteParams));
+
+	params->count = count;
+	params->types = palloc0(sizeof(Oid) * Max(count, 1));
+	params->values = palloc0(sizeof(char *) * Max(count, 1));
+	params->lengths = palloc0(sizeof(int) * Max(count, 1));
+	params->formats = palloc0(sizeof(int) * Max(count, 1));
+	return params;
+}
+
+/*
+ * EncodeRemoteParam sets parameter i to a value of type type: binary for
+ * built-in types (their OIDs are the same everywhere), text otherwise (the
+ * SQL then casts $n to the type, which the node resolves by name).
+ */
+void
+EncodeRemoteParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type)
 {
 	Oid			function;
 	bool		isVarlena;
@@ -537,6 +607,8 @@ BuildInsertTasks(DistributedScanState *state)
 	List	  **rowsByShard;
 	int			rowsPerTask;
 	RemoteParams *shared;
+	bool	   *admitted = NULL;
+	List	   *indexTasks = NIL;
 
 	if (entry == NULL)
 		ereport(ERROR,
@@ -546,7 +618,17 @@ BuildInsertTasks(DistributedScanState *state)
 	rowsPerTask = Max(1, (MAX_PARAMS_PER_STATEMENT - shared->count) / Max(columns, 1));
 
 	EvaluateInsertRows(state, &rows);
-	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry);
+	if (job->gindexMode == GINDEX_ARBITER_FIRST)
+	{
+		/* the shards of every row are locked first, as other writers lock them */
+		RouteAndLockInsertRows(state, &rows, &entry, NULL);
+		admitted = AdmitInsertRows(state, rows.count, rows.columns, rows.values, rows.nulls);
+	}
+	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry, admitted);
+	/* the index statements go out with the rows (see MergeIndexTasks) */
+	if (job->gindexMode == GINDEX_INSERT_ROWS || job->gindexMode == GINDEX_ARBITER_FIRST)
+		indexTasks = AddInsertRowsToIndexes(state, rows.count, rows.columns, rows.values,
+											rows.nulls, admitted);
 	state->tenantSample = NULL;
 	if (!job->insertFromSubplan && rows.count > 0 && job->insertDistColumn >= 0 &&
 		entry->method == DISTRIBUTE_BY_HASH && TenantStatsSampleNext())
@@ -585,6 +667,8 @@ BuildInsertTasks(DistributedScanState *state)
 			done += count;
 		}
 	}
+	if (indexTasks != NIL)
+		state->tasks = list_concat(MergeIndexTasks(indexTasks, state->tasks), state->tasks);
 }
 
 /*
@@ -668,11 +752,12 @@ EvaluateInsertRows(DistributedScanState *state, InsertRows *rows)
  * RouteAndLockInsertRows returns, per shard index of the table, the rows
  * that go there, with the shards written locked in id order; when the wait
  * let a split change the shards (see LockShardsToModify), the rows are
- * routed again.  *entry is the table's cache entry after the locks.
+ * routed again.  *entry is the table's cache entry after the locks.  Rows
+ * not admitted (when admitted is given) are left out.
  */
 static List **
 RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
-					   DistTableCacheEntry **entry)
+					   DistTableCacheEntry **entry, bool *admitted)
 {
 	DistributedJob *job = state->job;
 	Oid			relid = linitial_oid(job->relations);
@@ -689,6 +774,9 @@ RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 		{
 			int			shardIndex = 0;
 
+			/* ON CONFLICT DO NOTHING on a global index turned the row away */
+			if (admitted != NULL && !admitted[r])
+				continue;
 			if (job->insertDistColumn >= 0)
 			{
 				int			d = r * rows->columns + job->insertDistColumn;
@@ -765,7 +853,7 @@ BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
 		{
 			appendStringInfo(&sql, "%s$%d::%s", c > 0 ? ", " : "", n + 1,
 							 RemoteTypeName(rows->types[c], -1));
-			EncodeParam(params, n, rows->values[r * columns + c],
+			EncodeRemoteParam(params, n, rows->values[r * columns + c],
 						rows->nulls[r * columns + c], rows->types[c]);
 			n++;
 		}

@@ -608,6 +608,34 @@ UnregisterLocalIdentity(const char *coordinatorId)
 }
 
 /*
+ * InsertGlobalIndex records a global index; its index table is already a
+ * distributed table.
+ */
+void
+InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid, int columnCount,
+				  AttrNumber *attnums, bool isUnique)
+{
+	Oid			argtypes[5] = {OIDOID, TEXTOID, OIDOID, INT2ARRAYOID, BOOLOID};
+	Datum		values[5];
+	Datum	   *elements = palloc(sizeof(Datum) * columnCount);
+
+	for (int i = 0; i < columnCount; i++)
+		elements[i] = Int16GetDatum(attnums[i]);
+	values[0] = ObjectIdGetDatum(indexRelid);
+	values[1] = CStringGetTextDatum(name);
+	values[2] = ObjectIdGetDatum(baseRelid);
+	values[3] = PointerGetDatum(construct_array(elements, columnCount, INT2OID,
+												sizeof(int16), true, TYPALIGN_SHORT));
+	values[4] = BoolGetDatum(isUnique);
+	RunCatalogSPI("INSERT INTO shardext.global_index "
+				  "(indexrelid, index_name, baserelid, columns, is_unique) "
+				  "VALUES ($1::oid::regclass, $2, $3::oid::regclass, $4, $5)",
+				  5, argtypes, values, NULL, SPI_OK_INSERT, NULL, NULL);
+	InvalidateDistTableCache(baseRelid);
+	InvalidateDistTableCache(indexRelid);
+}
+
+/*
  * InsertReplicaNode records a read replica of a node and returns its node
  * id (from the same sequence as worker node ids).
  */

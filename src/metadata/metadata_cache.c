@@ -21,9 +21,11 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
@@ -58,6 +60,13 @@
 #define Anum_placement_shardid 1
 #define Anum_placement_nodeid 2
 
+/* shardext.global_index (1.1) */
+#define Anum_global_index_indexrelid 1
+#define Anum_global_index_index_name 2
+#define Anum_global_index_baserelid 3
+#define Anum_global_index_columns 4
+#define Anum_global_index_is_unique 5
+
 static MemoryContext MetadataCacheContext = NULL;
 static MemoryContext StaleMetadataContext = NULL;
 static HTAB *DistTableCache = NULL;
@@ -78,6 +87,10 @@ static void MetadataXactCallback(XactEvent event, void *arg);
 static void BuildDistTableCacheEntry(DistTableCacheEntry *entry);
 static void LoadShardIntervals(DistTableCacheEntry *entry);
 static void LoadPlacements(ShardInterval *shard, MemoryContext context);
+static void LoadGlobalIndexes(DistTableCacheEntry *entry);
+static GlobalIndex *GlobalIndexFromTuple(HeapTuple tuple, TupleDesc desc,
+										 MemoryContext context);
+static Oid	GlobalIndexCatalogRelid(void);
 static bool ShardsAreUniform(ShardInterval *shards, int count);
 static void BuildNodeCache(void);
 static List *ScanDistTableRelids(const char *indexName, int nkeys, ScanKey keys);
@@ -458,9 +471,179 @@ BuildDistTableCacheEntry(DistTableCacheEntry *entry)
 						   entry->context);
 		}
 		LoadShardIntervals(entry);
+		LoadGlobalIndexes(entry);
 	}
 
 	entry->isValid = true;
+}
+
+/*
+ * GlobalIndexCatalogRelid returns the OID of shardext.global_index, or
+ * InvalidOid while the extension is still at version 1.0.
+ */
+static Oid
+GlobalIndexCatalogRelid(void)
+{
+	Oid			namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, true);
+
+	if (!OidIsValid(namespaceId))
+		return InvalidOid;
+	return get_relname_relid("global_index", namespaceId);
+}
+
+/* GlobalIndexFromTuple copies a row of shardext.global_index into context */
+static GlobalIndex *
+GlobalIndexFromTuple(HeapTuple tuple, TupleDesc desc, MemoryContext context)
+{
+	GlobalIndex *index = MemoryContextAllocZero(context, sizeof(GlobalIndex));
+	bool		isnull;
+	ArrayType  *columns;
+	Datum	   *elements;
+	int			count;
+
+	index->indexRelid = DatumGetObjectId(heap_getattr(tuple, Anum_global_index_indexrelid,
+													  desc, &isnull));
+	index->baseRelid = DatumGetObjectId(heap_getattr(tuple, Anum_global_index_baserelid,
+													 desc, &isnull));
+	index->name = MemoryContextStrdup(context,
+									  TextDatumGetCString(heap_getattr(tuple,
+																	   Anum_global_index_index_name,
+																	   desc, &isnull)));
+	index->isUnique = DatumGetBool(heap_getattr(tuple, Anum_global_index_is_unique,
+												desc, &isnull));
+	columns = DatumGetArrayTypeP(heap_getattr(tuple, Anum_global_index_columns, desc, &isnull));
+	deconstruct_array(columns, INT2OID, sizeof(int16), true, TYPALIGN_SHORT,
+					  &elements, NULL, &count);
+	index->columnCount = count;
+	index->baseAttnums = MemoryContextAlloc(context, sizeof(AttrNumber) * Max(count, 1));
+	for (int i = 0; i < count; i++)
+		index->baseAttnums[i] = DatumGetInt16(elements[i]);
+	return index;
+}
+
+/*
+ * LoadGlobalIndexes reads the global indexes of a table (and, for an index
+ * table, which table it indexes), in index table OID order.
+ */
+static void
+LoadGlobalIndexes(DistTableCacheEntry *entry)
+{
+	Oid			catalogRelid = GlobalIndexCatalogRelid();
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	if (!OidIsValid(catalogRelid))
+		return;
+	rel = table_open(catalogRelid, AccessShareLock);
+	ScanKeyInit(&key, Anum_global_index_baserelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(entry->relid));
+	scan = systable_beginscan(rel, ShardextCatalogRelid("global_index_baserelid_idx"),
+							  true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		MemoryContext oldContext = MemoryContextSwitchTo(entry->context);
+
+		entry->globalIndexes = lappend(entry->globalIndexes,
+									   GlobalIndexFromTuple(tuple, RelationGetDescr(rel),
+															entry->context));
+		MemoryContextSwitchTo(oldContext);
+	}
+	systable_endscan(scan);
+
+	ScanKeyInit(&key, Anum_global_index_indexrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(entry->relid));
+	scan = systable_beginscan(rel, ShardextCatalogRelid("global_index_pkey"),
+							  true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+
+		entry->globalIndexBase =
+			DatumGetObjectId(heap_getattr(tuple, Anum_global_index_baserelid,
+										  RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * TableGlobalIndexes returns the global indexes of a distributed table
+ * (GlobalIndex *, owned by the cache: valid until the end of the
+ * transaction), NIL for any other relation.
+ */
+List *
+TableGlobalIndexes(Oid relid)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+
+	return entry != NULL ? entry->globalIndexes : NIL;
+}
+
+/* GlobalIndexRelids returns the index table OIDs of a list of GlobalIndex */
+List *
+GlobalIndexRelids(List *indexes)
+{
+	List	   *result = NIL;
+	ListCell   *cell;
+
+	foreach(cell, indexes)
+		result = lappend_oid(result, ((GlobalIndex *) lfirst(cell))->indexRelid);
+	return result;
+}
+
+/* is relid the index table of a global index? */
+bool
+IsGlobalIndexTable(Oid relid)
+{
+	DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+
+	return entry != NULL && OidIsValid(entry->globalIndexBase);
+}
+
+/*
+ * FindGlobalIndexByName returns the global index of that name (from its
+ * base table's cache entry), or NULL.
+ */
+GlobalIndex *
+FindGlobalIndexByName(const char *name)
+{
+	Oid			catalogRelid;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			baseRelid = InvalidOid;
+	ListCell   *cell;
+
+	if (!ShardextExtensionLoaded() || !OidIsValid(catalogRelid = GlobalIndexCatalogRelid()))
+		return NULL;
+	rel = table_open(catalogRelid, AccessShareLock);
+	ScanKeyInit(&key, Anum_global_index_index_name, BTEqualStrategyNumber,
+				F_TEXTEQ, CStringGetTextDatum(name));
+	/* a heap scan: the key's collation need not match the index's */
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+
+		baseRelid = DatumGetObjectId(heap_getattr(tuple, Anum_global_index_baserelid,
+												  RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	foreach(cell, TableGlobalIndexes(baseRelid))
+	{
+		GlobalIndex *index = lfirst(cell);
+
+		if (strcmp(index->name, name) == 0)
+			return index;
+	}
+	return NULL;
 }
 
 /*

@@ -24,6 +24,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
+#include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
 #include "shardext/pg_compat.h"
@@ -72,6 +73,15 @@ undistribute_table(PG_FUNCTION_ARGS)
 				 errmsg("table \"%s\" is not distributed", RelationGetRelationName(rel))));
 
 	EnsureNoForeignKeys(rel);
+	if (OidIsValid(entry->globalIndexBase))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is the index table of a global index",
+						RelationGetRelationName(rel)),
+				 errhint("Use shardext_drop_global_index() to drop it.")));
+	/* a local table has no global indexes: they go first */
+	DropGlobalIndexesOfTable(relid);
+	entry = GetDistTableCacheEntry(relid);
 
 	schemaName = get_namespace_name(RelationGetNamespace(rel));
 	relname = pstrdup(RelationGetRelationName(rel));

@@ -90,6 +90,16 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->pullFallback));
 	private = lappend(private, BoolNode(job->insertFromSubplan));
 	private = lappend(private, BoolNode(job->locksRows));
+	private = lappend(private, job->pruneIndexes);
+	private = lappend(private, IntNode(job->gindexMode));
+	private = lappend(private, job->gindexRelids);
+	private = lappend(private, IntNode(job->gindexArbiter));
+	private = lappend(private, job->insertAttnums);
+	private = lappend(private, IntNode(job->hiddenLead));
+	private = lappend(private, job->hiddenAttnums);
+	private = lappend(private, job->lockSqlParts);
+	private = lappend(private, IntNode(job->lockParamCount));
+	/* last: MarkPrimaryOnlyScans sets it in the finished plan */
 	private = lappend(private, BoolNode(job->primaryOnly));
 
 	scan->custom_private = private;
@@ -125,14 +135,21 @@ DistributedJobFromScan(CustomScan *scan)
 	job->pullFallback = NEXT_INT() != 0;
 	job->insertFromSubplan = NEXT_INT() != 0;
 	job->locksRows = NEXT_INT() != 0;
+	job->pruneIndexes = NEXT_LIST();
+	job->gindexMode = NEXT_INT();
+	job->gindexRelids = NEXT_LIST();
+	job->gindexArbiter = (Oid) NEXT_INT();
+	job->insertAttnums = NEXT_LIST();
+	job->hiddenLead = NEXT_INT();
+	job->hiddenAttnums = NEXT_LIST();
+	job->lockSqlParts = NEXT_LIST();
+	job->lockParamCount = NEXT_INT();
 	job->primaryOnly = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;
 }
 
-/* position of primaryOnly in custom_private (see MakeDistributedScan) */
-#define PRIVATE_PRIMARY_ONLY 17
 
 /*
  * MayWrite is the check of WritesWalker for one function: volatile ones
@@ -169,9 +186,9 @@ MarkPlanTree(Plan *plan)
 
 	if (plan == NULL)
 		return;
+	/* primaryOnly is the last of the job's fields (MakeDistributedScan) */
 	if (IsDistributedScan(plan))
-		list_nth_cell(((CustomScan *) plan)->custom_private,
-					  PRIVATE_PRIMARY_ONLY)->ptr_value = BoolNode(true);
+		list_last_cell(((CustomScan *) plan)->custom_private)->ptr_value = BoolNode(true);
 	if (IsA(plan, CustomScan))
 		children = ((CustomScan *) plan)->custom_plans;
 	else if (IsA(plan, Append))

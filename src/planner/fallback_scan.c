@@ -121,6 +121,7 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	List	   *attnums;
 	List	   *values = NIL;
 	List	   *kinds = NIL;
+	List	   *indexes = NIL;
 	RemoteSql	sql;
 	DistributedJob job;
 	CustomScan *scan;
@@ -146,12 +147,15 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 
 	DeparseFallbackScan(&sql, root, rti, attnums, remoteQuals);
 	FindPruningValues(root->parse, rti, entry, (Node *) remoteQuals, &values, &kinds);
+	FindGlobalIndexPruning(root->parse, rti, entry, (Node *) remoteQuals, &values, &kinds,
+						   &indexes);
 
 	InitDistributedJob(&job, JOB_SELECT, sql.parts, sql.relations,
 					   list_length(sql.paramExprs));
 	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
 	job.pruneCount = list_length(values);
 	job.pruneKinds = kinds;
+	job.pruneIndexes = indexes;
 	job.scanAttnums = attnums;
 	job.pullFallback = true;
 

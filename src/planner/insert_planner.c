@@ -180,8 +180,18 @@ InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry, Lis
 {
 	RemoteSql	prefix;
 	RemoteSql	suffix;
+	DistributedJob gindex;
+	OnConflictExpr *onConflict;
 
-	DeparseInsertStatement(query, entry, columns, &prefix, &suffix);
+	/* global indexes: how they are kept, and which ON CONFLICT the shards get */
+	memset(&gindex, 0, sizeof(gindex));
+	onConflict = PlanGlobalIndexInsert(query, entry, columns, &gindex);
+	DeparseInsertStatementWith(query, onConflict != NULL, entry, columns, &prefix, &suffix);
+	if (gindex.gindexMode == GINDEX_RETURNED)
+		suffix.parts = lappend(suffix.parts,
+							   makeString(HiddenInsertReturning(query, &gindex,
+																RemoteSqlAlias(&suffix, 0,
+																			   query->resultRelation))));
 	InitDistributedJob(job, JOB_INSERT, prefix.parts, prefix.relations,
 					   list_length(suffix.paramExprs));
 	job->sqlSuffix = suffix.parts;
@@ -189,6 +199,12 @@ InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry, Lis
 	job->hasReturning = query->returningList != NIL;
 	job->insertColumnCount = list_length(columns);
 	job->insertDistColumn = distColumn;
+	job->gindexMode = gindex.gindexMode;
+	job->gindexRelids = gindex.gindexRelids;
+	job->gindexArbiter = gindex.gindexArbiter;
+	job->insertAttnums = gindex.insertAttnums;
+	job->hiddenLead = gindex.hiddenLead;
+	job->hiddenAttnums = gindex.hiddenAttnums;
 	*paramExprs = suffix.paramExprs;
 }
 
@@ -202,6 +218,18 @@ InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry, Lis
 void
 DeparseInsertStatement(Query *query, DistTableCacheEntry *entry, List *columns,
 					   RemoteSql *prefix, RemoteSql *suffix)
+{
+	DeparseInsertStatementWith(query, true, entry, columns, prefix, suffix);
+}
+
+/*
+ * DeparseInsertStatementWith is DeparseInsertStatement that leaves the ON
+ * CONFLICT clause out unless withOnConflict (a conflict target that is a
+ * global index is handled before the rows go out).
+ */
+void
+DeparseInsertStatementWith(Query *query, bool withOnConflict, DistTableCacheEntry *entry,
+						   List *columns, RemoteSql *prefix, RemoteSql *suffix)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	ListCell   *cell;
@@ -226,7 +254,8 @@ DeparseInsertStatement(Query *query, DistTableCacheEntry *entry, List *columns,
 	InitRemoteSql(suffix);
 	suffix->nextLevelId = 0;
 	RemoteSqlPushQuery(suffix, query);
-	DeparseOnConflict(suffix, query, entry);
+	if (withOnConflict)
+		DeparseOnConflict(suffix, query, entry);
 	if (query->returningList != NIL)
 	{
 		appendStringInfoString(&suffix->buf, " RETURNING ");
@@ -308,7 +337,12 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 	}
 
 	InitInsertJob(&job, query, entry, columns, distColumn, &paramExprs);
-	job.usePrepared = (list_length(rows) == 1);
+	/*
+	 * A single row's statement is prepared per connection -- but not with
+	 * global index entries joining it: its text then names two shards, and
+	 * each pair would be prepared once before it pays off.
+	 */
+	job.usePrepared = (list_length(rows) == 1 && job.gindexMode == GINDEX_NONE);
 	job.insertRowCount = list_length(rows);
 
 	foreach(cell, paramExprs)

@@ -40,9 +40,10 @@ PlanInsertSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	List	   *fromlist = query->jointree->fromlist;
 	PlannedStmt *plan = NULL;
 
+	/* rows that never pass the coordinator could not maintain global indexes */
 	if (ShardextEnablePushdown && list_length(fromlist) == 1 &&
 		IsA(linitial(fromlist), RangeTblRef) && query->cteList == NIL &&
-		entry->method == DISTRIBUTE_BY_HASH)
+		entry->method == DISTRIBUTE_BY_HASH && entry->globalIndexes == NIL)
 	{
 		Index		sourceIndex = ((RangeTblRef *) linitial(fromlist))->rtindex;
 

@@ -22,6 +22,7 @@
 #include "utils/rel.h"
 
 #include "shardext/distributed_plan.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
@@ -36,6 +37,7 @@ static PlannedStmt *LocalPlanner(Query *parse, const char *queryString,
 static void RejectRowLocks(Query *parse);
 static void RejectModifyingCTEs(Query *parse);
 static bool IsDistributedResultRelation(Query *parse);
+static Oid	ResultRelid(Query *parse);
 static void WrapDistributedTablesForRowMarks(Query *query);
 
 static PlannedStmt *
@@ -82,7 +84,10 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 			break;
 		case CMD_INSERT:
 			if (IsDistributedResultRelation(parse))
+			{
+				RejectIndexTableWrite(ResultRelid(parse), "INSERT into");
 				plan = PlanDistributedInsert(parse, cursorOptions, boundParams);
+			}
 			break;
 		case CMD_UPDATE:
 		case CMD_DELETE:
@@ -90,6 +95,11 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 				plan = PlanDistributedModify(parse);
 			break;
 		default:
+			if (IsDistributedResultRelation(parse) && parse->commandType == CMD_MERGE)
+			{
+				RejectIndexTableWrite(ResultRelid(parse), "MERGE into");
+				RejectMergeWithGlobalIndexes(ResultRelid(parse));
+			}
 			if (IsDistributedResultRelation(parse))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -200,6 +210,13 @@ WrapDistributedTablesForRowMarks(Query *query)
 		rte->inh = false;
 		RteClearPermissions(rte);
 	}
+}
+
+/* the target table of an INSERT/UPDATE/DELETE/MERGE */
+static Oid
+ResultRelid(Query *parse)
+{
+	return rt_fetch(parse->resultRelation, parse->rtable)->relid;
 }
 
 /* is the target of this INSERT/UPDATE/DELETE/MERGE a distributed table? */

@@ -377,16 +377,20 @@ BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql, DistributedJob 
 {
 	List	   *values = NIL;
 	List	   *kinds = NIL;
+	List	   *indexes = NIL;
 	List	   *conjuncts = TopLevelConjuncts(query);
 	ListCell   *cell;
 
 	foreach(cell, info->hashRtindexes)
 	{
 		Index		rtindex = lfirst_int(cell);
+		DistTableCacheEntry *entry =
+			GetDistTableCacheEntry(rt_fetch(rtindex, query->rtable)->relid);
 
-		FindPruningValues(query, rtindex,
-						  GetDistTableCacheEntry(rt_fetch(rtindex, query->rtable)->relid),
-						  (Node *) conjuncts, &values, &kinds);
+		FindPruningValues(query, rtindex, entry, (Node *) conjuncts, &values, &kinds);
+		/* or by a global index of the table */
+		FindGlobalIndexPruning(query, rtindex, entry, (Node *) conjuncts, &values, &kinds,
+							   &indexes);
 	}
 	/* and by the distribution columns subqueries in FROM return */
 	foreach(cell, info->distVars)
@@ -404,6 +408,7 @@ BuildSelectJob(Query *query, PushdownInfo *info, RemoteSql *sql, DistributedJob 
 	job->anchor = RelationPosition(sql->relations, info->anchorRelid);
 	job->pruneCount = list_length(values);
 	job->pruneKinds = kinds;
+	job->pruneIndexes = indexes;
 	*customExprs = NIL;
 	foreach(cell, list_concat(values, sql->paramExprs))
 		*customExprs = lappend(*customExprs, expression_planner(lfirst(cell)));

@@ -34,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
+#include "shardext/global_index.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -52,7 +53,8 @@ typedef struct RouterContext
 	bool		failed;
 } RouterContext;
 
-static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry);
+static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry,
+								   bool byLockedCtids);
 static void CheckModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 									  const char *command);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
@@ -60,7 +62,6 @@ static bool PinByValue(RouterLevel *level, Node *clause);
 static bool PinByEquality(RouterLevel *level, Node *clause);
 static void CheckLevelPins(RouterLevel *level, RouterContext *context);
 static bool AnalyzeSublinksWalker(Node *node, void *context);
-static bool ContainsAnyVar(Node *node);
 static bool ContainsAnyVarWalker(Node *node, void *context);
 static Node *CoerceToDistType(Node *value, DistTableCacheEntry *entry, bool array);
 static List *PlanExprs(List *exprs);
@@ -97,7 +98,7 @@ ContainsAnyVarWalker(Node *node, void *context)
 }
 
 /* does the expression depend on any row (of any query level)? */
-static bool
+bool
 ContainsAnyVar(Node *node)
 {
 	return ContainsAnyVarWalker(node, NULL);
@@ -656,14 +657,18 @@ RejectUnshippable(RemoteSql *sql, Query *query, const char *command)
 /*
  * DeparseModifyStatement deparses an UPDATE or DELETE of the target's shard
  * up to its RETURNING clause: SET (the distribution column cannot change),
- * the other FROM items (FROM / USING) and WHERE.
+ * the other FROM items (FROM / USING) and WHERE.  byLockedCtids (an UPDATE
+ * of global index columns, see global_index_maintenance.c) restricts it to
+ * the rows of the ctids in $1 and names their places shardext_old.
  */
 static void
-DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
+DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry,
+					   bool byLockedCtids)
 {
 	RangeTblEntry *target = rt_fetch(query->resultRelation, query->rtable);
 	List	   *fromItems = NIL;
 	ListCell   *cell;
+	char	   *alias;
 
 	foreach(cell, query->jointree->fromlist)
 	{
@@ -680,7 +685,8 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 
 		appendStringInfoString(&sql->buf, "UPDATE ONLY ");
 		RemoteSqlAppendRelation(sql, target->relid);
-		appendStringInfo(&sql->buf, " %s SET ", RemoteSqlAlias(sql, 0, query->resultRelation));
+		alias = RemoteSqlAlias(sql, 0, query->resultRelation);
+		appendStringInfo(&sql->buf, " %s SET ", alias);
 		foreach(cell, query->targetList)
 		{
 			TargetEntry *tle = lfirst(cell);
@@ -699,14 +705,15 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 			first = false;
 			DeparseRemoteExpr(sql, (Node *) tle->expr);
 		}
-		if (fromItems != NIL)
+		if (fromItems != NIL || byLockedCtids)
 			appendStringInfoString(&sql->buf, " FROM ");
 	}
 	else
 	{
 		appendStringInfoString(&sql->buf, "DELETE FROM ONLY ");
 		RemoteSqlAppendRelation(sql, target->relid);
-		appendStringInfo(&sql->buf, " %s", RemoteSqlAlias(sql, 0, query->resultRelation));
+		alias = RemoteSqlAlias(sql, 0, query->resultRelation);
+		appendStringInfo(&sql->buf, " %s", alias);
 		if (fromItems != NIL)
 			appendStringInfoString(&sql->buf, " USING ");
 	}
@@ -716,11 +723,20 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry)
 			appendStringInfoString(&sql->buf, ", ");
 		DeparseRemoteFromItem(sql, lfirst(cell));
 	}
+	if (byLockedCtids)
+		appendStringInfo(&sql->buf, "%sunnest($1::pg_catalog.tid[]) WITH ORDINALITY AS "
+						 "shardext_old (old_ctid, old_position)", fromItems != NIL ? ", " : "");
 	if (query->jointree->quals != NULL)
 	{
-		appendStringInfoString(&sql->buf, " WHERE ");
+		appendStringInfoString(&sql->buf, byLockedCtids ? " WHERE (" : " WHERE ");
 		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		if (byLockedCtids)
+			appendStringInfoString(&sql->buf, ") AND ");
 	}
+	else if (byLockedCtids)
+		appendStringInfoString(&sql->buf, " WHERE ");
+	if (byLockedCtids)
+		appendStringInfo(&sql->buf, "%s.ctid OPERATOR(pg_catalog.=) shardext_old.old_ctid", alias);
 }
 
 /*
@@ -779,15 +795,38 @@ PlanDistributedModify(Query *query)
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(target->relid);
 	const char *command = query->commandType == CMD_UPDATE ? "UPDATE" : "DELETE";
 	RemoteSql	sql;
+	RemoteSql	lock;
 	DistributedJob job;
+	DistributedJob gindex;
 	List	   *values = NIL;
 	List	   *kinds = NIL;
+	List	   *indexes = NIL;
 	List	   *customExprs;
+	bool		lockFirst;
+
+	RejectIndexTableWrite(target->relid, command);
+	memset(&gindex, 0, sizeof(gindex));
+	PlanGlobalIndexModify(query, entry, &gindex);
+	lockFirst = gindex.gindexMode == GINDEX_LOCK_THEN_UPDATE;
 
 	InitRemoteSql(&sql);
+	InitRemoteSql(&lock);
+	if (lockFirst)
+	{
+		/* the locking SELECT's parameters come first ($1: the ctids) */
+		lock.paramExprs = list_make1(LockedCtidsParam());
+		DeparseLockingSelect(&lock, query, &gindex);
+		FinishRemoteSql(&lock);
+		if (lock.failed)
+			RemoteSqlFail(&sql, lock.failReason);
+		sql.paramExprs = list_copy(lock.paramExprs);
+		sql.relations = list_copy(lock.relations);
+	}
 	RemoteSqlPushQuery(&sql, query);
-	DeparseModifyStatement(&sql, query, entry);
+	DeparseModifyStatement(&sql, query, entry, lockFirst);
 	DeparseReturning(&sql, query->returningList);
+	if (gindex.gindexMode != GINDEX_NONE)
+		AppendHiddenReturning(&sql, query, &gindex);
 	RemoteSqlPopQuery(&sql);
 	FinishRemoteSql(&sql);
 	if (!sql.failed && contain_volatile_functions((Node *) query->targetList))
@@ -796,14 +835,23 @@ PlanDistributedModify(Query *query)
 	CheckModifyReadsColocated(query, entry, sql.relations, command);
 	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
 					  &values, &kinds);
+	FindGlobalIndexPruning(query, query->resultRelation, entry, query->jointree->quals,
+						   &values, &kinds, &indexes);
 
 	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
 					   list_length(sql.paramExprs));
 	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
 	job.pruneCount = list_length(values);
 	job.pruneKinds = kinds;
+	job.pruneIndexes = indexes;
 	job.hasReturning = query->returningList != NIL;
 	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
+	job.gindexMode = gindex.gindexMode;
+	job.gindexRelids = gindex.gindexRelids;
+	job.hiddenLead = gindex.hiddenLead;
+	job.hiddenAttnums = gindex.hiddenAttnums;
+	job.lockSqlParts = lock.parts;
+	job.lockParamCount = list_length(lock.paramExprs);
 	customExprs = list_concat(PlanExprs(values), PlanExprs(sql.paramExprs));
 
 	return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),

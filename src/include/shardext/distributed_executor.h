@@ -16,6 +16,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/distributed_plan.h"
+#include "shardext/metadata.h"
 
 /* parameter values in the form libpq sends them */
 typedef struct RemoteParams
@@ -28,6 +29,13 @@ typedef struct RemoteParams
 } RemoteParams;
 
 typedef struct TaskConnection TaskConnection;
+
+/* a shard of a unique global index that a task writes */
+typedef struct UniqueShard
+{
+	char	   *relname;		/* the shard table's name */
+	const char *indexName;
+} UniqueShard;
 
 /* one statement on one placement */
 typedef struct RemoteTask
@@ -50,6 +58,10 @@ typedef struct RemoteTask
 	int		   *rowPositions;
 	int			rowCount;
 	List	   *returnedRows;	/* MinimalTuples kept until every task is done */
+	/* writes to unique global indexes: their violations go by the index name */
+	List	   *uniqueShards;	/* UniqueShard * */
+	/* global index maintenance: what it keeps per task (LockedRows ...) */
+	void	   *taskPrivate;
 } RemoteTask;
 
 /* a connection the scan uses and the tasks queued on it */
@@ -96,9 +108,16 @@ typedef struct DistributedScanState
 	int			orderedNext;
 	uint64		affectedRows;
 	double		explainTime;
-	bool		rerouted;		/* a replica's task moved to its primary */
+	/* global indexes: changes to write at the end, and what EXPLAIN shows */
+	struct GlobalIndexChanges *gindexChanges;
+	List	   *lockTasks;		/* GINDEX_LOCK_THEN_UPDATE: the locking SELECTs */
+	struct GlobalIndexLookupNote *lookupNote;
 	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
+	bool		rerouted;		/* a replica's task moved to its primary */
 } DistributedScanState;
+
+/* a row a task returned, handed to an ExecuteRemoteTasks callback */
+typedef void (*RemoteRowCallback) (RemoteTask *task, PGresult *row, void *arg);
 
 /* how long a connection's leftover results may take to drain */
 #define DRAIN_TIMEOUT_MS 30000
@@ -110,6 +129,9 @@ extern TaskConnection *GetTaskConnection(DistributedScanState *state, int32 node
 extern void ReleaseConnection(NodeConnection *conn);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
+extern void ExecuteRemoteTasks(List *tasks, bool writes, bool inTransaction,
+							   RemoteRowCallback callback, void *arg);
+extern bool RemoteReadsInTransaction(void);
 
 /* replica_routing.c */
 extern void RouteReadsToReplicas(DistributedScanState *state);
@@ -121,6 +143,46 @@ extern bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, Remo
 extern void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task,
 								NodeConnection *conn);
 
+/* task_builder.c */
+extern RemoteParams *MakeRemoteParams(int count);
+extern void EncodeRemoteParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
+
+/* global_index_writes.c */
+typedef struct GlobalIndexChanges GlobalIndexChanges;
+typedef bool (*BaseValueFunction) (AttrNumber attnum, Datum *value, void *arg);
+extern GlobalIndexChanges *StartGlobalIndexChanges(Oid baseRelid, List *indexRelids);
+extern void AddGlobalIndexRow(GlobalIndexChanges *changes, BaseValueFunction values,
+							  void *arg, int64 delta);
+extern void ApplyGlobalIndexChanges(GlobalIndexChanges *changes, List **lastRound);
+extern void EndGlobalIndexChanges(GlobalIndexChanges *changes);
+extern bool *ArbiterIndexAdmits(Oid baseRelid, Oid indexRelid, int rowCount,
+								BaseValueFunction values, void **rowArgs);
+extern void ReportUniqueViolation(NodeConnection *conn, PGresult *result, RemoteTask *task);
+extern List *MergeIndexTasks(List *indexTasks, List *tasks);
+extern char *QualifiedEqualityOperator(Oid type);
+
+/* global_index_lookup.c */
+typedef struct GlobalIndexLookupNote
+{
+	char	   *indexName;
+	char	   *sql;			/* of the first lookup */
+	int			lookups;		/* index shards asked */
+	int			matches;		/* shards found */
+} GlobalIndexLookupNote;
+extern void LookupGlobalIndex(DistributedScanState *state, DistTableCacheEntry *anchor,
+							  Oid indexRelid, int kind, Datum *values, bool *nulls,
+							  bool *matches);
+
+/* global_index_maintenance.c: the executor's side of GINDEX_* */
+extern void BeginGlobalIndexMaintenance(DistributedScanState *state);
+extern void CaptureHiddenColumns(DistributedScanState *state, RemoteTask *task,
+								 PGresult *result);
+extern void FinishGlobalIndexMaintenance(DistributedScanState *state);
+extern bool *AdmitInsertRows(DistributedScanState *state, int rowCount, int columns,
+							 Datum *values, bool *nulls);
+extern List *AddInsertRowsToIndexes(DistributedScanState *state, int rowCount, int columns,
+								   Datum *values, bool *nulls, bool *admitted);
+extern void LockRowsBeforeUpdate(DistributedScanState *state);
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,
 								   ExplainState *es);

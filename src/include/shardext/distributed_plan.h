@@ -14,6 +14,9 @@
  * values, paramCount remote parameter expressions, and for INSERT
  * insertRowCount * insertColumnCount row values.
  *
+ * A write to a table with global indexes also maintains them (gindex*):
+ * see executor/global_index_writes.c.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef SHARDEXT_DISTRIBUTED_PLAN_H
@@ -35,6 +38,26 @@ typedef enum DistributedJobKind
 /* how a pruning value restricts the shards */
 #define PRUNE_EQUAL 0			/* distribution column = value */
 #define PRUNE_ANY 1				/* distribution column = ANY (array value) */
+#define PRUNE_GINDEX_EQUAL 2	/* first column of a global index = value */
+#define PRUNE_GINDEX_NEXT 3		/* a further column of that index = value */
+#define PRUNE_GINDEX_ANY 4		/* one-column global index = ANY (array value) */
+
+/*
+ * How a write keeps the global indexes of its table in step (see
+ * executor/global_index_writes.c).
+ */
+#define GINDEX_NONE 0
+#define GINDEX_INSERT_ROWS 1	/* entries from the rows the coordinator routes */
+#define GINDEX_ARBITER_FIRST 2	/* INSERT ... ON CONFLICT (global unique cols) DO
+								 * NOTHING: index entries first, rows they admit */
+#define GINDEX_RETURNED 3		/* entries from hidden columns the tasks return */
+#define GINDEX_LOCK_THEN_UPDATE 4	/* UPDATE of indexed columns: old values read
+									 * and locked first, then rows updated by ctid */
+
+/* the first hidden column, before the hidden base columns */
+#define GINDEX_LEAD_NONE 0
+#define GINDEX_LEAD_INSERTED 1	/* bool: the row was inserted (ON CONFLICT) */
+#define GINDEX_LEAD_OLD_POSITION 2	/* int: the row's place among the locked rows */
 
 typedef struct DistributedJob
 {
@@ -56,6 +79,17 @@ typedef struct DistributedJob
 	bool		pullFallback;	/* scan of one table under a local plan */
 	bool		insertFromSubplan;	/* INSERT rows come from custom_plans */
 	bool		locksRows;		/* SELECT ... FOR UPDATE/SHARE */
+	List	   *pruneIndexes;	/* per pruning value: index table OID of a global
+								 * index lookup, InvalidOid otherwise */
+	/* global index maintenance of a write (GINDEX_*) */
+	int			gindexMode;
+	List	   *gindexRelids;	/* index tables the write maintains */
+	Oid			gindexArbiter;	/* GINDEX_ARBITER_FIRST: its index table */
+	List	   *insertAttnums;	/* INSERT: base attribute of each row column */
+	int			hiddenLead;		/* GINDEX_LEAD_* */
+	List	   *hiddenAttnums;	/* base columns returned after the visible ones */
+	List	   *lockSqlParts;	/* GINDEX_LOCK_THEN_UPDATE: the locking SELECT */
+	int			lockParamCount; /* its parameters: the first ones of the job's */
 	bool		primaryOnly;	/* volatile functions: never on a read replica */
 } DistributedJob;
 

@@ -42,6 +42,7 @@ extern int	ShardextSnowflakeMaxClockSkew;
 #define TEST_FAULT_NONE 0
 #define TEST_FAULT_CRASH_AFTER_PREPARE 1
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
+#define TEST_FAULT_PAUSE_AFTER_PREPARE 3
 extern int	ShardextTestFault;
 extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;

@@ -50,6 +50,22 @@ typedef struct ShardInterval
 	int32	   *placementNodeIds;	/* sorted by node id */
 } ShardInterval;
 
+/*
+ * a global index of a distributed table (shardext.global_index): the index
+ * table holds the indexed columns (1..columnCount), then the base row's
+ * distribution value, then for an index that is not unique the number of
+ * base rows with those values
+ */
+typedef struct GlobalIndex
+{
+	Oid			indexRelid;		/* the index table */
+	char	   *name;
+	Oid			baseRelid;
+	bool		isUnique;
+	int			columnCount;
+	AttrNumber *baseAttnums;	/* indexed columns of the base table */
+} GlobalIndex;
+
 /* everything the planner and executor need to know about one table */
 typedef struct DistTableCacheEntry
 {
@@ -66,6 +82,8 @@ typedef struct DistTableCacheEntry
 	ShardInterval *shards;		/* sorted by hashMin */
 	bool		uniformShards;	/* equal-width ranges: O(1) lookup */
 	FmgrInfo	hashFunc;		/* the type's standard hash support function */
+	List	   *globalIndexes;	/* GlobalIndex * of this table */
+	Oid			globalIndexBase;	/* of an index table: its base table */
 	MemoryContext context;		/* owns all memory of this entry */
 } DistTableCacheEntry;
 
@@ -126,6 +144,10 @@ extern bool AnyActiveReplica(void);
 extern Oid	ShardextCatalogRelid(const char *relname);
 extern void InvalidateDistTableCache(Oid relid);
 extern void InvalidateNodeCache(void);
+extern List *TableGlobalIndexes(Oid relid);
+extern bool IsGlobalIndexTable(Oid relid);
+extern GlobalIndex *FindGlobalIndexByName(const char *name);
+extern List *GlobalIndexRelids(List *indexes);
 
 /* shard_lookup.c */
 extern int32 HashDistributionValue(DistTableCacheEntry *entry, Datum value);
@@ -167,5 +189,7 @@ extern void RegisterLocalIdentity(const char *coordinatorId, int32 nodeId);
 extern void UnregisterLocalIdentity(const char *coordinatorId);
 extern void BeginCatalogAccess(CatalogAccess *access);
 extern void EndCatalogAccess(CatalogAccess *access);
+extern void InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid,
+							  int columnCount, AttrNumber *attnums, bool isUnique);
 
 #endif							/* SHARDEXT_METADATA_H */

@@ -57,6 +57,7 @@ extern void FindColumnPruningValues(Index rtindex, AttrNumber attno, DistTableCa
 									Node *quals, List **values, List **kinds);
 extern bool IsHashEquality(Oid opno, DistTableCacheEntry *entry);
 extern Node *StripRelabel(Node *node);
+extern bool ContainsAnyVar(Node *node);
 extern bool IsDistColumnVar(Node *node, Query *query, int levelsUp, Index *rtindex);
 extern void CollectConjuncts(Node *node, List **conjuncts);
 extern void CollectJoinTreeQuals(Node *jtnode, bool innerOnly, List **conjuncts);
@@ -71,6 +72,9 @@ extern void DeparseInsertStatement(Query *query, DistTableCacheEntry *entry,
 extern List *InsertColumns(Query *query, DistTableCacheEntry *entry, int *distColumn);
 extern void InitInsertJob(DistributedJob *job, Query *query, DistTableCacheEntry *entry,
 						  List *columns, int distColumn, List **paramExprs);
+extern void DeparseInsertStatementWith(Query *query, bool withOnConflict,
+									   DistTableCacheEntry *entry, List *columns,
+									   RemoteSql *prefix, RemoteSql *suffix);
 
 /* insert_select.c */
 extern PlannedStmt *PlanInsertSelect(Query *query, int cursorOptions,
@@ -99,6 +103,19 @@ typedef PlannedStmt *(*LocalPlannerFunction) (Query *, const char *, int, ParamL
 extern Query *InlineSingleUseCtes(Query *parse);
 extern PlannedStmt *PlanRecursively(Query *parse, const char *queryString, int cursorOptions,
 									ParamListInfo boundParams, LocalPlannerFunction localPlanner);
+
+/* global_index_planner.c */
+extern void RejectMergeWithGlobalIndexes(Oid relid);
+extern OnConflictExpr *PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry,
+											 List *columns, DistributedJob *job);
+extern char *HiddenInsertReturning(Query *query, DistributedJob *job, const char *alias);
+extern void PlanGlobalIndexModify(Query *query, DistTableCacheEntry *entry,
+								  DistributedJob *job);
+extern void AppendHiddenReturning(RemoteSql *sql, Query *query, DistributedJob *job);
+extern void DeparseLockingSelect(RemoteSql *sql, Query *query, DistributedJob *job);
+extern Node *LockedCtidsParam(void);
+extern void FindGlobalIndexPruning(Query *query, Index rtindex, DistTableCacheEntry *entry,
+								   Node *quals, List **values, List **kinds, List **indexes);
 
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,

@@ -55,7 +55,7 @@ table_state() {
 moves_leftovers() {
 	local port placed found out=""
 	for port in $(coord "SELECT node_port FROM shardext.nodes ORDER BY 1"); do
-		placed=$(coord "SELECT coalesce(string_agg(quote_literal(split_part(shard_name, '.', 2)), ','), '''''')
+		placed=$(coord "SELECT coalesce(string_agg(quote_literal(shard_name), ','), '''''')
 			FROM shardext.shards WHERE node_port = $port")
 		found=$(psql_at "$port" -c "SELECT string_agg(x, ', ' ORDER BY x) FROM (
 			SELECT 'slot ' || slot_name FROM pg_replication_slots
@@ -68,7 +68,8 @@ moves_leftovers() {
 			UNION ALL SELECT 'identity ' || relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 				WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relreplident <> 'd'
 			UNION ALL SELECT 'table ' || relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-				WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname NOT IN ($placed)) s(x)" 2>&1)
+				WHERE n.nspname = 'public' AND c.relkind = 'r'
+				  AND quote_ident(n.nspname) || '.' || quote_ident(c.relname) NOT IN ($placed)) s(x)" 2>&1)
 		[ -n "$found" ] && out="$out$port: $found; "
 	done
 	echo "$out"

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Global indexes under concurrency and real failures:
+#  1. two sessions insert the same email into rows of different shards: the
+#     second waits on the index shard until the first commits, then fails
+#     with the unique violation of the global index; when the first rolls
+#     back, the second goes in; ON CONFLICT (email) DO NOTHING waits too;
+#  2. a worker is stopped between PREPARE and COMMIT PREPARED of a
+#     transaction that wrote rows and index entries on both workers: the
+#     transaction commits, recovery commits the worker's part once it is
+#     back;
+#  3. the coordinator dies after PREPARE (recovery rolls everything back) and
+#     after its local commit (recovery commits everything).
+# After each, shardext_check_global_index finds no mismatch.
+source "$(dirname "$0")/lib/common.sh"
+source "$(dirname "$0")/lib/moves.sh"
+trap 'cluster start-node coordinator >/dev/null 2>&1; cluster start-node worker2 >/dev/null 2>&1; moves_drop_database; rm -rf "$WORK"' EXIT
+WORK=$(mktemp -d)
+chmod 777 "$WORK"
+
+moves_database gidx_faults
+coord "SET client_min_messages = warning;
+	   CREATE TABLE users (id bigint PRIMARY KEY, email text, tag int);
+	   SELECT create_distributed_table('users', 'id', shard_count => 8);
+	   INSERT INTO users SELECT g, 'u' || g || '@x', g % 5 FROM generate_series(1, 200) g;
+	   SELECT shardext_create_global_index('users', 'email', true);
+	   SELECT shardext_create_global_index('users', 'tag');" >/dev/null || fail "setup"
+
+checks() {	# WHAT: both indexes exact
+	expect_eq "$1: unique index exact" "0" "$(coord "SELECT shardext_check_global_index('users_email_gidx')")"
+	expect_eq "$1: non-unique index exact" "0" "$(coord "SELECT shardext_check_global_index('users_tag_gidx')")"
+}
+# two ids whose rows are on different workers
+ID_A=$(coord "SELECT g FROM generate_series(1000, 2000) g WHERE (SELECT node_port FROM shardext.shards
+	WHERE shard_id = shardext_shard_for_value('users', g::text)) = $WORKER_1_PORT LIMIT 1")
+ID_B=$(coord "SELECT g FROM generate_series(1000, 2000) g WHERE (SELECT node_port FROM shardext.shards
+	WHERE shard_id = shardext_shard_for_value('users', g::text)) = $WORKER_2_PORT LIMIT 1")
+# the node of the index shard of an email
+index_port() {
+	coord "SELECT node_port FROM shardext.shards WHERE shard_id =
+		shardext_shard_for_value('shardext_gidx.users_email_gidx', '$1')"
+}
+# wait_for_waiter PORT: a backend of that node waits for a lock (30 s at most)
+wait_for_waiter() {
+	for _ in $(seq 1 300); do
+		[ "$(psql_at "$1" -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND datname = current_database()")" -ge 1 ] && return 0
+		sleep 0.1
+	done
+	fail "no session waited on node $1"
+}
+# first_session EMAIL END: BEGIN, insert ID_A with EMAIL, hold 30 s at most
+# until $WORK/release appears, then END (COMMIT or ROLLBACK)
+first_session() {
+	rm -f "$WORK/release"
+	psql_at "$COORDINATOR_PORT" >"$WORK/first.out" 2>&1 <<SQL &
+BEGIN;
+INSERT INTO users VALUES ($ID_A, '$1', 1);
+SELECT 'inserted';
+DO \$\$ BEGIN FOR i IN 1..300 LOOP
+	EXIT WHEN (pg_stat_file('$WORK/release', true)).size IS NOT NULL; PERFORM pg_sleep(0.1); END LOOP; END \$\$;
+$2;
+SQL
+	FIRST_PID=$!
+	for _ in $(seq 1 300); do
+		grep -q inserted "$WORK/first.out" && return 0
+		grep -q ERROR "$WORK/first.out" && break
+		sleep 0.1
+	done
+	fail "the first session did not insert: $(cat "$WORK/first.out")"
+}
+# second_session SQL: run SQL in the background, output in $WORK/second.out
+second_session() {
+	psql_at "$COORDINATOR_PORT" -c "$1" >"$WORK/second.out" 2>&1 &
+	SECOND_PID=$!
+}
+
+# 1a. the first commits: the second waited and fails like a local unique index
+first_session "same@x" COMMIT
+second_session "INSERT INTO users VALUES ($ID_B, 'same@x', 2)"
+wait_for_waiter "$(index_port same@x)"
+kill -0 "$SECOND_PID" 2>/dev/null || fail "the second insert did not wait: $(cat "$WORK/second.out")"
+touch "$WORK/release"
+wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
+wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
+grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
+	fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+grep -q 'Key (email)=(same@x) already exists.' "$WORK/second.out" ||
+	fail "no DETAIL naming the key: $(cat "$WORK/second.out")"
+echo "ok - the second insert waited, then failed with the global index's unique violation"
+expect_eq "only the first row" "$ID_A" "$(coord "SELECT string_agg(id::text, ',') FROM users WHERE email = 'same@x'")"
+checks "concurrent inserts, first committed"
+
+# 1b. the first rolls back: the second waited and goes in
+coord "DELETE FROM users WHERE id = $ID_A" >/dev/null
+first_session "other@x" ROLLBACK
+second_session "INSERT INTO users VALUES ($ID_B, 'other@x', 2)"
+wait_for_waiter "$(index_port other@x)"
+touch "$WORK/release"
+wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
+wait "$SECOND_PID" || fail "the second insert failed after the first rolled back: $(cat "$WORK/second.out")"
+expect_eq "the second row went in" "$ID_B" "$(coord "SELECT string_agg(id::text, ',') FROM users WHERE email = 'other@x'")"
+checks "concurrent inserts, first rolled back"
+
+# 1c. ON CONFLICT (email) DO NOTHING waits as well, then inserts nothing
+coord "DELETE FROM users WHERE id IN ($ID_A, $ID_B)" >/dev/null
+first_session "third@x" COMMIT
+second_session "INSERT INTO users VALUES ($ID_B, 'third@x', 2) ON CONFLICT (email) DO NOTHING RETURNING id"
+wait_for_waiter "$(index_port third@x)"
+touch "$WORK/release"
+wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
+wait "$SECOND_PID" || fail "ON CONFLICT DO NOTHING failed: $(cat "$WORK/second.out")"
+[ -z "$(cat "$WORK/second.out")" ] || fail "ON CONFLICT DO NOTHING inserted: $(cat "$WORK/second.out")"
+expect_eq "ON CONFLICT (email) DO NOTHING waited, then skipped the row" "$ID_A" \
+	"$(coord "SELECT string_agg(id::text, ',') FROM users WHERE email = 'third@x'")"
+checks "ON CONFLICT DO NOTHING under concurrency"
+
+# the transaction of the failure tests: rows and index entries on both workers
+fault_transaction() {	# FAULT FIRST_ID
+	psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = '$1'" -c "BEGIN" \
+		-c "INSERT INTO users SELECT g, 'f' || g || '@x', g % 5 FROM generate_series($2, $2 + 19) g" \
+		-c "UPDATE users SET email = 'moved' || id::text || '@x' WHERE id BETWEEN 1 AND 10 AND email LIKE 'u%'" \
+		-c "DELETE FROM users WHERE id BETWEEN 11 AND 15" \
+		-c "COMMIT" 2>&1
+}
+prepared_on_workers() {
+	echo $(($(worker1 "SELECT count(*) FROM pg_prepared_xacts") + $(worker2 "SELECT count(*) FROM pg_prepared_xacts")))
+}
+wait_for_no_prepared() {
+	for _ in $(seq 1 120); do
+		[ "$(prepared_on_workers)" = 0 ] && return 0
+		sleep 0.5
+	done
+	fail "prepared transactions were not resolved within 60 s: $(prepared_on_workers) left"
+}
+wait_for_coordinator() {
+	for _ in $(seq 1 120); do
+		coord "SELECT 1" >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	fail "coordinator did not come back"
+}
+
+# 2. worker 2 stops between PREPARE and COMMIT PREPARED
+fault_transaction pause_after_prepare 5000 >"$WORK/fault.out" 2>&1 &
+FAULT_PID=$!
+for _ in $(seq 1 100); do
+	[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] && break
+	sleep 0.1
+done
+[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] ||
+	fail "no PREPARE on worker 2: $(cat "$WORK/fault.out")"
+cluster stop-node worker2 immediate
+wait "$FAULT_PID" || fail "the transaction failed though every node prepared: $(cat "$WORK/fault.out")"
+cluster start-node worker2
+wait_for_no_prepared
+expect_eq "worker stopped after PREPARE: every row committed" "20|10|0" \
+	"$(coord "SELECT (SELECT count(*) FROM users WHERE id BETWEEN 5000 AND 5019) || '|' ||
+		(SELECT count(*) FROM users WHERE email LIKE 'moved%') || '|' ||
+		(SELECT count(*) FROM users WHERE id BETWEEN 11 AND 15)")"
+checks "worker stopped between PREPARE and COMMIT PREPARED"
+
+# 3a. the coordinator dies after PREPARE: everything rolls back
+out=$(fault_transaction crash_after_prepare 6000) && fail "the crashing transaction succeeded: $out"
+wait_for_coordinator
+cluster stop-node coordinator immediate
+cluster start-node coordinator
+wait_for_coordinator
+wait_for_no_prepared
+expect_eq "coordinator died after PREPARE: nothing of it" "0" \
+	"$(coord "SELECT count(*) FROM users WHERE id BETWEEN 6000 AND 6019")"
+checks "coordinator died after PREPARE"
+
+# 3b. the coordinator dies after its local commit: everything commits
+coord "UPDATE users SET email = 'u' || id::text || '@x' WHERE email LIKE 'moved%'" >/dev/null
+coord "INSERT INTO users SELECT g, 'u' || g || '@x', g % 5 FROM generate_series(11, 15) g" >/dev/null
+out=$(fault_transaction crash_after_local_commit 7000) && fail "the crashing transaction succeeded: $out"
+wait_for_coordinator
+wait_for_no_prepared
+expect_eq "coordinator died after its commit: all of it" "20|10|0" \
+	"$(coord "SELECT (SELECT count(*) FROM users WHERE id BETWEEN 7000 AND 7019) || '|' ||
+		(SELECT count(*) FROM users WHERE email LIKE 'moved%') || '|' ||
+		(SELECT count(*) FROM users WHERE id BETWEEN 11 AND 15)")"
+checks "coordinator died after its local commit"
+expect_eq "lookups by the index find the recovered rows" "7007" \
+	"$(coord "SELECT id FROM users WHERE email = 'f7007@x'")"
