@@ -221,6 +221,12 @@ expect_eq "a writing REPEATABLE READ transaction reads on primaries" "127.0.0.1:
 		EXPLAIN (COSTS OFF, FORMAT JSON) SELECT v FROM kv WHERE id = $K1; COMMIT;" |
 		grep -o '"Nodes": \[[^]]*' | grep -o '127.0.0.1:[0-9]*')"
 
+expect_eq "reads whose shards a global index chose stay on primaries" "127.0.0.1:$WORKER_2_PORT" \
+	"$(coord "SELECT shardext_create_global_index('kv', 'v', false, 'kv_v_gidx')" >/dev/null 2>&1 &&
+	   coord "$ON SET shardext.read_your_writes = off; EXPLAIN (COSTS OFF, FORMAT JSON) SELECT id FROM kv WHERE v = 424242" |
+		grep -o '"Nodes": \[[^]]*' | grep -o '127.0.0.1:[0-9]*')"
+coord "SELECT shardext_drop_global_index('kv_v_gidx')" >/dev/null
+
 # --- 5b. schema changes and shard moves: replicas wait until they have them
 node_of_key() {	# key: the server EXPLAIN reads it on
 	coord "$ON SET shardext.read_your_writes = off; EXPLAIN (COSTS OFF, FORMAT JSON) SELECT * FROM kv WHERE id = $1" |
