@@ -15,6 +15,7 @@
 
 #include "utils/guc.h"
 
+#include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/shardext.h"
@@ -23,6 +24,12 @@
 int			ShardextShardCount = 32;
 int			ShardextConnectTimeout = 5000;
 int			ShardextMaxConnectionsPerNode = 4;
+int			ShardextMaxSharedPoolSize = 0;
+int			ShardextConnectionWaitTimeout = 30000;
+int			ShardextMaxCachedConnectionsPerNode = 1;
+int			ShardextConnectionLifetime = 600000;
+int			ShardextConnectionShareInterval = 10000;
+int			ShardextExecutorSlowStartInterval = 10;
 char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
 bool		ShardextExplainAllTasks = false;
@@ -134,23 +141,87 @@ RegisterConnectionGucs(void)
 
 	DefineCustomIntVariable("shardext.max_connections_per_node",
 							"Maximum number of connections one session opens to one node.",
-							"Multi-shard statements run their shard tasks over up to this many "
-							"connections per node in parallel.",
+							"Multi-shard statements start with one connection per node and "
+							"open more, up to this many, while tasks wait and the node's "
+							"shared pool has room.",
 							&ShardextMaxConnectionsPerNode,
-							4, 1, 1000,
-							PGC_USERSET,
+							4, 1, 64,
+							PGC_SUSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.max_shared_pool_size",
+							"Maximum number of connections to one node from all sessions "
+							"of this coordinator.",
+							"0 derives it from the node: 90% of its max_connections less "
+							"superuser_reserved_connections; -1 means no limit. A session "
+							"that needs its first connection to a node waits for a free one.",
+							&ShardextMaxSharedPoolSize,
+							0, -1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.connection_wait_timeout",
+							"Time a session waits for a free connection to a node before "
+							"it gives up.",
+							NULL,
+							&ShardextConnectionWaitTimeout,
+							30000, 0, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.max_cached_connections_per_node",
+							"Maximum number of connections to one node a session keeps "
+							"open between transactions.",
+							NULL,
+							&ShardextMaxCachedConnectionsPerNode,
+							1, 0, 64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.connection_lifetime",
+							"Connections to nodes older than this are closed at the end "
+							"of a transaction.",
+							"0 keeps them for the whole session.",
+							&ShardextConnectionLifetime,
+							600000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.connection_share_interval",
+							"When sessions wait for a connection to a node, a session that "
+							"has held one this long gives it back at the end of its "
+							"transaction.",
+							NULL,
+							&ShardextConnectionShareInterval,
+							10000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.executor_slow_start_interval",
+							"Time a multi-shard statement waits with tasks queued for a "
+							"node before it opens another connection to it.",
+							NULL,
+							&ShardextExecutorSlowStartInterval,
+							10, 0, 60000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("shardext.node_conninfo",
 							   "Extra libpq connection options used for connections to nodes.",
-							   "For example \"sslmode=require\". Passwords belong in a password "
-							   "file, not here.",
+							   "For example \"sslmode=require\". Only security and network "
+							   "options are accepted; passwords belong in a password file.",
 							   &ShardextNodeConninfo,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   CheckNodeConninfo, AssignNodeConninfo, NULL);
 }
 
 /* the settings of distributed tables and their DDL */

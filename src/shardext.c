@@ -18,6 +18,7 @@
 #include "tcop/utility.h"
 
 #include "shardext/shardext.h"
+#include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
@@ -27,6 +28,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/shared_pool.h"
 #include "shardext/tenant_stats.h"
 #include "shardext/utility_hook.h"
 
@@ -71,6 +73,7 @@ _PG_init(void)
 	ProcessUtility_hook = ShardextProcessUtility;
 
 	InitializeMetadataCache();
+	InitializeConnections();
 	InitializeRemoteTransactions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();
@@ -91,6 +94,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
 	ShardStatsShmemRequest();
 	ReplicaStateShmemRequest();
+	SharedPoolShmemRequest();
 	TenantStatsShmemRequest();
 }
 
@@ -108,5 +112,6 @@ ShardextShmemStartup(void)
 	DistributedDeadlockShmemInit();
 	ShardStatsShmemInit();
 	ReplicaStateShmemInit();
+	SharedPoolShmemInit();
 	TenantStatsShmemInit();
 }

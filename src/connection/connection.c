@@ -1,15 +1,39 @@
 /*-------------------------------------------------------------------------
  *
  * connection.c
- *	  Per-backend cache of connections to worker nodes.
+ *	  Per-backend cache of connections to worker nodes, and dedicated
+ *	  connections outside the cache.
  *
- * A connection is opened on first use and kept for later statements.  Its
- * session is pinned like postgres_fdw pins its sessions (search_path,
- * datestyle, intervalstyle, extra_float_digits), so deparsed SQL and text
- * values mean the same on both sides; the time zone follows the local
- * session (see remote_command.c).  Connections are made without blocking
- * the backend's reaction to cancels, and give up after
- * shardext.connect_timeout.
+ * A connection is opened on first use and may be kept for later
+ * statements.  Its session is pinned like postgres_fdw pins its sessions
+ * (search_path, datestyle, intervalstyle, extra_float_digits), so deparsed
+ * SQL and text values mean the same on both sides; the time zone follows
+ * the local session (see remote_command.c).  Connections are made without
+ * blocking the backend's reaction to cancels, and give up after
+ * shardext.connect_timeout.  StartNodeConnection and
+ * ContinueNodeConnection let the executor open several at once from its
+ * event loop; GetNodeConnection* open one and wait for it.
+ *
+ * Every connection to a node holds a slot of the node's shared count
+ * (shared_pool.c).  A backend's first connection to a node is required: if
+ * the pool is full, the backend waits for a slot -- holding only slots of
+ * pools that come earlier in one global order, or that its transaction
+ * uses (see AcquireSlot), so that backends never wait for each other in a
+ * circle.  More connections to a node are optional and simply not opened
+ * when the pool has no room.
+ *
+ * At the end of each transaction (ConnectionsAtTransactionEnd) the cache
+ * keeps at most shardext.max_cached_connections_per_node connections per
+ * node, closes those older than shardext.connection_lifetime, and gives a
+ * connection back when other sessions wait for a slot of its node and it
+ * was held for shardext.connection_share_interval: so busy sessions take
+ * turns instead of starving the others.
+ *
+ * Dedicated connections (shard moves, node management, recovery, the
+ * deadlock detector) stay out of the cache; they are closed by their
+ * callers, and else when the resource owner they were opened under is
+ * released (an error, or a caller that forgot), so that neither the
+ * PGconn nor the pool slot leaks.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,14 +43,16 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "postmaster/postmaster.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/varlena.h"
-#include "postmaster/postmaster.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
@@ -34,6 +60,12 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
+#include "shardext/shared_pool.h"
+
+/* how long the query that learns a node's connection limit may take */
+#define NODE_LIMIT_QUERY_TIMEOUT_MS 2000
+/* ... and how long an answer stands */
+#define NODE_LIMIT_MAX_AGE_MS 1000
 
 typedef struct ConnectionKey
 {
@@ -44,26 +76,73 @@ typedef struct ConnectionKey
 typedef struct ConnectionCacheEntry
 {
 	ConnectionKey key;
-	List	   *connections;	/* NodeConnection *, in opening order */
+	List	   *connections;	/* NodeConnection *, open ones first */
 } ConnectionCacheEntry;
+
+/* shardext.node_conninfo, parsed by its check hook (malloc'd, one block) */
+typedef struct NodeConninfoOptions
+{
+	int			count;
+	const char **keywords;
+	const char **values;
+} NodeConninfoOptions;
+
+/*
+ * The libpq options shardext.node_conninfo may set: security and network
+ * behaviour.  What identifies the session (host, port, user, dbname,
+ * options, application_name, client_encoding, replication) is shardext's
+ * to set; passwords belong in a password file.
+ */
+static const char *const AllowedConninfoKeywords[] = {
+	"channel_binding", "connect_timeout", "gssencmode", "gsslib", "keepalives",
+	"keepalives_count", "keepalives_idle", "keepalives_interval", "krbsrvname",
+	"passfile", "requirepeer", "ssl_max_protocol_version", "ssl_min_protocol_version",
+	"sslcert", "sslcompression", "sslcrl", "sslcrldir", "sslkey", "sslmode",
+	"sslrootcert", "sslsni", "target_session_attrs", "tcp_user_timeout"
+};
 
 static HTAB *ConnectionCache = NULL;
 static MemoryContext ConnectionContext = NULL;
+static List *dedicatedConnections = NIL;
 static int	connectionSerial = 0;
+static NodeConninfoOptions *nodeConninfoOptions = NULL;
+static bool lastAttemptTimedOut = false;
 
+static void EnsureConnectionContext(void);
 static ConnectionCacheEntry *GetCacheEntry(int32 nodeId);
-static NodeConnection *GetCachedConnection(int32 nodeId, int index, int timeoutMs,
-										   bool errorOnFailure);
-static NodeConnection *OpenNodeConnection(int32 nodeId, int timeoutMs, bool errorOnFailure);
+static NodeConnection *CachedConnectionAt(int32 nodeId, int index);
+static bool PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait);
+static bool AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait);
+static void ReleaseIdleConnectionsAfter(PoolEntry *entry);
+static int	ComparePoolOrder(const void *a, const void *b);
+static void BeginConnect(NodeConnection *conn, const char *dbname, bool replication);
+static bool FinishConnect(NodeConnection *conn);
+static void CompleteConnection(NodeConnection *conn);
+static void LearnNodeLimit(NodeConnection *conn);
+static bool ConnectSocketReady(NodeConnection *conn);
+static void ConnectionFailed(NodeConnection *conn, const char *hint);
 static PGconn *StartConnection(const char *host, int32 port, const char *dbname,
 							   const char *user, const char *timeZone, bool replication);
-static bool FinishConnection(PGconn *pgConn, int timeoutMs);
-static NodeConnection *OpenDedicated(const char *host, int32 port, bool replication,
-									 bool errorOnFailure, int timeoutMs);
-static char *ConnectionFailureMessage(PGconn *pgConn);
+static char *ConnectionFailureMessage(NodeConnection *conn);
+static bool ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept);
+static void CompactConnectionList(ConnectionCacheEntry *entry);
+static void RepointConnection(NodeConnection *conn, WorkerNode *node);
+static int	ConnectTimeout(NodeConnection *conn);
+static NodeConnection *OpenDedicated(const char *host, int32 port, const char *dbname,
+									 bool replication, bool counted, bool errorOnFailure,
+									 int timeoutMs, const char *hint);
+static void ConnectionResourceRelease(ResourceReleasePhase phase, bool isCommit,
+									  bool isTopLevel, void *arg);
+
+/* registers the resource release callback; called from _PG_init */
+void
+InitializeConnections(void)
+{
+	RegisterResourceReleaseCallback(ConnectionResourceRelease, NULL);
+}
 
 static void
-EnsureConnectionCache(void)
+EnsureConnectionContext(void)
 {
 	HASHCTL		info;
 
@@ -88,7 +167,7 @@ GetCacheEntry(int32 nodeId)
 	ConnectionCacheEntry *entry;
 	bool		found;
 
-	EnsureConnectionCache();
+	EnsureConnectionContext();
 	memset(&key, 0, sizeof(key));
 	key.nodeId = nodeId;
 	key.userId = GetUserId();
@@ -96,6 +175,62 @@ GetCacheEntry(int32 nodeId)
 	if (!found)
 		entry->connections = NIL;
 	return entry;
+}
+
+/*
+ * CachedConnectionAt returns the index-th cache slot of the current user's
+ * connections to a node, making (unconnected) slots up to it as needed.
+ */
+static NodeConnection *
+CachedConnectionAt(int32 nodeId, int index)
+{
+	ConnectionCacheEntry *entry = GetCacheEntry(nodeId);
+	NodeConnection *conn;
+	WorkerNode *node;
+
+	Assert(index >= 0);
+	while (list_length(entry->connections) <= index)
+	{
+		MemoryContext oldContext;
+
+		node = GetWorkerNode(nodeId);
+		conn = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
+		conn->nodeId = nodeId;
+		conn->userId = GetUserId();
+		conn->host = MemoryContextStrdup(ConnectionContext, node->host);
+		conn->port = node->port;
+		conn->keepWaitSet = true;
+		conn->poolEntry = GetPoolEntry(node->host, node->port);
+		oldContext = MemoryContextSwitchTo(ConnectionContext);
+		entry->connections = lappend(entry->connections, conn);
+		MemoryContextSwitchTo(oldContext);
+	}
+	conn = list_nth(entry->connections, index);
+	node = GetWorkerNode(nodeId);
+	if (conn->port != node->port || strcmp(conn->host, node->host) != 0)
+		RepointConnection(conn, node);
+	return conn;
+}
+
+/*
+ * RepointConnection makes a cached connection of a node whose address
+ * changed (a replica took over the node, shardext_update_node) connect to
+ * the new address on its next use; inside a remote transaction that is an
+ * error, as for a connection lost then.
+ */
+static void
+RepointConnection(NodeConnection *conn, WorkerNode *node)
+{
+	if (conn->pgConn != NULL && conn->xactState != REMOTE_XACT_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("node %d moved from %s:%d to %s:%d during the transaction",
+						node->nodeId, conn->host, conn->port, node->host, node->port)));
+	CloseNodeConnection(conn);
+	pfree(conn->host);
+	conn->host = MemoryContextStrdup(ConnectionContext, node->host);
+	conn->port = node->port;
+	conn->poolEntry = GetPoolEntry(node->host, node->port);
 }
 
 /*
@@ -111,81 +246,289 @@ GetNodeConnection(int32 nodeId)
 
 /*
  * GetNodeConnectionByIndex returns the index-th connection (0-based) to a
- * node for the current user, opening connections up to that one as needed.
- * index must be below shardext.max_connections_per_node.
+ * node for the current user, opening it if needed (waiting for a slot of
+ * the shared pool if it must).
  */
 NodeConnection *
 GetNodeConnectionByIndex(int32 nodeId, int index)
 {
-	return GetCachedConnection(nodeId, index, ShardextConnectTimeout, true);
+	NodeConnection *conn = StartNodeConnection(nodeId, index, POOL_SLOT_REQUIRED);
+
+	FinishNodeConnection(conn);
+	return conn;
 }
 
 /*
- * TryGetNodeConnectionByIndex is GetNodeConnectionByIndex that gives up
- * after timeoutMs and returns NULL when the node cannot be reached (for
- * read replicas, whose reads then go to the primary).
+ * GetOptionalNodeConnection is GetNodeConnectionByIndex for a connection
+ * that only adds parallelism: NULL when the shared pool has no room.
  */
 NodeConnection *
-TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs)
+GetOptionalNodeConnection(int32 nodeId, int index)
 {
-	return GetCachedConnection(nodeId, index, timeoutMs, false);
+	NodeConnection *conn = StartNodeConnection(nodeId, index, POOL_SLOT_OPTIONAL);
+
+	if (conn != NULL)
+		FinishNodeConnection(conn);
+	return conn;
 }
 
 /*
- * GetCachedConnection does the work of the two above.  A cached connection
- * that broke, or whose node now has another address (the node was
- * repointed, shardext_update_node), is replaced when it is not part of a
- * remote transaction.
+ * TryGetNodeConnectionByIndex returns the index-th connection to a node
+ * like GetOptionalNodeConnection (NULL when the node's pool has no room),
+ * but a new one gives up after timeoutMs, and a failed attempt returns NULL
+ * with *unreachable set instead of raising an error: for read replicas,
+ * whose reads then go to the primary.
  */
-static NodeConnection *
-GetCachedConnection(int32 nodeId, int index, int timeoutMs, bool errorOnFailure)
+NodeConnection *
+TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs, bool *unreachable)
 {
-	ConnectionCacheEntry *entry = GetCacheEntry(nodeId);
-	NodeConnection *conn;
-	WorkerNode *node;
+	NodeConnection *conn = CachedConnectionAt(nodeId, index);
 
-	Assert(index >= 0);
-	while (list_length(entry->connections) <= index)
+	*unreachable = false;
+	conn->connectTimeoutMs = timeoutMs;
+	if (!PrepareConnection(conn, POOL_SLOT_OPTIONAL, false))
+		return NULL;
+	if (conn->connecting && !FinishConnect(conn))
 	{
-		MemoryContext oldContext;
-
-		conn = OpenNodeConnection(nodeId, timeoutMs, errorOnFailure);
-		if (conn == NULL)
-			return NULL;
-		oldContext = MemoryContextSwitchTo(ConnectionContext);
-		entry->connections = lappend(entry->connections, conn);
-		MemoryContextSwitchTo(oldContext);
+		DisconnectNodeConnection(conn);
+		*unreachable = true;
+		return NULL;
 	}
+	return conn;
+}
 
-	conn = list_nth(entry->connections, index);
-	node = GetWorkerNode(nodeId);
-	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK ||
-		conn->port != node->port || strcmp(conn->host, node->host) != 0)
+/*
+ * StartNodeConnection returns the index-th connection to a node: the
+ * cached one when it is usable, else one that has begun connecting
+ * (conn->connecting; drive it with ContinueNodeConnection or
+ * FinishNodeConnection).  A required slot may wait; for an optional one
+ * NULL is returned when the shared pool has no room.  A broken connection
+ * inside a remote transaction is an error.
+ */
+NodeConnection *
+StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind)
+{
+	NodeConnection *conn = CachedConnectionAt(nodeId, index);
+
+	return PrepareConnection(conn, kind, true) ? conn : NULL;
+}
+
+/*
+ * StartFirstNodeConnections returns the first connection (index 0) to each
+ * of the nodes, like StartNodeConnection with required slots, but takes
+ * them in the global order of the nodes' pools (see AcquireSlot), so that
+ * statements needing several nodes cannot wait for each other.
+ */
+List *
+StartFirstNodeConnections(List *nodeIds)
+{
+	int			count = list_length(nodeIds);
+	NodeConnection **ordered = palloc(count * sizeof(NodeConnection *));
+	List	   *conns = NIL;
+	ListCell   *cell;
+
+	foreach(cell, nodeIds)
 	{
-		NodeConnection *fresh;
+		NodeConnection *conn = CachedConnectionAt(lfirst_int(cell), 0);
 
+		conns = lappend(conns, conn);
+		ordered[foreach_current_index(cell)] = conn;
+	}
+	qsort(ordered, count, sizeof(NodeConnection *), ComparePoolOrder);
+	for (int i = 0; i < count; i++)
+		(void) PrepareConnection(ordered[i], POOL_SLOT_REQUIRED, true);
+	pfree(ordered);
+	return conns;
+}
+
+/* qsort comparator: connections in the global order of their pools */
+static int
+ComparePoolOrder(const void *a, const void *b)
+{
+	uintptr_t	left = (uintptr_t) (*(NodeConnection *const *) a)->poolEntry;
+	uintptr_t	right = (uintptr_t) (*(NodeConnection *const *) b)->poolEntry;
+
+	return left < right ? -1 : (left > right ? 1 : 0);
+}
+
+/*
+ * PrepareConnection makes a cache slot usable: keeps it when connected (or
+ * connecting), else takes a pool slot (waiting for a required one only if
+ * wait) and starts connecting.  Returns false when no slot was taken.
+ */
+static bool
+PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait)
+{
+	conn->lastUsedLxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
+	if (conn->pgConn != NULL && (conn->connecting || PQstatus(conn->pgConn) == CONNECTION_OK))
+		return true;
+
+	if (conn->pgConn != NULL)
+	{
 		if (conn->xactState != REMOTE_XACT_NONE)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("connection to node %s:%d was lost during the transaction",
 							conn->host, conn->port)));
 		DisconnectNodeConnection(conn);
-		fresh = OpenNodeConnection(nodeId, timeoutMs, errorOnFailure);
-		if (fresh == NULL)
-			return NULL;
-		conn->pgConn = fresh->pgConn;
-		conn->remoteTimeZone = fresh->remoteTimeZone;
-		conn->host = fresh->host;
-		conn->port = fresh->port;
-		conn->executorState = NULL;
-		pfree(fresh);
 	}
-	return conn;
+	conn->executorState = NULL;
+	if (!conn->holdsSlot && !AcquireSlot(conn, kind, wait))
+		return false;
+	conn->learnLimit = (kind == POOL_SLOT_REQUIRED);
+
+	PG_TRY();
+	{
+		BeginConnect(conn, get_database_name(MyDatabaseId), false);
+	}
+	PG_CATCH();
+	{
+		DisconnectNodeConnection(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return true;
 }
 
 /*
- * NodeConnectionList returns the open connections of the current user to a
- * node, without opening any.
+ * ContinueNodeConnection advances a connection that is being opened;
+ * socketReady says that its socket is ready for what the last call asked
+ * for (libpq must only be polled then).  Returns 0 when the connection is
+ * ready for commands, else the socket events (WL_SOCKET_*) to wait for.
+ * Fails (closing the connection) when the attempt failed or
+ * shardext.connect_timeout passed.
+ */
+int
+ContinueNodeConnection(NodeConnection *conn, bool socketReady)
+{
+	if (!conn->connecting)
+		return 0;
+
+	/*
+	 * The time limit is for the node's silence, not for ours: a scan may not
+	 * have looked at this attempt for a while (a nested loop ran the other
+	 * side), and the node may have answered meanwhile.
+	 */
+	if (!socketReady && GetCurrentTimestamp() >= conn->connectDeadline &&
+		conn->pollStatus != PGRES_POLLING_OK && conn->pollStatus != PGRES_POLLING_FAILED)
+		socketReady = ConnectSocketReady(conn);
+	if (socketReady && conn->pollStatus != PGRES_POLLING_OK &&
+		conn->pollStatus != PGRES_POLLING_FAILED)
+		AdvanceConnect(conn);
+
+	if (conn->pollStatus == PGRES_POLLING_OK)
+	{
+		CompleteConnection(conn);
+		return 0;
+	}
+	if (conn->pollStatus == PGRES_POLLING_FAILED ||
+		GetCurrentTimestamp() >= conn->connectDeadline)
+		ConnectionFailed(conn, "Check that the node is running and accepts connections, "
+						 "or remove it with shardext_remove_node().");
+	return conn->pollStatus == PGRES_POLLING_READING ?
+		WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+}
+
+/*
+ * AdvanceConnect polls a connection attempt whose socket is ready; each
+ * answer of the node gives it shardext.connect_timeout again.
+ */
+void
+AdvanceConnect(NodeConnection *conn)
+{
+	conn->pollStatus = PQconnectPoll(conn->pgConn);
+	conn->connectDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														ConnectTimeout(conn));
+}
+
+/* ConnectTimeout: how long a connection attempt may wait for the node */
+static int
+ConnectTimeout(NodeConnection *conn)
+{
+	return conn->connectTimeoutMs > 0 ? conn->connectTimeoutMs : ShardextConnectTimeout;
+}
+
+/* ConnectSocketReady: can the attempt go on now, without waiting? */
+static bool
+ConnectSocketReady(NodeConnection *conn)
+{
+	int			events = conn->pollStatus == PGRES_POLLING_READING ?
+		WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+
+	return (WaitLatchOrSocket(NULL, events | WL_TIMEOUT, PQsocket(conn->pgConn), 0,
+							  PG_WAIT_EXTENSION) & events) != 0;
+}
+
+/*
+ * FinishNodeConnection waits, interruptibly, until a connection that is
+ * being opened is ready; it fails like ContinueNodeConnection.
+ */
+void
+FinishNodeConnection(NodeConnection *conn)
+{
+	if (!conn->connecting)
+		return;
+	if (!FinishConnect(conn))
+		ConnectionFailed(conn, "Check that the node is running and accepts connections, "
+						 "or remove it with shardext_remove_node().");
+}
+
+/*
+ * AcquireSlot takes a slot of the node's shared pool for a connection.  A
+ * required slot that is not free at once is waited for (if wait).  Before
+ * it waits, the backend closes its idle cached connections that the
+ * running transaction has not used and that belong to this pool or to
+ * pools later in the global order of pools (their addresses in shared
+ * memory, the same in every backend): a backend waits only while holding
+ * slots of earlier pools (and those its transaction uses), so backends
+ * cannot wait for each other in a circle.  Only connections a transaction holds from an
+ * earlier statement can break the order; connection_wait_timeout ends
+ * such a wait.
+ */
+static bool
+AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait)
+{
+	if (!TryAcquirePoolSlot(conn->poolEntry, kind))
+	{
+		if (kind == POOL_SLOT_OPTIONAL || !wait)
+			return false;
+		ReleaseIdleConnectionsAfter(conn->poolEntry);
+		if (!TryAcquirePoolSlot(conn->poolEntry, kind))
+			WaitForPoolSlot(conn->poolEntry, conn->host, conn->port);
+	}
+	conn->holdsSlot = true;
+	return true;
+}
+
+/*
+ * ReleaseIdleConnectionsAfter closes the cached connections that are idle,
+ * outside remote transactions, not used by the running transaction, and
+ * whose pool is entry's or comes after it in the global order (see
+ * AcquireSlot; one of another role to the same node, say, would only sit
+ * on a slot of the pool the backend waits for).
+ */
+static void
+ReleaseIdleConnectionsAfter(PoolEntry *entry)
+{
+	LocalTransactionId lxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
+	List	   *all = AllNodeConnections();
+	ListCell   *cell;
+
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL && !conn->connecting && !conn->queryInProgress &&
+			conn->xactState == REMOTE_XACT_NONE && conn->lastUsedLxid != lxid &&
+			(uintptr_t) conn->poolEntry >= (uintptr_t) entry)
+			CloseNodeConnection(conn);
+	}
+	list_free(all);
+}
+
+/*
+ * NodeConnectionList returns the connections of the current user to a
+ * node, open or not, without opening any.
  */
 List *
 NodeConnectionList(int32 nodeId)
@@ -225,7 +568,6 @@ CloseNodeConnection(NodeConnection *conn)
 	DisconnectNodeConnection(conn);
 	conn->queryInProgress = false;
 	conn->pipelineStage = PIPELINE_NONE;
-	conn->claimed = false;
 	conn->xactState = REMOTE_XACT_NONE;
 	conn->xactModified = false;
 	conn->preparedGid[0] = '\0';
@@ -233,9 +575,9 @@ CloseNodeConnection(NodeConnection *conn)
 }
 
 /*
- * DisconnectNodeConnection closes the libpq connection and frees what
- * belongs to it (its wait set); the rest of the NodeConnection's state is
- * the caller's to reset.
+ * DisconnectNodeConnection closes the libpq connection, frees what belongs
+ * to it (its wait set) and gives its pool slot back; the rest of the
+ * NodeConnection's state is the caller's to reset.
  */
 void
 DisconnectNodeConnection(NodeConnection *conn)
@@ -243,156 +585,289 @@ DisconnectNodeConnection(NodeConnection *conn)
 	if (conn->pgConn != NULL)
 		PQfinish(conn->pgConn);
 	conn->pgConn = NULL;
+	conn->connecting = false;
 	ReleaseConnectionWaitSet(conn);
+	if (conn->holdsSlot)
+	{
+		conn->holdsSlot = false;
+		ReleasePoolSlot(conn->poolEntry);
+	}
 }
 
 /*
- * OpenNodeConnection connects to a registered node as the current user,
- * giving up after timeoutMs; on failure it errors out, or returns NULL when
- * errorOnFailure is false.
+ * ConnectionsAtTransactionEnd trims the cache once the transaction's
+ * remote work is finished (see the file header); called by the
+ * transaction callback after commit or abort.
  */
-static NodeConnection *
-OpenNodeConnection(int32 nodeId, int timeoutMs, bool errorOnFailure)
+void
+ConnectionsAtTransactionEnd(void)
 {
-	WorkerNode *node = GetWorkerNode(nodeId);
-	NodeConnection *conn;
+	HASH_SEQ_STATUS status;
+	ConnectionCacheEntry *entry;
+	TimestampTz now;
+	List	   *nodeIds = NIL;
+	List	   *keptCounts = NIL;
+
+	if (ConnectionCache == NULL)
+		return;
+	now = GetCurrentTimestamp();
+	hash_seq_init(&status, ConnectionCache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		ListCell   *cell;
+		int			position;
+		ListCell   *countCell;
+
+		position = list_length(nodeIds);
+		foreach(cell, nodeIds)
+		{
+			if (lfirst_int(cell) == entry->key.nodeId)
+				position = foreach_current_index(cell);
+		}
+		if (position == list_length(nodeIds))
+		{
+			nodeIds = lappend_int(nodeIds, entry->key.nodeId);
+			keptCounts = lappend_int(keptCounts, 0);
+		}
+		countCell = list_nth_cell(keptCounts, position);
+
+		foreach(cell, entry->connections)
+		{
+			NodeConnection *conn = lfirst(cell);
+
+			if (conn->pgConn == NULL || conn->queryInProgress ||
+				conn->xactState != REMOTE_XACT_NONE)
+				continue;
+			if (ShouldKeepConnection(conn, now, lfirst_int(countCell)))
+				lfirst_int(countCell)++;
+			else
+				CloseNodeConnection(conn);
+		}
+		CompactConnectionList(entry);
+	}
+	list_free(nodeIds);
+	list_free(keptCounts);
+}
+
+/*
+ * ShouldKeepConnection decides whether an idle connection stays cached:
+ * not when it is broken or half open, when kept connections to its node
+ * reach shardext.max_cached_connections_per_node, when it is older than
+ * shardext.connection_lifetime, or when others wait for a slot of its node
+ * and it was held for shardext.connection_share_interval (or a waiter that
+ * waited long asks for it).
+ */
+static bool
+ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept)
+{
+	if (conn->connecting || PQstatus(conn->pgConn) != CONNECTION_OK)
+		return false;
+	if (kept >= ShardextMaxCachedConnectionsPerNode)
+		return false;
+	if (ShardextConnectionLifetime > 0 &&
+		TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionLifetime))
+		return false;
+	if (PoolWaiters(conn->poolEntry) > 0 &&
+		(TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionShareInterval) ||
+		 PoolYieldRequested(conn->poolEntry)))
+		return false;
+	return true;
+}
+
+/*
+ * CompactConnectionList moves the open connections of an entry to the
+ * front, so that the lowest indexes (which statements use first) are the
+ * ones that are open.  Only between transactions: nobody holds an index.
+ */
+static void
+CompactConnectionList(ConnectionCacheEntry *entry)
+{
+	List	   *open = NIL;
+	List	   *closed = NIL;
+	ListCell   *cell;
+	MemoryContext oldContext;
+
+	if (list_length(entry->connections) < 2)
+		return;
+	oldContext = MemoryContextSwitchTo(ConnectionContext);
+	foreach(cell, entry->connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL)
+			open = lappend(open, conn);
+		else
+			closed = lappend(closed, conn);
+	}
+	list_free(entry->connections);
+	entry->connections = list_concat(open, closed);
+	list_free(closed);
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * BeginConnect starts a non-blocking connection attempt for conn, which
+ * holds its pool slot already.
+ */
+static void
+BeginConnect(NodeConnection *conn, const char *dbname, bool replication)
+{
 	const char *timeZone = GetConfigOption("TimeZone", false, false);
-	char	   *dbname = get_database_name(MyDatabaseId);
-	char	   *user = GetUserNameFromId(GetUserId(), false);
-	PGconn	   *pgConn;
+	char	   *user = GetUserNameFromId(conn->userId, false);
+	TimestampTz now = GetCurrentTimestamp();
 
-	pgConn = StartConnection(node->host, node->port, dbname, user, timeZone, false);
-	if (!FinishConnection(pgConn, timeoutMs))
-	{
-		char	   *message = ConnectionFailureMessage(pgConn);
-
-		PQfinish(pgConn);
-		if (!errorOnFailure)
-			return NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to node %s:%d", node->host, node->port),
-				 errdetail_internal("%s", message),
-				 errhint("Check that the node is running and accepts connections, "
-						 "or remove it with shardext_remove_node().")));
-	}
-
-	conn = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
-	conn->nodeId = nodeId;
-	conn->userId = GetUserId();
-	conn->host = MemoryContextStrdup(ConnectionContext, node->host);
-	conn->port = node->port;
-	conn->pgConn = pgConn;
+	conn->pgConn = StartConnection(conn->host, conn->port, dbname, user, timeZone,
+								   replication);
+	conn->connecting = true;
+	conn->pollStatus = PQstatus(conn->pgConn) == CONNECTION_BAD ?
+		PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+	conn->connectDeadline = TimestampTzPlusMilliseconds(now, ConnectTimeout(conn));
+	conn->openedAt = now;
 	conn->serial = ++connectionSerial;
+	conn->queryInProgress = false;
+	conn->pipelineStage = PIPELINE_NONE;
+	conn->executorState = NULL;
+	if (conn->remoteTimeZone != NULL)
+		pfree(conn->remoteTimeZone);
 	conn->remoteTimeZone = MemoryContextStrdup(ConnectionContext, timeZone);
-	conn->keepWaitSet = true;
-	return conn;
 }
 
 /*
- * ConnectToNodeDirect opens an uncached connection (used to inspect a node
- * before it is registered).  On failure it errors out, or returns NULL when
- * errorOnFailure is false.  The caller must PQfinish the result.
+ * FinishConnect waits, serving interrupts, until a connection attempt ends;
+ * returns whether the connection is ready.  On an interrupt the attempt is
+ * abandoned (the connection closed) before the error goes on.
  */
-PGconn *
-ConnectToNodeDirect(const char *host, int32 port, const char *dbname,
-					bool errorOnFailure)
+static bool
+FinishConnect(NodeConnection *conn)
 {
-	char	   *user = GetUserNameFromId(GetUserId(), false);
-	PGconn	   *pgConn;
+	bool		connected;
 
-	pgConn = StartConnection(host, port, dbname, user,
-							 GetConfigOption("TimeZone", false, false), false);
-	if (FinishConnection(pgConn, ShardextConnectTimeout))
-		return pgConn;
-
-	if (!errorOnFailure)
+	PG_TRY();
 	{
-		PQfinish(pgConn);
-		return NULL;
+		connected = WaitForNodeUntil(conn, NODE_WAIT_CONNECTED, 0, true) == NODE_WAIT_DONE;
 	}
+	PG_CATCH();
 	{
-		char	   *message = ConnectionFailureMessage(pgConn);
-
-		PQfinish(pgConn);
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to node %s:%d", host, port),
-				 errdetail_internal("%s", message),
-				 errhint("Check that the node is running and accepts connections "
-						 "within shardext.connect_timeout.")));
+		DisconnectNodeConnection(conn);
+		PG_RE_THROW();
 	}
-	return NULL;				/* keep compiler quiet */
+	PG_END_TRY();
+
+	if (connected)
+		CompleteConnection(conn);
+	return connected;
+}
+
+/*
+ * CompleteConnection makes a freshly opened connection ready for commands:
+ * non-blocking mode, and the node's connection limit learned when the
+ * pool's limit is derived from it and no backend asked within the last
+ * second.  That costs a round trip now and then (a tenth of a millisecond
+ * against milliseconds for the connection itself; the extra connections of
+ * slow start never ask) and keeps the limit right when the node is
+ * restarted with another max_connections.
+ */
+static void
+CompleteConnection(NodeConnection *conn)
+{
+	conn->connecting = false;
+	if (PQsetnonblocking(conn->pgConn, 1) != 0)
+		ConnectionFailed(conn, NULL);
+	conn->openedAt = GetCurrentTimestamp();
+	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit &&
+		!PoolNodeLimitFresh(conn->poolEntry, NODE_LIMIT_MAX_AGE_MS))
+		LearnNodeLimit(conn);
+}
+
+/*
+ * LearnNodeLimit asks the node how many connections ordinary users may
+ * open (the automatic shardext.max_shared_pool_size is derived from it).
+ * A failure keeps what was known.
+ */
+static void
+LearnNodeLimit(NodeConnection *conn)
+{
+	PGresult   *result;
+	char	   *failure = NULL;
+
+	result = ExecuteRemoteQueryBounded(conn,
+									   "SELECT pg_catalog.current_setting('max_connections')::int"
+									   " - pg_catalog.current_setting('superuser_reserved_connections')::int",
+									   0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
+	if (result != NULL && PQntuples(result) == 1 && !PQgetisnull(result, 0, 0))
+		SetPoolNodeLimit(conn->poolEntry, Max(atoi(PQgetvalue(result, 0, 0)), 1));
+	PQclear(result);
+	/* a node that cannot answer this right after connecting is no use now */
+	if (conn->queryInProgress)
+		ConnectionFailed(conn, NULL);
+}
+
+/*
+ * ConnectionFailed closes a connection whose attempt failed and raises the
+ * error, naming the node and why.
+ */
+static void
+ConnectionFailed(NodeConnection *conn, const char *hint)
+{
+	char	   *message = ConnectionFailureMessage(conn);
+
+	DisconnectNodeConnection(conn);
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to node %s:%d", conn->host, conn->port),
+			 errdetail_internal("%s", message),
+			 hint ? errhint("%s", hint) : 0));
 }
 
 /*
  * OpenDedicatedConnection opens a connection that is not in the cache and
  * takes no part in the local transaction: for work that commits on its own
  * (shard moves, cleanup).  With replication, it is a logical replication
- * connection (replication=database), which also runs SQL.  On failure it
- * errors out, or returns NULL when errorOnFailure is false.  The connection
- * lives in CurrentMemoryContext; close it with CloseDedicatedConnection.
+ * connection (replication=database, which also runs SQL and counts against
+ * the node's max_wal_senders, not its pool).  On failure it errors out, or
+ * returns NULL when errorOnFailure is false.  Close it with
+ * CloseDedicatedConnection.
  */
 NodeConnection *
 OpenDedicatedConnection(const char *host, int32 port, bool replication,
 						bool errorOnFailure)
 {
-	return OpenDedicated(host, port, replication, errorOnFailure, ShardextConnectTimeout);
+	return OpenDedicated(host, port, get_database_name(MyDatabaseId), replication,
+						 !replication, errorOnFailure, 0,
+						 "Check that the node is running and accepts connections.");
 }
 
 /*
  * OpenDedicatedConnectionWithTimeout is OpenDedicatedConnection (not for
- * replication) that gives up after timeoutMs and returns NULL on failure:
- * for the maintenance daemon's polls of read replicas.
+ * replication) that gives up after timeoutMs and returns NULL on failure,
+ * and takes no slot of the node's pool (a short poll must not wait for
+ * one): for the maintenance daemon's polls of read replicas.
  */
 NodeConnection *
 OpenDedicatedConnectionWithTimeout(const char *host, int32 port, int timeoutMs)
 {
-	return OpenDedicated(host, port, false, false, timeoutMs);
+	return OpenDedicated(host, port, get_database_name(MyDatabaseId), false, false, false,
+						 timeoutMs, "Check that the node is running and accepts connections.");
 }
 
-/* OpenDedicated does the work of the two above */
-static NodeConnection *
-OpenDedicated(const char *host, int32 port, bool replication, bool errorOnFailure,
-			  int timeoutMs)
+/*
+ * OpenDedicatedConnectionTo is OpenDedicatedConnection for another database
+ * of the node (used to inspect a node before it is registered).
+ */
+NodeConnection *
+OpenDedicatedConnectionTo(const char *host, int32 port, const char *dbname,
+						  bool errorOnFailure)
 {
-	char	   *dbname = get_database_name(MyDatabaseId);
-	char	   *user = GetUserNameFromId(GetUserId(), false);
-	const char *timeZone = GetConfigOption("TimeZone", false, false);
-	PGconn	   *pgConn;
-	NodeConnection *conn;
-
-	pgConn = StartConnection(host, port, dbname, user, timeZone, replication);
-	if (!FinishConnection(pgConn, timeoutMs))
-	{
-		char	   *message = ConnectionFailureMessage(pgConn);
-
-		PQfinish(pgConn);
-		if (!errorOnFailure)
-			return NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to node %s:%d", host, port),
-				 errdetail_internal("%s", message),
-				 errhint("Check that the node is running and accepts connections.")));
-	}
-
-	conn = palloc0(sizeof(NodeConnection));
-	conn->nodeId = -1;
-	conn->userId = GetUserId();
-	conn->host = pstrdup(host);
-	conn->port = port;
-	conn->pgConn = pgConn;
-	conn->serial = ++connectionSerial;
-	conn->remoteTimeZone = MemoryContextStrdup(TopMemoryContext, timeZone);
-	return conn;
+	return OpenDedicated(host, port, dbname, false, true, errorOnFailure, 0,
+						 "Check that the node is running and accepts connections "
+						 "within shardext.connect_timeout.");
 }
 
 /*
  * OpenLoopbackConnection connects to this server's own database as the
  * current user, through the first Unix socket directory (or localhost when
  * the server has none): autonomous transactions for records that must
- * survive the caller's transaction.
+ * survive the caller's transaction.  Not counted in any node's pool.
  */
 NodeConnection *
 OpenLoopbackConnection(bool errorOnFailure)
@@ -407,34 +882,146 @@ OpenLoopbackConnection(bool errorOnFailure)
 		if (SplitDirectoriesString(copy, ',', &directories) && directories != NIL)
 			host = pstrdup((char *) linitial(directories));
 	}
-	return OpenDedicatedConnection(host, PostPortNumber, false, errorOnFailure);
+	return OpenDedicated(host, PostPortNumber, get_database_name(MyDatabaseId), false,
+						 false, errorOnFailure, 0,
+						 "Check that the server accepts connections from its own socket.");
 }
 
-/* CloseDedicatedConnection closes a connection of OpenDedicatedConnection */
+/* OpenDedicated does the work of the OpenDedicated* and loopback functions */
+static NodeConnection *
+OpenDedicated(const char *host, int32 port, const char *dbname, bool replication,
+			  bool counted, bool errorOnFailure, int timeoutMs, const char *hint)
+{
+	NodeConnection *conn;
+	MemoryContext oldContext;
+	bool		connected;
+
+	EnsureConnectionContext();
+	conn = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
+	conn->nodeId = -1;
+	conn->userId = GetUserId();
+	conn->host = MemoryContextStrdup(ConnectionContext, host);
+	conn->port = port;
+	conn->dedicated = true;
+	conn->owner = CurrentResourceOwner;
+	conn->connectTimeoutMs = timeoutMs;
+	conn->poolEntry = counted ? GetPoolEntry(host, port) : NULL;
+	conn->learnLimit = true;
+	oldContext = MemoryContextSwitchTo(ConnectionContext);
+	dedicatedConnections = lappend(dedicatedConnections, conn);
+	MemoryContextSwitchTo(oldContext);
+
+	PG_TRY();
+	{
+		(void) AcquireSlot(conn, POOL_SLOT_REQUIRED, true);
+		BeginConnect(conn, dbname, replication);
+		connected = FinishConnect(conn);
+	}
+	PG_CATCH();
+	{
+		CloseDedicatedConnection(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!connected)
+	{
+		char	   *message = ConnectionFailureMessage(conn);
+
+		CloseDedicatedConnection(conn);
+		if (!errorOnFailure)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to node %s:%d", host, port),
+				 errdetail_internal("%s", message),
+				 errhint("%s", hint)));
+	}
+	return conn;
+}
+
+/* CloseDedicatedConnection closes and frees a dedicated connection */
 void
 CloseDedicatedConnection(NodeConnection *conn)
 {
 	if (conn == NULL)
 		return;
+	Assert(conn->dedicated);
 	DisconnectNodeConnection(conn);
-	conn->queryInProgress = false;
-	conn->pipelineStage = PIPELINE_NONE;
+	dedicatedConnections = list_delete_ptr(dedicatedConnections, conn);
+	if (conn->remoteTimeZone != NULL)
+		pfree(conn->remoteTimeZone);
+	pfree(conn->host);
+	pfree(conn);
+}
+
+/*
+ * KeepConnectionAcrossTransactions takes a dedicated connection out of the
+ * resource owner's care: the caller closes it, possibly in a later
+ * transaction.
+ */
+void
+KeepConnectionAcrossTransactions(NodeConnection *conn)
+{
+	conn->owner = NULL;
+}
+
+/*
+ * ConnectionResourceRelease closes the dedicated connections of a resource
+ * owner that is released (PostgreSQL makes it CurrentResourceOwner for the
+ * callbacks).  When a subtransaction or portal commits, they pass to the
+ * parent owner; at abort they are closed; at top-level commit a connection
+ * still open was leaked by its caller and is closed too.  The struct
+ * stays allocated for a caller that still closes it.
+ */
+static void
+ConnectionResourceRelease(ResourceReleasePhase phase, bool isCommit, bool isTopLevel,
+						  void *arg)
+{
+	ListCell   *cell;
+
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || dedicatedConnections == NIL)
+		return;
+	foreach(cell, dedicatedConnections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->owner == NULL || conn->owner != CurrentResourceOwner)
+			continue;
+		if (isCommit && !isTopLevel)
+		{
+			conn->owner = ResourceOwnerGetParent(CurrentResourceOwner);
+			continue;
+		}
+#ifdef SHARDEXT_TEST_HOOKS
+		if (isCommit && conn->pgConn != NULL)
+			elog(WARNING, "shardext: connection to %s:%d was not closed", conn->host,
+				 conn->port);
+#endif
+		DisconnectNodeConnection(conn);
+		conn->queryInProgress = false;
+		conn->pipelineStage = PIPELINE_NONE;
+		conn->owner = NULL;
+	}
 }
 
 /*
  * StartConnection begins a non-blocking connection attempt.  The session
- * settings travel in the startup packet, which costs no round trip.
+ * settings travel in the startup packet, which costs no round trip.  The
+ * options of shardext.node_conninfo come first; shardext's own after them
+ * (libpq takes the last value of a keyword, and the check hook refuses
+ * those keywords anyway).
  */
 static PGconn *
 StartConnection(const char *host, int32 port, const char *dbname,
 				const char *user, const char *timeZone, bool replication)
 {
-	const char *keywords[16];
-	const char *values[16];
+	int			extraCount = nodeConninfoOptions ? nodeConninfoOptions->count : 0;
+	const char **keywords = palloc((extraCount + 9) * sizeof(char *));
+	const char **values = palloc((extraCount + 9) * sizeof(char *));
 	int			n = 0;
 	char		portString[12];
 	StringInfoData options;
-	PQconninfoOption *extra = NULL;
 	PGconn	   *pgConn;
 
 	snprintf(portString, sizeof(portString), "%d", port);
@@ -451,29 +1038,11 @@ StartConnection(const char *host, int32 port, const char *dbname,
 		appendStringInfoChar(&options, *p);
 	}
 
-	if (ShardextNodeConninfo != NULL && ShardextNodeConninfo[0] != '\0')
+	for (int i = 0; i < extraCount; i++)
 	{
-		char	   *parseError = NULL;
-
-		extra = PQconninfoParse(ShardextNodeConninfo, &parseError);
-		if (extra == NULL)
-		{
-			if (parseError)
-				PQfreemem(parseError);
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid shardext.node_conninfo")));
-		}
-		for (PQconninfoOption *option = extra; option->keyword != NULL; option++)
-		{
-			if (option->val == NULL || n >= 8)
-				continue;
-			keywords[n] = option->keyword;
-			values[n] = option->val;
-			n++;
-		}
+		keywords[n] = nodeConninfoOptions->keywords[i];
+		values[n++] = nodeConninfoOptions->values[i];
 	}
-
 	keywords[n] = "host";
 	values[n++] = host;
 	keywords[n] = "port";
@@ -496,10 +1065,11 @@ StartConnection(const char *host, int32 port, const char *dbname,
 	}
 	keywords[n] = NULL;
 	values[n] = NULL;
+	Assert(n < extraCount + 9);
 
 	pgConn = PQconnectStartParams(keywords, values, false);
-	if (extra != NULL)
-		PQconninfoFree(extra);
+	pfree(keywords);
+	pfree(values);
 	if (pgConn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -508,73 +1078,111 @@ StartConnection(const char *host, int32 port, const char *dbname,
 }
 
 /*
- * FinishConnection drives a connection attempt to completion, reacting to
- * interrupts, and gives up after timeoutMs (shardext.connect_timeout in
- * general).  Returns whether the connection is usable (then in
- * non-blocking mode).
- */
-static bool
-FinishConnection(PGconn *pgConn, int timeoutMs)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   timeoutMs);
-	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
-
-	if (PQstatus(pgConn) == CONNECTION_BAD)
-		return false;
-
-	while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED)
-	{
-		long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-															  deadline);
-		int			events = (status == PGRES_POLLING_READING) ?
-			WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-		int			rc;
-
-		if (timeout <= 0)
-			return false;
-
-		PG_TRY();
-		{
-			rc = WaitLatchOrSocket(MyLatch,
-								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
-								   PQsocket(pgConn), timeout, PG_WAIT_EXTENSION);
-			if (rc & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				CHECK_FOR_INTERRUPTS();
-			}
-		}
-		PG_CATCH();
-		{
-			PQfinish(pgConn);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-
-		if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-			status = PQconnectPoll(pgConn);
-	}
-
-	if (status != PGRES_POLLING_OK)
-		return false;
-
-	if (PQsetnonblocking(pgConn, 1) != 0)
-		return false;
-	return true;
-}
-
-/*
  * ConnectionFailureMessage says why a connection attempt failed: libpq's
  * message, or the timeout when libpq has nothing to say.
  */
 static char *
-ConnectionFailureMessage(PGconn *pgConn)
+ConnectionFailureMessage(NodeConnection *conn)
 {
-	char	   *message = PQerrorMessage(pgConn);
+	char	   *message = conn->pgConn ? PQerrorMessage(conn->pgConn) : NULL;
 
-	if (message == NULL || message[0] == '\0' || PQstatus(pgConn) != CONNECTION_BAD)
+	lastAttemptTimedOut = (message == NULL || message[0] == '\0' ||
+						   PQstatus(conn->pgConn) != CONNECTION_BAD);
+	if (lastAttemptTimedOut)
 		return psprintf("timeout expired after %d ms (shardext.connect_timeout)",
 						ShardextConnectTimeout);
 	return pchomp(message);
+}
+
+/*
+ * LastConnectionTimedOut tells whether the last failed connection attempt
+ * of this backend gave up for shardext.connect_timeout (rather than being
+ * refused).
+ */
+bool
+LastConnectionTimedOut(void)
+{
+	return lastAttemptTimedOut;
+}
+
+/*
+ * CheckNodeConninfo, the check hook of shardext.node_conninfo, accepts a
+ * libpq connection string whose keywords are all in
+ * AllowedConninfoKeywords, and hands the parsed options to the assign hook
+ * (in one malloc'd block, as GUC "extra" data must be).
+ */
+bool
+CheckNodeConninfo(char **newval, void **extra, GucSource source)
+{
+	PQconninfoOption *options;
+	char	   *parseError = NULL;
+	NodeConninfoOptions *parsed;
+	Size		size = sizeof(NodeConninfoOptions);
+	int			count = 0;
+	char	   *strings;
+
+	options = PQconninfoParse(*newval ? *newval : "", &parseError);
+	if (options == NULL)
+	{
+		GUC_check_errdetail("It is not a valid libpq connection string: %s.",
+							parseError ? pchomp(parseError) : "out of memory");
+		if (parseError)
+			PQfreemem(parseError);
+		return false;
+	}
+	for (PQconninfoOption *option = options; option->keyword != NULL; option++)
+	{
+		bool		allowed = false;
+
+		if (option->val == NULL)
+			continue;
+		for (int i = 0; i < lengthof(AllowedConninfoKeywords); i++)
+			allowed |= (strcmp(option->keyword, AllowedConninfoKeywords[i]) == 0);
+		if (!allowed)
+		{
+			GUC_check_errdetail("Option \"%s\" cannot be set in shardext.node_conninfo.",
+								option->keyword);
+			GUC_check_errhint("Connections to nodes set host, port, dbname, user, options, "
+							  "application_name and client_encoding themselves; passwords "
+							  "belong in a password file.");
+			PQconninfoFree(options);
+			return false;
+		}
+		count++;
+		size += 2 * sizeof(char *) + strlen(option->keyword) + strlen(option->val) + 2;
+	}
+
+	parsed = malloc(size);
+	if (parsed == NULL)
+	{
+		PQconninfoFree(options);
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		GUC_check_errdetail("out of memory");
+		return false;
+	}
+	parsed->count = count;
+	parsed->keywords = (const char **) (parsed + 1);
+	parsed->values = parsed->keywords + count;
+	strings = (char *) (parsed->values + count);
+	count = 0;
+	for (PQconninfoOption *option = options; option->keyword != NULL; option++)
+	{
+		if (option->val == NULL)
+			continue;
+		parsed->keywords[count] = strcpy(strings, option->keyword);
+		strings += strlen(option->keyword) + 1;
+		parsed->values[count] = strcpy(strings, option->val);
+		strings += strlen(option->val) + 1;
+		count++;
+	}
+	PQconninfoFree(options);
+	*extra = parsed;
+	return true;
+}
+
+/* AssignNodeConninfo makes the checked options the ones connections use */
+void
+AssignNodeConninfo(const char *newval, void *extra)
+{
+	nodeConninfoOptions = (NodeConninfoOptions *) extra;
 }

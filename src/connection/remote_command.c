@@ -5,13 +5,23 @@
  *	  backend's reaction to interrupts, relaying remote errors, streaming
  *	  COPY data, and the bounded waits of cleanup paths.
  *
- * Connections are in non-blocking mode; every wait goes through the latch so
- * that a cancel, statement_timeout or the distributed deadlock detector
- * interrupts it.  When an error escapes while a command is in flight,
- * conn->queryInProgress stays set and the transaction abort callback cancels
- * the remote command.  The *WithTimeout functions and DrainRemoteResults
- * are for abort and cleanup paths: they never throw for remote trouble and
- * wait a bounded time without serving interrupts.
+ * Connections are in non-blocking mode, and every wait for a node is one
+ * loop, WaitForNodeUntil: on the latch, so that a cancel, statement_timeout
+ * or the distributed deadlock detector interrupts it, and with a deadline
+ * where the caller has one.  When an error escapes while a command is in
+ * flight, conn->queryInProgress stays set and the transaction abort
+ * callback cancels the remote command.
+ *
+ * Three kinds of callers:
+ *	- statements (ExecuteRemoteQuery and friends): interruptible, relay
+ *	  remote errors, bounded by statement_timeout -- and in the maintenance
+ *	  daemon, which has no statement_timeout, by SetRemoteCommandTimeout;
+ *	- admin and daemon work that must not hang (ExecuteRemoteQueryBounded):
+ *	  interruptible, a time limit of its own, never throws for remote
+ *	  trouble (the caller reports it);
+ *	- abort and cleanup paths (*WithTimeout, DrainRemoteResults,
+ *	  CancelRemoteCommand): a time limit, no interrupts served, never throw
+ *	  for remote trouble.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,15 +37,25 @@
 
 #include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/guc.h"
 #include "shardext/remote_command.h"
+
+/* how long a cancelled command may take to end before the connection is given up */
+#define CANCEL_DRAIN_TIMEOUT_MS 5000
 
 static void FlushRemoteOutput(NodeConnection *conn);
 static bool ResultIsError(PGresult *result);
-static bool WaitForResultUntil(NodeConnection *conn, TimestampTz deadline,
-							   bool *timedOut);
+static void WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal);
 static bool FinishRemoteCommandUntil(NodeConnection *conn, const char *command,
 									 TimestampTz deadline, PGresult **lastOut,
 									 bool *timedOut);
+
+/* the SQLSTATE of the last remote error of ExecuteRemoteQueryBounded */
+static char lastFailureSqlstate[6] = "";
+
+/* SetRemoteCommandTimeout: the deadline of interruptible waits, or 0 */
+static TimestampTz remoteCommandDeadline = 0;
+static int	remoteCommandTimeoutMs = 0;
 
 
 /* positions of the events in a connection's WaitEventSet */
@@ -58,7 +78,8 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 	int			count;
 	int			result = 0;
 
-	if (!conn->keepWaitSet)
+	/* while connecting, libpq may switch sockets: no kept wait set yet */
+	if (!conn->keepWaitSet || conn->connecting)
 	{
 		int			rc = WaitLatchOrSocket(MyLatch,
 										   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | socketEvents |
@@ -98,16 +119,133 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 }
 
 /*
+ * WaitForNodeUntil is the one loop that waits for a node: until the
+ * connection reaches goal (connection attempt ended, next result readable
+ * with nothing left to send, or output flushed), the deadline passes (0:
+ * none), or the connection fails.  A connection attempt also ends when the
+ * node stays silent for shardext.connect_timeout (conn->connectDeadline,
+ * renewed by each answer).  With interruptible, interrupts are served while
+ * waiting (which may throw); without, the latch is only reset (abort and
+ * cleanup paths).
+ */
+NodeWaitResult
+WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
+				 bool interruptible)
+{
+	PGconn	   *pgConn = conn->pgConn;
+
+	if (pgConn == NULL)
+		return NODE_WAIT_FAILED;
+	for (;;)
+	{
+		int			events;
+		long		timeout = -1;
+		TimestampTz until;
+		int			rc;
+
+		if (goal == NODE_WAIT_CONNECTED)
+		{
+			if (conn->pollStatus == PGRES_POLLING_OK)
+				return NODE_WAIT_DONE;
+			if (conn->pollStatus == PGRES_POLLING_FAILED)
+				return NODE_WAIT_FAILED;
+			events = conn->pollStatus == PGRES_POLLING_READING ?
+				WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+		}
+		else
+		{
+			int			flush = PQflush(pgConn);
+
+			if (flush < 0)
+				return NODE_WAIT_FAILED;
+			if (flush == 0 && (goal == NODE_WAIT_FLUSHED || !PQisBusy(pgConn)))
+				return NODE_WAIT_DONE;
+			events = WL_SOCKET_READABLE | (flush == 1 ? WL_SOCKET_WRITEABLE : 0);
+		}
+
+		until = deadline;
+		if (goal == NODE_WAIT_CONNECTED && (until == 0 || conn->connectDeadline < until))
+			until = conn->connectDeadline;
+		if (until != 0)
+		{
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+			if (timeout <= 0)
+				return NODE_WAIT_TIMEOUT;
+		}
+		rc = WaitOnNodeConnection(conn, events, timeout);
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			if (interruptible)
+			{
+				CheckForDistributedDeadlockCancel();
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+		if (goal == NODE_WAIT_CONNECTED)
+		{
+			if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+				AdvanceConnect(conn);
+		}
+		else if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
+			return NODE_WAIT_FAILED;
+	}
+}
+
+/*
+ * SetRemoteCommandTimeout bounds every interruptible wait for a node from
+ * now on by timeoutMs (0: no bound), for work that has no
+ * statement_timeout: the maintenance daemon.
+ */
+void
+SetRemoteCommandTimeout(int timeoutMs)
+{
+	remoteCommandTimeoutMs = timeoutMs;
+	remoteCommandDeadline = timeoutMs > 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs) : 0;
+}
+
+/*
+ * WaitForNodeOrFail waits interruptibly (within SetRemoteCommandTimeout's
+ * bound) until goal; a failed connection or the bound raise an error.
+ */
+static void
+WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal)
+{
+	NodeWaitResult result = WaitForNodeUntil(conn, goal, remoteCommandDeadline, true);
+
+	if (result == NODE_WAIT_TIMEOUT)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("node %s:%d did not answer within %d ms",
+						conn->host, conn->port, remoteCommandTimeoutMs)));
+	if (result == NODE_WAIT_FAILED)
+		ReportConnectionError(conn, ERROR);
+}
+
+/*
  * WaitForRemoteSocket sleeps until the connection's socket is readable (or
- * writable, when forWrite) or an interrupt arrives; interrupts are served,
- * which may throw.
+ * writable, when forWrite) or an interrupt arrives, for callers that drive
+ * libpq themselves (COPY data); interrupts are served, which may throw.
  */
 void
 WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 {
-	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE |
-										  (forWrite ? WL_SOCKET_WRITEABLE : 0), -1L);
+	long		timeout = -1;
+	int			rc;
 
+	if (remoteCommandDeadline != 0)
+	{
+		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												  remoteCommandDeadline);
+		if (timeout <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("node %s:%d did not answer within %d ms",
+							conn->host, conn->port, remoteCommandTimeoutMs)));
+	}
+	rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE |
+							  (forWrite ? WL_SOCKET_WRITEABLE : 0), timeout);
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
@@ -138,12 +276,7 @@ ReleaseConnectionWaitSet(NodeConnection *conn)
 static void
 FlushRemoteOutput(NodeConnection *conn)
 {
-	int			rc;
-
-	while ((rc = PQflush(conn->pgConn)) == 1)
-		WaitForRemoteSocket(conn, true);
-	if (rc == -1)
-		ReportConnectionError(conn, ERROR);
+	WaitForNodeOrFail(conn, NODE_WAIT_FLUSHED);
 }
 
 /*
@@ -224,9 +357,7 @@ GetRemoteResult(NodeConnection *conn)
 {
 	PGresult   *result;
 
-	while (PQisBusy(conn->pgConn))
-		WaitForRemoteSocket(conn, false);
-
+	WaitForNodeOrFail(conn, NODE_WAIT_RESULT);
 	result = PQgetResult(conn->pgConn);
 	if (result == NULL)
 		conn->queryInProgress = false;
@@ -451,38 +582,6 @@ ReportConnectionError(NodeConnection *conn, int elevel)
 }
 
 /*
- * WaitForResultUntil waits, serving no interrupts, until the next result of
- * the command in flight can be read without blocking (and libpq's output is
- * flushed), or until deadline.  Returns false when the deadline passed
- * (*timedOut set) or the connection failed.
- */
-static bool
-WaitForResultUntil(NodeConnection *conn, TimestampTz deadline, bool *timedOut)
-{
-	PGconn	   *pgConn = conn->pgConn;
-
-	*timedOut = false;
-	while (PQisBusy(pgConn) || PQflush(pgConn) == 1)
-	{
-		long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-															  deadline);
-		int			rc;
-
-		if (timeout <= 0)
-		{
-			*timedOut = true;
-			return false;
-		}
-		rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, timeout);
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
-			return false;
-	}
-	return true;
-}
-
-/*
  * DrainRemoteResults reads and discards what remains of the command in
  * flight, ending a COPY if one is open, within timeoutMs.  It never throws
  * for remote trouble; it returns false when the connection could not be
@@ -493,7 +592,6 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGconn	   *pgConn = conn->pgConn;
-	bool		timedOut;
 
 	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK)
 		return false;
@@ -502,7 +600,7 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 	{
 		PGresult   *result;
 
-		if (!WaitForResultUntil(conn, deadline, &timedOut))
+		if (WaitForNodeUntil(conn, NODE_WAIT_RESULT, deadline, false) != NODE_WAIT_DONE)
 			return false;
 		result = PQgetResult(pgConn);
 		if (result == NULL)
@@ -556,29 +654,27 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 /*
  * CancelRemoteCommand asks the node to cancel the command in flight and
  * drains its results; returns false if the connection is not usable after.
+ * Sending the request waits at most shardext.connect_timeout (within
+ * timeoutMs), and a cancelled command gets a few seconds to end: a node
+ * that does not react by then is in trouble, and the caller closes the
+ * connection rather than keep the session waiting.
  */
 bool
 CancelRemoteCommand(NodeConnection *conn, int timeoutMs)
 {
-	PGcancel   *cancel;
-	char		errorBuffer[256];
-	bool		sent = false;
-
 	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
 		return false;
 
-	if ((cancel = PQgetCancel(conn->pgConn)) != NULL)
+	if (!SendCancelRequest(conn, Min(timeoutMs, ShardextConnectTimeout)))
 	{
-		sent = PQcancel(cancel, errorBuffer, sizeof(errorBuffer));
-		PQfreeCancel(cancel);
-	}
-	if (!sent)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not send cancel request to node %s:%d",
 						conn->host, conn->port)));
-
-	return DrainRemoteResults(conn, timeoutMs);
+		return false;
+	}
+	return DrainRemoteResults(conn, Min(timeoutMs,
+										Max(CANCEL_DRAIN_TIMEOUT_MS, ShardextConnectTimeout)));
 }
 
 /*
@@ -631,6 +727,108 @@ ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query, int timeo
 }
 
 /*
+ * ExecuteRemoteQueryBounded runs a statement (with parameters one, without
+ * several are allowed) for admin and daemon work that must not hang:
+ * interrupts are served (a cancel throws as usual) and the node gets
+ * timeoutMs to answer (0: no limit of its own, statement_timeout still
+ * applies).  Returns the last result (the caller PQclears it), or NULL with
+ * the reason in *failure: the node's error, a broken connection, a COPY
+ * (not supported here) or the timeout.  Remote trouble never throws; after
+ * a timeout or a COPY the command is still in flight (queryInProgress), and
+ * the caller closes or cancels the connection.
+ */
+PGresult *
+ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query, int nParams,
+						  const char *const *params, int timeoutMs, char **failure)
+{
+	TimestampTz deadline = timeoutMs > 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs) : 0;
+	PGresult   *last = NULL;
+	char	   *error = NULL;
+	int			sent;
+
+	*failure = NULL;
+	lastFailureSqlstate[0] = '\0';
+	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK ||
+		conn->queryInProgress)
+	{
+		*failure = pstrdup("the connection is not usable");
+		return NULL;
+	}
+	if (nParams > 0)
+		sent = PQsendQueryParams(conn->pgConn, query, nParams, NULL, params, NULL, NULL, 0);
+	else
+		sent = PQsendQuery(conn->pgConn, query);
+	if (!sent)
+	{
+		*failure = pchomp(PQerrorMessage(conn->pgConn));
+		return NULL;
+	}
+	conn->queryInProgress = true;
+
+	for (;;)
+	{
+		NodeWaitResult waited = WaitForNodeUntil(conn, NODE_WAIT_RESULT, deadline, true);
+		PGresult   *result;
+		ExecStatusType status;
+
+		if (waited != NODE_WAIT_DONE)
+		{
+			PQclear(last);
+			*failure = waited == NODE_WAIT_TIMEOUT ?
+				psprintf("node %s:%d did not answer within %d ms", conn->host, conn->port,
+						 timeoutMs) :
+				pchomp(PQerrorMessage(conn->pgConn));
+			return NULL;
+		}
+		result = PQgetResult(conn->pgConn);
+		if (result == NULL)
+			break;
+		status = PQresultStatus(result);
+		if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH)
+		{
+			PQclear(result);
+			PQclear(last);
+			*failure = pstrdup("COPY cannot run here");
+			return NULL;
+		}
+		if (ResultIsError(result))
+		{
+			if (error == NULL)
+			{
+				const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+
+				error = pchomp(PQresultErrorMessage(result));
+				strlcpy(lastFailureSqlstate, sqlstate ? sqlstate : "",
+						sizeof(lastFailureSqlstate));
+			}
+			PQclear(result);
+			continue;
+		}
+		PQclear(last);
+		last = result;
+	}
+	conn->queryInProgress = false;
+	if (error != NULL)
+	{
+		PQclear(last);
+		*failure = error;
+		return NULL;
+	}
+	return last;
+}
+
+/*
+ * RemoteFailureSqlstate returns the SQLSTATE of the node's error when the
+ * last ExecuteRemoteQueryBounded failed with one, else "".
+ */
+const char *
+RemoteFailureSqlstate(void)
+{
+	return lastFailureSqlstate;
+}
+
+/*
  * FinishRemoteCommandWithTimeout reads the results of a command already
  * sent, like ExecuteRemoteCommandWithTimeout: it never throws for remote
  * trouble (errors become warnings) and waits at most timeoutMs.  Returns
@@ -669,9 +867,13 @@ FinishRemoteCommandUntil(NodeConnection *conn, const char *command, TimestampTz 
 	for (;;)
 	{
 		PGresult   *result;
+		NodeWaitResult waited = WaitForNodeUntil(conn, NODE_WAIT_RESULT, deadline, false);
 
-		if (!WaitForResultUntil(conn, deadline, timedOut))
+		if (waited != NODE_WAIT_DONE)
+		{
+			*timedOut = (waited == NODE_WAIT_TIMEOUT);
 			return false;
+		}
 		result = PQgetResult(conn->pgConn);
 		if (result == NULL)
 			break;

@@ -7,11 +7,11 @@
  * At the first fetch the scan builds its tasks (task_builder.c: one per
  * shard, per placement when it writes; shards locked in id order before
  * placements are looked at, so shard moves can block writes at cutover).
- * Tasks are
- * queued on connections -- inside a transaction (or when writing) one per
- * node, so the transaction reads its own writes; otherwise up to
- * shardext.max_connections_per_node per node -- and one event loop drives
- * them all: results arrive in single-row mode and are returned as they come.
+ * Tasks are queued per node, and every connection to a node takes the
+ * node's next task when it is free; which connections a scan uses, and
+ * when it opens more ("slow start"), is task_queues.c's part.  One event
+ * loop drives everything, connection attempts included: results arrive in
+ * single-row mode and are returned as they come.
  *
  * A connection serves one task at a time.  When another scan (for example
  * the inner side of a nested loop) needs a connection that a scan is still
@@ -62,29 +62,7 @@
 #include "shardext/resource_lock.h"
 #include "shardext/tenant_stats.h"
 
-/* per-connection executor state (NodeConnection.executorState) */
-typedef struct ConnectionExecState
-{
-	NodeConnection *conn;		/* whose executorState this is */
-	HTAB	   *statements;		/* SQL hash -> prepared statement */
-	int			statementCount;
-	DistributedScanState *owner;	/* scan whose task is in flight */
-} ConnectionExecState;
-
-/* every ConnectionExecState made, to free those of closed connections */
-static List *ConnectionExecStates = NIL;
-
-typedef struct PreparedStatementEntry
-{
-	uint64		key;			/* hash of the SQL text */
-	char	   *sql;
-	int			number;			/* statement name sx<number> */
-} PreparedStatementEntry;
-
-#define MAX_PREPARED_STATEMENTS 2000
-
 static CustomExecMethods DistributedExecMethods;
-static MemoryContext ExecutorStateContext = NULL;
 
 static void BeginDistributedScan(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *ExecDistributedScan(CustomScanState *node);
@@ -99,7 +77,10 @@ static bool StartNextInsertBatch(DistributedScanState *state);
 static void FinishScan(DistributedScanState *state);
 static bool NextReturnedRowInOrder(DistributedScanState *state, TupleTableSlot *slot);
 static void CollectReturnedRows(DistributedScanState *state);
-static void AssignTasksToConnections(DistributedScanState *state);
+static void SendNextTasks(DistributedScanState *state, TaskConnection *tc);
+static void SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks);
+static void MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc);
+static void FlushConnection(NodeConnection *conn);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
 static void StartPipeline(NodeConnection *conn, const char *beginCommand);
 static void UseSingleRowMode(NodeConnection *conn);
@@ -108,15 +89,14 @@ static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **task
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
-static void WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc);
+static void WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc,
+									long timeout);
 static bool TaskStatementName(DistributedScanState *state, TaskConnection *tc,
 							  RemoteTask *task, char **name);
-static void FreeStaleConnectionExecStates(void);
 static void StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
 static void AbandonExecution(DistributedScanState *state);
-static ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 static bool IsWholeTopLevelStatement(EState *estate);
 static bool AnyRemoteTransactionOpen(void);
 static void ExecutorXactCallback(XactEvent event, void *arg);
@@ -143,6 +123,13 @@ ConnectionFailed(NodeConnection *conn)
 {
 	NoteFailedNode(conn->nodeId);
 	ReportConnectionError(conn, ERROR);
+}
+
+/* ExecutorConnectionFailed is ConnectionFailed for the executor's other files */
+void
+ExecutorConnectionFailed(NodeConnection *conn)
+{
+	ConnectionFailed(conn);
 }
 
 /* registers the abort callbacks; called from _PG_init */
@@ -620,8 +607,7 @@ StartExecution(DistributedScanState *state)
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
 	/* replicas that cannot be reached leave their tasks to the primaries */
-	ConnectReplicaTasks(state, state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1));
-
+	ConnectReplicaTasks(state);
 	oldContext = MemoryContextSwitchTo(state->execContext);
 	AssignTasksToConnections(state);
 	MemoryContextSwitchTo(oldContext);
@@ -629,7 +615,7 @@ StartExecution(DistributedScanState *state)
 	SendFirstTasks(state);
 }
 
-/* SendFirstTasks starts the first queued task of every idle connection */
+/* SendFirstTasks starts a task on every idle connection that is ready */
 static void
 SendFirstTasks(DistributedScanState *state)
 {
@@ -639,148 +625,89 @@ SendFirstTasks(DistributedScanState *state)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current == NULL && tc->queue != NIL)
-		{
-			RemoteTask *task = linitial(tc->queue);
-
-			tc->queue = list_delete_first(tc->queue);
-			SendTask(state, tc, task);
-		}
+		if (!tc->conn->connecting)
+			SendNextTasks(state, tc);
 	}
 }
 
 /*
- * AssignTasksToConnections queues each task on a connection to its node:
- * inside transactions always the node's first connection, otherwise spread
- * over up to shardext.max_connections_per_node connections.
+ * SendNextTasks starts the next task of its node (or a batch of them, see
+ * TaskBatchSize) on a connection that is free and ready.
  */
 static void
-AssignTasksToConnections(DistributedScanState *state)
+SendNextTasks(DistributedScanState *state, TaskConnection *tc)
 {
-	ListCell   *cell;
-	List	   *nodeIds = NIL;
-	List	   *nodeTaskCounts = NIL;
+	List	   *tasks = NIL;
+	int			size;
 
-	foreach(cell, state->tasks)
+	if (tc->current != NULL || tc->node->pending == NIL || tc->conn->connecting)
+		return;
+	size = TaskBatchSize(state, tc);
+	while (list_length(tasks) < size && tc->node->pending != NIL)
+	{
+		RemoteTask *task = linitial(tc->node->pending);
+
+		if (tasks != NIL && task->params->count > 0)
+			break;
+		tasks = lappend(tasks, task);
+		tc->node->pending = list_delete_first(tc->node->pending);
+	}
+	if (list_length(tasks) == 1)
+		SendTask(state, tc, linitial(tasks));
+	else
+		SendTaskBatch(state, tc, tasks);
+	list_free(tasks);
+	if (tc->node->pending != NIL)
+		tc->batchSent = GetCurrentTimestamp();
+}
+
+/*
+ * SendTaskBatch sends several tasks (without parameters, outside remote
+ * transactions) as one query string, in single-row mode: their results
+ * come one statement after the other, and PollConnection moves on to the
+ * next task at the end of each.
+ */
+static void
+SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks)
+{
+	NodeConnection *conn = tc->conn;
+	StringInfoData sql;
+	ListCell   *cell;
+
+	Assert(!state->inTransaction && list_length(tasks) > 1);
+	MakeConnectionAvailable(state, tc);
+	SyncRemoteTimeZone(conn);
+	initStringInfo(&sql);
+	/* the tasks of a node share its server: one wait for the replica does */
+	if (ReplicaWaitCommand(linitial(tasks)) != NULL)
+	{
+		appendStringInfoString(&sql, ReplicaWaitCommand(linitial(tasks)));
+		((RemoteTask *) linitial(tasks))->waitPending = true;
+	}
+	foreach(cell, tasks)
 	{
 		RemoteTask *task = lfirst(cell);
-		int			position = list_length(nodeIds);
-		int			index;
-		int			perNode;
-		ListCell   *c;
-		int			p = 0;
-		int			count;
 
-		foreach(c, nodeIds)
-		{
-			if (lfirst_int(c) == task->nodeId)
-			{
-				position = p;
-				break;
-			}
-			p++;
-		}
-		if (position == list_length(nodeIds))
-		{
-			nodeIds = lappend_int(nodeIds, task->nodeId);
-			nodeTaskCounts = lappend_int(nodeTaskCounts, 0);
-		}
-		count = list_nth_int(nodeTaskCounts, position);
-		list_nth_cell(nodeTaskCounts, position)->int_value = count + 1;
-
-		perNode = state->inTransaction ? 1 : Max(ShardextMaxConnectionsPerNode, 1);
-		if (state->inTransaction && count == 0 &&
-			NodeHasOtherConnectionInTransaction(task->nodeId, 0))
-		{
-			WorkerNode *node = GetWorkerNode(task->nodeId);
-
-			/* a parallel COPY left its work on other connections */
-			ereport(ERROR,
-					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-					 errmsg("cannot run a distributed query on node %s:%d after a parallel "
-							"operation in the same transaction", node->host, node->port),
-					 errhint("Run the query in its own transaction.")));
-		}
-		index = count % perNode;
-		task->taskConn = GetTaskConnection(state, task->nodeId, index);
-		task->taskConn->queue = lappend(task->taskConn->queue, task);
+		appendStringInfo(&sql, "%s%s", sql.len > 0 ? ";" : "", task->sql);
+		task->taskConn = tc;
+		task->sent = true;
+		CountShardQuery(task->shardId);
 	}
-}
-
-/*
- * GetTaskConnection returns the scan's TaskConnection of the index-th
- * connection to a node, making it on first use (in CurrentMemoryContext).
- */
-TaskConnection *
-GetTaskConnection(DistributedScanState *state, int32 nodeId, int index)
-{
-	NodeConnection *conn = GetNodeConnectionByIndex(nodeId, index);
-	ListCell   *cell;
-	TaskConnection *tc;
-
-	foreach(cell, state->taskConns)
+	tc->current = linitial(tasks);
+	tc->batch = list_copy_tail(tasks, 1);
+	if (!PQsendQuery(conn->pgConn, sql.data) ||
+		(tc->current->primaryNodeId != 0 && !FlushOutput(conn)))
 	{
-		tc = lfirst(cell);
-		if (tc->conn == conn)
-			return tc;
+		if (RetryOnPrimary(state, tc, tc->current, NULL, true))
+			return;
+		ConnectionFailed(conn);
 	}
-	tc = palloc0(sizeof(TaskConnection));
-	tc->conn = conn;
-	state->taskConns = lappend(state->taskConns, tc);
-	return tc;
-}
+	pfree(sql.data);
+	conn->queryInProgress = true;
+	UseSingleRowMode(conn);
+	FlushConnection(conn);
 
-/*
- * FreeStaleConnectionExecStates frees the state of connections that were
- * closed or reconnected since (connection.c forgets executorState then):
- * their prepared statements are gone with the session.
- */
-static void
-FreeStaleConnectionExecStates(void)
-{
-	ListCell   *cell;
-
-	foreach(cell, ConnectionExecStates)
-	{
-		ConnectionExecState *es = lfirst(cell);
-
-		if (es->conn->executorState == es)
-			continue;
-		hash_destroy(es->statements);
-		ConnectionExecStates = foreach_delete_current(ConnectionExecStates, cell);
-		pfree(es);
-	}
-}
-
-static ConnectionExecState *
-GetConnectionExecState(NodeConnection *conn)
-{
-	ConnectionExecState *es = conn->executorState;
-
-	if (es == NULL)
-	{
-		HASHCTL		info;
-		MemoryContext oldContext;
-
-		if (ExecutorStateContext == NULL)
-			ExecutorStateContext = AllocSetContextCreate(TopMemoryContext,
-														 "shardext executor connections",
-														 ALLOCSET_DEFAULT_SIZES);
-		FreeStaleConnectionExecStates();
-		es = MemoryContextAllocZero(ExecutorStateContext, sizeof(ConnectionExecState));
-		es->conn = conn;
-		oldContext = MemoryContextSwitchTo(ExecutorStateContext);
-		ConnectionExecStates = lappend(ConnectionExecStates, es);
-		MemoryContextSwitchTo(oldContext);
-		memset(&info, 0, sizeof(info));
-		info.keysize = sizeof(uint64);
-		info.entrysize = sizeof(PreparedStatementEntry);
-		info.hcxt = ExecutorStateContext;
-		es->statements = hash_create("shardext prepared statements", 64, &info,
-									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		conn->executorState = es;
-	}
-	return es;
+	GetConnectionExecState(conn)->owner = state;
 }
 
 /*
@@ -814,81 +741,11 @@ MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc)
 				 errmsg("connection to node %s:%d is busy", conn->host, conn->port)));
 }
 
-/* FlushOutput pushes libpq's output to the node; false when that failed */
-static bool
-FlushOutput(NodeConnection *conn)
-{
-	int			rc;
-
-	while ((rc = PQflush(conn->pgConn)) == 1)
-		WaitForRemoteSocket(conn, true);
-	return rc != -1;
-}
-
 static void
 FlushConnection(NodeConnection *conn)
 {
 	if (!FlushOutput(conn))
 		ConnectionFailed(conn);
-}
-
-/*
- * PreparedStatementName returns the name of the statement prepared for sql
- * on the connection, preparing it first if needed; NULL when the cache is
- * full (then the statement is sent unnamed).  With failed, a failure to
- * prepare is not raised: *failed is set and *error gets the node's error
- * (NULL when the connection failed), for the caller to handle.
- */
-static char *
-PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
-					  bool *failed, PGresult **error)
-{
-	ConnectionExecState *es = GetConnectionExecState(conn);
-	uint64		key = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
-	PreparedStatementEntry *entry;
-	bool		found;
-	char		name[32];
-
-	entry = hash_search(es->statements, &key, HASH_FIND, &found);
-	if (found)
-	{
-		if (strcmp(entry->sql, sql) != 0)
-			return NULL;
-		snprintf(name, sizeof(name), "sx%d", entry->number);
-		return pstrdup(name);
-	}
-	if (es->statementCount >= MAX_PREPARED_STATEMENTS)
-		return NULL;
-
-	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
-	SyncRemoteTimeZone(conn);
-	if (failed != NULL)
-	{
-		*failed = true;
-		*error = NULL;
-		if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
-			return NULL;
-		conn->queryInProgress = true;
-		if (!FlushOutput(conn))
-			return NULL;
-		PQclear(ReadRemoteResults(conn, error));
-		if (*error != NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
-			return NULL;
-		*failed = false;
-	}
-	else
-	{
-		if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
-			ConnectionFailed(conn);
-		conn->queryInProgress = true;
-		FlushConnection(conn);
-		PQclear(FinishRemoteQuery(conn, sql));
-	}
-
-	entry = hash_search(es->statements, &key, HASH_ENTER, &found);
-	entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
-	entry->number = ++es->statementCount;
-	return pstrdup(name);
 }
 
 /*
@@ -915,8 +772,8 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 			RemoteTransactionMarkModified(conn);
 		beginCommand = RemoteTransactionBeginCommand(conn);
 	}
-	else
-		beginCommand = ReplicaWaitCommand(task);	/* runs ahead like BEGIN */
+	else if ((beginCommand = ReplicaWaitCommand(task)) != NULL)
+		task->waitPending = true;	/* runs ahead like BEGIN */
 	SyncRemoteTimeZone(conn);
 
 	if (state->job->usePrepared && !TaskStatementName(state, tc, task, &statementName))
@@ -953,6 +810,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		ok = ok && PQpipelineSync(conn->pgConn);
 	if (!ok || (task->primaryNodeId != 0 && !FlushOutput(conn)))
 	{
+		tc->current = task;
 		if (RetryOnPrimary(state, tc, task, NULL, true))
 			return;
 		ConnectionFailed(conn);
@@ -965,6 +823,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	es = GetConnectionExecState(conn);
 	es->owner = state;
 	tc->current = task;
+	task->taskConn = tc;
 	task->sent = true;
 	CountShardQuery(task->shardId);
 }
@@ -987,8 +846,10 @@ TaskStatementName(DistributedScanState *state, TaskConnection *tc, RemoteTask *t
 								  task->primaryNodeId != 0 ? &failed : NULL, &error);
 	if (!failed)
 		return true;
+	tc->current = task;
 	if (RetryOnPrimary(state, tc, task, error, error == NULL))
 		return false;
+	tc->current = NULL;
 	if (error != NULL)
 		ReportRemoteError(conn, error, ERROR, task->sql);
 	ConnectionFailed(conn);
@@ -1013,13 +874,12 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 			TaskConnection *tc = list_nth(state->taskConns, (state->nextConn + i) % count);
 			PGresult   *result = NULL;
 
-			while (tc->current == NULL && tc->queue != NIL)
+			if (AdvanceConnecting(tc))
 			{
-				RemoteTask *task = linitial(tc->queue);
-
-				tc->queue = list_delete_first(tc->queue);
-				SendTask(state, tc, task);
+				active = true;
+				continue;
 			}
+			SendNextTasks(state, tc);
 			if (tc->current == NULL)
 				continue;
 			if (PollConnection(state, tc, &result))
@@ -1028,7 +888,7 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 				state->nextConn = (state->nextConn + i) % count;
 				return result;
 			}
-			if (tc->current == NULL && tc->queue != NIL)
+			if (tc->current == NULL && tc->node->pending != NIL)
 			{
 				/* finished a task: start the next one right away */
 				i--;
@@ -1039,12 +899,13 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 		}
 		if (state->rerouted)
 		{
-			/* a task moved to another connection: send it before waiting */
+			/* tasks moved to other connections: send them before waiting */
 			state->rerouted = false;
 			continue;
 		}
 		if (!active)
 			return NULL;
+		OpenMoreConnections(state);
 		WaitForConnections(state);
 	}
 }
@@ -1075,12 +936,10 @@ UseSingleRowMode(NodeConnection *conn)
 }
 
 /*
- * PipelineResult follows a pipelined BEGIN (or wait for a replica) and
- * statement through their results: it consumes those of BEGIN, the ends
- * of commands and the Sync, and returns true for what is the statement's
- * (*result), or true with a NULL *result at the end of the pipeline, as for
- * a statement sent alone.  A failed BEGIN is returned as the statement's
- * error.
+ * PipelineResult follows a pipelined BEGIN and statement through their
+ * results: it consumes those of BEGIN, the ends of commands and the Sync,
+ * and returns true for what is the statement's (*result), or true with a
+ * NULL *result at the end of the pipeline, as for a statement sent alone.
  */
 static bool
 PipelineResult(NodeConnection *conn, PGresult **result)
@@ -1096,7 +955,7 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 				UseSingleRowMode(conn);
 			}
 			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
-				return true;	/* the caller raises the error */
+				return true;	/* the caller raises the error (or retries) */
 			else
 				PQclear(r);
 			return false;
@@ -1143,7 +1002,9 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			conn->queryInProgress = false;
 			task->done = true;
 			tc->current = NULL;
+			tc->batch = NIL;
 			ReleaseConnection(conn);
+			TaskBatchDone(tc);
 			NoteAutocommitWrite(state, task, conn);
 			if (task->primaryNodeId != 0)
 				CountReplicaRead(task->nodeId);
@@ -1162,6 +1023,13 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 				break;
 			case PGRES_TUPLES_OK:
 			case PGRES_COMMAND_OK:
+				if (task->waitPending)
+				{
+					/* the replica's wait ahead of the statement ended */
+					task->waitPending = false;
+					PQclear(result);
+					break;
+				}
 				{
 					char	   *tuples = PQcmdTuples(result);
 
@@ -1172,6 +1040,13 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 							state->affectedRows += task->affectedRows;
 					}
 					PQclear(result);
+					if (tc->batch != NIL)
+					{
+						/* the end of one statement of a batch: the next task's results follow */
+						task->done = true;
+						task = tc->current = linitial(tc->batch);
+						tc->batch = list_delete_first(tc->batch);
+					}
 					break;
 				}
 			default:
@@ -1199,14 +1074,15 @@ ReleaseConnection(NodeConnection *conn)
 
 /*
  * WaitForSingleConnection waits for input on one connection (or an
- * interrupt), with the wait set the connection keeps (see
- * WaitOnNodeConnection): a scan of one shard is the common case.
+ * interrupt, or timeout ms: -1 for none), with the wait set the connection
+ * keeps (see WaitOnNodeConnection): a scan of one shard is the common
+ * case.
  */
 static void
-WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc)
+WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc, long timeout)
 {
 	NodeConnection *conn = tc->conn;
-	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, -1L);
+	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, timeout);
 
 	if (rc & WL_LATCH_SET)
 	{
@@ -1223,8 +1099,9 @@ WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc)
 }
 
 /*
- * WaitForConnections sleeps until a busy connection has input (or an
- * interrupt arrives) and consumes the input.
+ * WaitForConnections sleeps until a busy connection has input, a
+ * connection being opened can go on, an interrupt arrives, or the next
+ * timeout of the scan (NextExecutorTimeout); input is consumed.
  */
 static void
 WaitForConnections(DistributedScanState *state)
@@ -1233,38 +1110,41 @@ WaitForConnections(DistributedScanState *state)
 	WaitEvent	events[16];
 	int			count;
 	ListCell   *cell;
-	int			busy = 0;
+	int			waiting = 0;
 	TaskConnection *only = NULL;
+	long		timeout = NextExecutorTimeout(state);
 
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current != NULL)
+		if (tc->current != NULL || tc->conn->connecting)
 		{
-			busy++;
+			waiting++;
 			only = tc;
 		}
 	}
-	if (busy == 0)
+	if (waiting == 0)
 		return;
-	if (busy == 1)
+	if (waiting == 1 && !only->conn->connecting)
 	{
-		WaitForSingleConnection(state, only);
+		WaitForSingleConnection(state, only, timeout);
 		return;
 	}
 
-	set = CreateWaitEventSet(CurrentMemoryContext, busy + 2);
+	set = CreateWaitEventSet(CurrentMemoryContext, waiting + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 
-		if (tc->current != NULL)
+		if (tc->conn->connecting)
+			AddWaitEventToSet(set, tc->connectEvents, PQsocket(tc->conn->pgConn), NULL, tc);
+		else if (tc->current != NULL)
 			AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(tc->conn->pgConn), NULL, tc);
 	}
-	count = WaitEventSetWait(set, -1L, events, lengthof(events), PG_WAIT_EXTENSION);
+	count = WaitEventSetWait(set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 	FreeWaitEventSet(set);
 
 	for (int i = 0; i < count; i++)
@@ -1275,12 +1155,14 @@ WaitForConnections(DistributedScanState *state)
 			CheckForDistributedDeadlockCancel();
 			CHECK_FOR_INTERRUPTS();
 		}
-		else if (events[i].events & WL_SOCKET_READABLE)
+		else if (events[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 		{
 			TaskConnection *tc = events[i].user_data;
 
-			if (!PQconsumeInput(tc->conn->pgConn) &&
-				!RetryOnPrimary(state, tc, tc->current, NULL, true))
+			if (tc->conn->connecting)
+				tc->socketReady = true;
+			else if (!PQconsumeInput(tc->conn->pgConn) &&
+					 !RetryOnPrimary(state, tc, tc->current, NULL, true))
 				ConnectionFailed(tc->conn);
 		}
 	}
@@ -1293,7 +1175,7 @@ WaitForConnections(DistributedScanState *state)
 static void
 BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 {
-	RemoteTask *task = tc->current;
+	RemoteTask *task = NULL;
 	TupleDesc	desc = owner->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor;
 	MemoryContext oldContext = MemoryContextSwitchTo(owner->execContext);
 	MemoryContext convertContext;
@@ -1301,14 +1183,20 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 	PGresult   *result;
 
 	/* everything that outlives this call belongs to the owner's execution */
-	if (task->buffer == NULL)
-		task->buffer = tuplestore_begin_heap(false, false, work_mem);
 	tmp = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	convertContext = AllocSetContextCreate(owner->execContext, "shardext buffering",
 										   ALLOCSET_DEFAULT_SIZES);
 
-	while (tc->current == task)
+	/* the task in flight, and those of its batch */
+	while (tc->current != NULL)
 	{
+		if (tc->current != task)
+		{
+			task = tc->current;
+			if (task->buffer == NULL)
+				task->buffer = tuplestore_begin_heap(false, false, work_mem);
+			owner->bufferedTasks = lappend(owner->bufferedTasks, task);
+		}
 		result = NULL;
 		if (PollConnection(owner, tc, &result))
 		{
@@ -1327,9 +1215,8 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 			continue;
 		}
 		if (tc->current == task)
-			WaitForSingleConnection(owner, tc);
+			WaitForSingleConnection(owner, tc, -1L);
 	}
-	owner->bufferedTasks = lappend(owner->bufferedTasks, task);
 	ExecDropSingleTupleTableSlot(tmp);
 	MemoryContextDelete(convertContext);
 	MemoryContextSwitchTo(oldContext);
@@ -1351,7 +1238,8 @@ AbandonExecution(DistributedScanState *state)
 		NodeConnection *conn = tc->conn;
 		bool		clean = true;
 
-		tc->queue = NIL;
+		tc->node->pending = NIL;
+		tc->batch = NIL;
 		if (tc->current == NULL)
 			continue;
 		if (conn->xactState == REMOTE_XACT_NONE)
@@ -1411,6 +1299,7 @@ ReScanDistributedScan(CustomScanState *node)
 	state->finished = false;
 	state->tasksBuilt = false;
 	state->tasks = NIL;
+	state->nodeQueues = NIL;
 	state->taskConns = NIL;
 	state->bufferedTasks = NIL;
 	state->nextConn = 0;

@@ -98,7 +98,7 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	}
 	BuildDistributedTasks(state);
 	/* as execution would: an unreachable replica leaves its tasks to the primary */
-	ConnectReplicaTasks(state, 1);
+	ConnectReplicaTasks(state);
 	if (state->lookupNote != NULL)
 	{
 		GlobalIndexLookupNote *note = state->lookupNote;

@@ -289,13 +289,15 @@ AnyPrimaryInTransaction(void)
 }
 
 /*
- * ConnectReplicaTasks makes sure the connections the replica tasks will
- * use can be had (perNode of them per replica at most), within
- * shardext.replica_connect_timeout; the tasks of a replica that cannot be
- * reached go to its primary, and every backend avoids it for a while.
+ * ConnectReplicaTasks makes sure the first connection to each replica the
+ * tasks use can be had, within shardext.replica_connect_timeout and
+ * without waiting for a slot of the replica's pool: otherwise the
+ * replica's tasks go to its primary, and every backend avoids a replica
+ * that could not be reached for a while.  (More connections to a replica
+ * are opened by the executor's slow start, with optional slots.)
  */
 void
-ConnectReplicaTasks(DistributedScanState *state, int perNode)
+ConnectReplicaTasks(DistributedScanState *state)
 {
 	ListCell   *cell;
 	List	   *checked = NIL;
@@ -304,27 +306,21 @@ ConnectReplicaTasks(DistributedScanState *state, int perNode)
 	{
 		RemoteTask *task = lfirst(cell);
 		int32		replicaId = task->nodeId;
-		int			needed = 0;
-		bool		reachable = true;
+		bool		unreachable;
 		ListCell   *c;
 
 		if (task->primaryNodeId == 0 || list_member_int(checked, replicaId))
 			continue;
 		checked = lappend_int(checked, replicaId);
-		foreach(c, state->tasks)
-			needed += (((RemoteTask *) lfirst(c))->nodeId == replicaId);
-		needed = Min(needed, perNode);
-		for (int i = 0; i < needed && reachable; i++)
-			reachable = TryGetNodeConnectionByIndex(replicaId, i,
-													ShardextReplicaConnectTimeout) != NULL;
-		if (reachable)
+		if (TryGetNodeConnectionByIndex(replicaId, 0, ShardextReplicaConnectTimeout,
+										&unreachable) != NULL)
 			continue;
 		foreach(c, state->tasks)
 		{
 			RemoteTask *other = lfirst(c);
 
 			if (other->nodeId == replicaId && other->primaryNodeId != 0)
-				MoveTaskToPrimary(other, true);
+				MoveTaskToPrimary(other, unreachable);
 		}
 	}
 }
@@ -350,20 +346,22 @@ MoveTaskToPrimary(RemoteTask *task, bool replicaFailed)
 /*
  * RetryOnPrimary handles the failure of a replica's task that returned no
  * row yet, outside remote transactions: the connection is brought back to
- * idle (or closed), and the task is queued on the replica's primary, so
- * that a replica that went down, lags behind a schema change, cancelled
- * the read for a recovery conflict or did not replay in time never makes a
- * read fail.  Takes ownership of result (may be NULL).  Returns false, and
- * changes nothing, when the failure must be raised instead.
+ * idle (or closed), and the task -- with the rest of its batch and the
+ * tasks still queued for the replica -- is queued on the replica's
+ * primary, so that a replica that went down, lags behind a schema change,
+ * cancelled the read for a recovery conflict or did not replay in time
+ * never makes a read fail.  Takes ownership of result (may be NULL).
+ * Returns false, and changes nothing, when the failure must be raised.
  */
 bool
 RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
 			   PGresult *result, bool closeConnection)
 {
 	NodeConnection *conn = tc->conn;
+	List	   *moving;
 	bool		broken;
-	TaskConnection *primary;
 	MemoryContext oldContext;
+	ListCell   *cell;
 
 	if (task == NULL || task->primaryNodeId == 0 || task->rowsSeen > 0 ||
 		state->inTransaction || conn->xactState != REMOTE_XACT_NONE)
@@ -374,16 +372,22 @@ RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task
 		(conn->queryInProgress && !DrainRemoteResults(conn, DRAIN_TIMEOUT_MS)))
 		CloseNodeConnection(conn);
 	conn->queryInProgress = false;
-	if (tc->current == task)
-		tc->current = NULL;
 	ReleaseConnection(conn);
 
-	MoveTaskToPrimary(task, broken);
-	task->sent = false;
 	oldContext = MemoryContextSwitchTo(state->execContext);
-	primary = GetTaskConnection(state, task->nodeId, 0);
-	task->taskConn = primary;
-	primary->queue = lappend(primary->queue, task);
+	moving = lcons(task, list_concat(tc->batch, tc->node->pending));
+	tc->current = NULL;
+	tc->batch = NIL;
+	tc->node->pending = NIL;
+	foreach(cell, moving)
+	{
+		RemoteTask *moved = lfirst(cell);
+
+		MoveTaskToPrimary(moved, broken);
+		moved->sent = false;
+		moved->waitPending = false;
+		RequeueTask(state, moved);
+	}
 	MemoryContextSwitchTo(oldContext);
 	state->rerouted = true;
 	return true;

@@ -435,11 +435,22 @@ ConnectionForShard(ShardCopyState *state, int32 nodeId, int64 shardId)
 	}
 	if (nodeState->count < nodeState->maxCount)
 	{
-		copyConn = &nodeState->connections[nodeState->count];
-		copyConn->conn = GetNodeConnectionByIndex(nodeId, nodeState->count);
-		nodeState->count++;
-		StartCopy(state, copyConn, shardId);
-		return copyConn;
+		NodeConnection *conn;
+
+		/* more than one connection only while the node's shared pool has room */
+		if (nodeState->count == 0)
+			conn = GetNodeConnectionByIndex(nodeId, 0);
+		else
+			conn = GetOptionalNodeConnection(nodeId, nodeState->count);
+		if (conn != NULL)
+		{
+			copyConn = &nodeState->connections[nodeState->count];
+			copyConn->conn = conn;
+			nodeState->count++;
+			StartCopy(state, copyConn, shardId);
+			return copyConn;
+		}
+		nodeState->maxCount = nodeState->count;
 	}
 
 	copyConn = &nodeState->connections[nodeState->nextVictim];

@@ -412,6 +412,9 @@ typedef struct CleanupNodeConnection
 	NodeConnection *conn;
 } CleanupNodeConnection;
 
+static int	CleanupRecords(NodeConnection *local, PGresult *records, List **connections,
+						   bool quiet);
+
 static NodeConnection *
 CleanupConnection(List **connections, int32 nodeId, bool quiet)
 {
@@ -519,6 +522,31 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 	if (records == NULL)
 		return 0;
 
+	/* the result and the connections are freed also when an interrupt ends this */
+	PG_TRY();
+	{
+		removed = CleanupRecords(local, records, &connections, quiet);
+	}
+	PG_FINALLY();
+	{
+		PQclear(records);
+		foreach(cell, connections)
+			CloseDedicatedConnection(((CleanupNodeConnection *) lfirst(cell))->conn);
+	}
+	PG_END_TRY();
+	return removed;
+}
+
+/*
+ * CleanupRecords removes what the cleanup records of RunCleanup's query
+ * name, on connections it adds to *connections, and returns how many
+ * objects it removed.
+ */
+static int
+CleanupRecords(NodeConnection *local, PGresult *records, List **connections, bool quiet)
+{
+	int			removed = 0;
+
 	for (int i = 0; i < PQntuples(records); i++)
 	{
 		char	   *recordId = PQgetvalue(records, i, 0);
@@ -537,7 +565,7 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 			done = true;		/* the node holds the shard now, or is gone */
 		else
 		{
-			NodeConnection *conn = CleanupConnection(&connections, nodeId, quiet);
+			NodeConnection *conn = CleanupConnection(connections, nodeId, quiet);
 
 			if (conn != NULL)
 			{
@@ -556,10 +584,6 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 															"WHERE record_id = %s", recordId),
 												   CLEANUP_COMMAND_TIMEOUT_MS);
 	}
-	PQclear(records);
-
-	foreach(cell, connections)
-		CloseDedicatedConnection(((CleanupNodeConnection *) lfirst(cell))->conn);
 	return removed;
 }
 

@@ -39,9 +39,10 @@ PG_FUNCTION_INFO_V1(shardext_worker_unregister);
 
 static void CheckNodeArguments(int32 port, double weight);
 static char *CoordinatorId(void);
-static PGconn *ConnectToNewNode(const char *host, int32 port);
-static void PrepareNewNode(PGconn *pgConn, const char *host, int32 port);
-static char *RunOnNewNode(PGconn *pgConn, const char *host, int32 port,
+static NodeConnection *ConnectToNewNode(const char *host, int32 port);
+static bool NodeLacksDatabase(const char *host, int32 port, const char *dbname);
+static void PrepareNewNode(NodeConnection *conn, const char *host, int32 port);
+static char *RunOnNewNode(NodeConnection *conn, const char *host, int32 port,
 						  const char *command, int nParams, const char *const *params);
 static void CopyReferenceShard(Oid relid, ShardInterval *shard, int32 sourceNodeId,
 							   int32 targetNodeId);
@@ -58,7 +59,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 	int32		port = PG_GETARG_INT32(1);
 	double		weight = PG_GETARG_FLOAT8(2);
 	WorkerNode *existing;
-	PGconn	   *pgConn;
+	NodeConnection *conn;
 	int32		nodeId;
 
 	EnsureAdminAndShardext("shardext_add_node");
@@ -84,22 +85,22 @@ shardext_add_node(PG_FUNCTION_ARGS)
 		PG_RETURN_INT32(existing->nodeId);
 	}
 
-	pgConn = ConnectToNewNode(host, port);
+	conn = ConnectToNewNode(host, port);
 	PG_TRY();
 	{
 		const char *params[2];
 
-		PrepareNewNode(pgConn, host, port);
+		PrepareNewNode(conn, host, port);
 		CheckNewNode(host, port);
 		nodeId = InsertWorkerNode(host, port, weight);
 		params[0] = CoordinatorId();
 		params[1] = psprintf("%d", nodeId);
-		RunOnNewNode(pgConn, host, port,
+		RunOnNewNode(conn, host, port,
 					 "SELECT shardext.worker_register($1, $2::int)", 2, params);
 	}
 	PG_FINALLY();
 	{
-		PQfinish(pgConn);
+		CloseDedicatedConnection(conn);
 	}
 	PG_END_TRY();
 
@@ -134,88 +135,113 @@ CoordinatorId(void)
  * ConnectToNewNode connects to the database of our name on the node,
  * creating that database first if the node does not have it.
  */
-static PGconn *
+static NodeConnection *
 ConnectToNewNode(const char *host, int32 port)
 {
 	char	   *dbname = get_database_name(MyDatabaseId);
-	PGconn	   *pgConn = ConnectToNodeDirect(host, port, dbname, false);
-	PGconn	   *maintenance;
-	PGresult   *result;
-	const char *params[1] = {dbname};
-	bool		missing;
+	NodeConnection *conn = OpenDedicatedConnectionTo(host, port, dbname, false);
 
-	if (pgConn != NULL)
-		return pgConn;
+	if (conn != NULL)
+		return conn;
 
-	/* is it the database that is missing? ask the maintenance database */
-	maintenance = ConnectToNodeDirect(host, port, "postgres", false);
-	if (maintenance == NULL)
-		return ConnectToNodeDirect(host, port, dbname, true);	/* throws */
-
-	PQsetnonblocking(maintenance, 0);
-	result = PQexecParams(maintenance, "SELECT 1 FROM pg_database WHERE datname = $1",
-						  1, NULL, params, NULL, NULL, 0);
-	missing = PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 0;
-	PQclear(result);
-
-	if (missing)
-	{
-		char	   *command = psprintf("CREATE DATABASE %s", quote_identifier(dbname));
-
-		ereport(NOTICE,
-				(errmsg("creating database \"%s\" on node %s:%d", dbname, host, port)));
-		result = PQexec(maintenance, command);
-		if (PQresultStatus(result) != PGRES_COMMAND_OK)
-		{
-			char	   *message = pchomp(PQresultErrorMessage(result));
-
-			PQclear(result);
-			PQfinish(maintenance);
-			ereport(ERROR,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not create database \"%s\" on node %s:%d",
-							dbname, host, port),
-					 errdetail_internal("%s", message)));
-		}
-		PQclear(result);
-	}
-	PQfinish(maintenance);
-	return ConnectToNodeDirect(host, port, dbname, true);
+	/*
+	 * Is it the database that is missing?  Ask the maintenance database --
+	 * unless the node did not answer in time: it would not answer that
+	 * either.
+	 */
+	if (!LastConnectionTimedOut())
+		(void) NodeLacksDatabase(host, port, dbname);
+	return OpenDedicatedConnectionTo(host, port, dbname, true);
 }
 
 /*
- * RunOnNewNode runs one command on a not yet registered node (blocking, it
- * is short) and returns the first value of its result, if any.
+ * NodeLacksDatabase creates the database on the node when the node's
+ * "postgres" database says it does not exist, and returns whether it did.
+ * When "postgres" cannot be reached either, it returns false (the caller's
+ * connection attempt then reports why).
+ */
+static bool
+NodeLacksDatabase(const char *host, int32 port, const char *dbname)
+{
+	NodeConnection *maintenance = OpenDedicatedConnectionTo(host, port, "postgres", false);
+	const char *params[1] = {dbname};
+	bool		missing = false;
+
+	if (maintenance == NULL)
+		return false;
+	PG_TRY();
+	{
+		char	   *failure = NULL;
+		PGresult   *result;
+
+		result = ExecuteRemoteQueryBounded(maintenance,
+										   "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
+										   1, params, 0, &failure);
+		missing = result != NULL && PQntuples(result) == 0;
+		PQclear(result);
+		if (missing)
+		{
+			ereport(NOTICE,
+					(errmsg("creating database \"%s\" on node %s:%d", dbname, host, port)));
+			result = ExecuteRemoteQueryBounded(maintenance,
+											   psprintf("CREATE DATABASE %s",
+														quote_identifier(dbname)),
+											   0, NULL, 0, &failure);
+			if (result == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+						 errmsg("could not create database \"%s\" on node %s:%d",
+								dbname, host, port),
+						 errdetail_internal("%s", failure)));
+			PQclear(result);
+		}
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(maintenance);
+	}
+	PG_END_TRY();
+	return missing;
+}
+
+/*
+ * RunOnNewNode runs one command on a not yet registered node (waiting
+ * interruptibly) and returns the first value of its result, if any; a
+ * remote error is raised with the node's SQLSTATE and hint.
  */
 static char *
-RunOnNewNode(PGconn *pgConn, const char *host, int32 port, const char *command,
+RunOnNewNode(NodeConnection *conn, const char *host, int32 port, const char *command,
 			 int nParams, const char *const *params)
 {
 	PGresult   *result;
-	ExecStatusType status;
+	PGresult   *error;
 	char	   *value = NULL;
 
-	PQsetnonblocking(pgConn, 0);
-	result = PQexecParams(pgConn, command, nParams, NULL, params, NULL, NULL, 0);
-	status = PQresultStatus(result);
-	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+	if (nParams > 0)
+		SendRemoteCommandParams(conn, command, nParams, NULL, params);
+	else
+		SendRemoteCommand(conn, command);
+	result = ReadRemoteResults(conn, &error);
+	if (error != NULL)
 	{
-		const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-		char	   *message = pchomp(PQresultErrorMessage(result));
-		const char *hint = PQresultErrorField(result, PG_DIAG_MESSAGE_HINT);
+		const char *sqlstate = PQresultErrorField(error, PG_DIAG_SQLSTATE);
+		char	   *message = pchomp(PQresultErrorMessage(error));
+		const char *hint = PQresultErrorField(error, PG_DIAG_MESSAGE_HINT);
 		char	   *hintCopy = hint ? pstrdup(hint) : NULL;
 		int			code = ERRCODE_CONNECTION_FAILURE;
 
 		if (sqlstate != NULL && strlen(sqlstate) == 5)
 			code = MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],
 								 sqlstate[3], sqlstate[4]);
+		PQclear(error);
 		PQclear(result);
 		ereport(ERROR,
 				(errcode(code),
 				 errmsg("could not prepare node %s:%d: %s", host, port, message),
 				 hintCopy ? errhint("%s", hintCopy) : 0));
 	}
-	if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && !PQgetisnull(result, 0, 0))
+	if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK &&
+		PQntuples(result) > 0 && !PQgetisnull(result, 0, 0))
 		value = pstrdup(PQgetvalue(result, 0, 0));
 	PQclear(result);
 	return value;
@@ -227,19 +253,19 @@ RunOnNewNode(PGconn *pgConn, const char *host, int32 port, const char *command,
  * installs the extension there.
  */
 static void
-PrepareNewNode(PGconn *pgConn, const char *host, int32 port)
+PrepareNewNode(NodeConnection *conn, const char *host, int32 port)
 {
 	char	   *value;
 	char		systemId[32];
 
-	if (PQserverVersion(pgConn) / 10000 != 15)
+	if (PQserverVersion(conn->pgConn) / 10000 != 15)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("node %s:%d runs PostgreSQL %d, not 15", host, port,
-						PQserverVersion(pgConn) / 10000),
+						PQserverVersion(conn->pgConn) / 10000),
 				 errhint("Every node of a shardext cluster runs PostgreSQL 15.")));
 
-	value = RunOnNewNode(pgConn, host, port, "SELECT pg_catalog.pg_is_in_recovery()::text",
+	value = RunOnNewNode(conn, host, port, "SELECT pg_catalog.pg_is_in_recovery()::text",
 						 0, NULL);
 	if (value != NULL && strcmp(value, "true") == 0)
 		ereport(ERROR,
@@ -249,7 +275,7 @@ PrepareNewNode(PGconn *pgConn, const char *host, int32 port)
 						 "shardext_add_replica().")));
 
 	snprintf(systemId, sizeof(systemId), UINT64_FORMAT, GetSystemIdentifier());
-	value = RunOnNewNode(pgConn, host, port,
+	value = RunOnNewNode(conn, host, port,
 						 "SELECT system_identifier::text FROM pg_control_system()", 0, NULL);
 	if (value != NULL && strcmp(value, systemId) == 0)
 		ereport(ERROR,
@@ -257,7 +283,7 @@ PrepareNewNode(PGconn *pgConn, const char *host, int32 port)
 				 errmsg("node %s:%d is this coordinator itself", host, port),
 				 errhint("Add the worker servers, not the coordinator.")));
 
-	value = RunOnNewNode(pgConn, host, port,
+	value = RunOnNewNode(conn, host, port,
 						 "SELECT 1 FROM pg_available_extensions WHERE name = 'shardext'",
 						 0, NULL);
 	if (value == NULL)
@@ -267,9 +293,9 @@ PrepareNewNode(PGconn *pgConn, const char *host, int32 port)
 				 errhint("Install the shardext package on the node and add it to "
 						 "shared_preload_libraries.")));
 
-	RunOnNewNode(pgConn, host, port, "CREATE EXTENSION IF NOT EXISTS shardext", 0, NULL);
+	RunOnNewNode(conn, host, port, "CREATE EXTENSION IF NOT EXISTS shardext", 0, NULL);
 
-	value = RunOnNewNode(pgConn, host, port,
+	value = RunOnNewNode(conn, host, port,
 						 "SELECT count(*) FROM shardext.node", 0, NULL);
 	if (value != NULL && strcmp(value, "0") != 0)
 		ereport(ERROR,
@@ -367,19 +393,23 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 
 	/* best effort: the node may be gone for good */
 	{
-		PGconn	   *pgConn = ConnectToNodeDirect(host, port,
-												 get_database_name(MyDatabaseId), false);
+		NodeConnection *conn = OpenDedicatedConnection(host, port, false, false);
 
-		if (pgConn != NULL)
+		if (conn != NULL)
 		{
 			const char *params[1] = {CoordinatorId()};
-			PGresult   *result;
+			char	   *failure = NULL;
 
-			PQsetnonblocking(pgConn, 0);
-			result = PQexecParams(pgConn, "SELECT shardext.worker_unregister($1)",
-								  1, NULL, params, NULL, NULL, 0);
-			PQclear(result);
-			PQfinish(pgConn);
+			PG_TRY();
+			{
+				PQclear(ExecuteRemoteQueryBounded(conn, "SELECT shardext.worker_unregister($1)",
+												  1, params, 0, &failure));
+			}
+			PG_FINALLY();
+			{
+				CloseDedicatedConnection(conn);
+			}
+			PG_END_TRY();
 		}
 	}
 	PG_RETURN_VOID();
@@ -425,8 +455,7 @@ DropReferencePlacements(WorkerNode *node)
 
 	if (drops != NIL)
 	{
-		PGconn	   *probe = ConnectToNodeDirect(node->host, node->port,
-												get_database_name(MyDatabaseId), false);
+		NodeConnection *probe = OpenDedicatedConnection(node->host, node->port, false, false);
 
 		if (probe == NULL)
 			ereport(WARNING,
@@ -436,7 +465,7 @@ DropReferencePlacements(WorkerNode *node)
 		{
 			StringInfoData command;
 
-			PQfinish(probe);
+			CloseDedicatedConnection(probe);
 			initStringInfo(&command);
 			foreach(cell, drops)
 				appendStringInfo(&command, "%s;\n", (char *) lfirst(cell));

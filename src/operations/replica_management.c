@@ -437,7 +437,7 @@ ResolvePreparedTransactions(void)
 	int			resolved;
 
 	AcceptInvalidationMessages();
-	resolved = RecoverShardextPreparedTransactions();
+	resolved = RecoverShardextPreparedTransactions(false);
 	if (resolved > 0)
 		ereport(NOTICE,
 				(errmsg("resolved %d prepared transactions", resolved)));

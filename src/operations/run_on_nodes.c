@@ -24,50 +24,58 @@
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
+#include "shardext/remote_command.h"
 
 PG_FUNCTION_INFO_V1(shardext_run_on_nodes);
 PG_FUNCTION_INFO_V1(shardext_run_on_shards);
 
-static char *RunOnConnection(PGconn *pgConn, const char *command, bool *success);
+static char *RunOnConnection(NodeConnection *conn, const char *command, bool *success);
 static char *ReplaceShardPlaceholder(const char *command, const char *shardName);
 
 /*
  * RunOnNodeDirect runs one command on a node over a new connection and
  * returns the first value of its last result, or the error message;
- * *success says which.
+ * *success says which.  The connection is closed on every path.
  */
 static char *
 RunOnNodeDirect(WorkerNode *node, const char *command, bool *success)
 {
-	PGconn	   *pgConn = ConnectToNodeDirect(node->host, node->port,
-											 get_database_name(MyDatabaseId), false);
+	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
 	char	   *value;
 
-	if (pgConn == NULL)
+	if (conn == NULL)
 	{
 		*success = false;
 		return psprintf("could not connect to node %s:%d", node->host, node->port);
 	}
-	PQsetnonblocking(pgConn, 0);
-	value = RunOnConnection(pgConn, command, success);
-	PQfinish(pgConn);
+	PG_TRY();
+	{
+		value = RunOnConnection(conn, command, success);
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(conn);
+	}
+	PG_END_TRY();
 	return value;
 }
 
-/* runs a command on an open connection; see RunOnNodeDirect */
+/*
+ * RunOnConnection runs a command on an open connection (see
+ * RunOnNodeDirect): interruptibly, bounded by statement_timeout.
+ */
 static char *
-RunOnConnection(PGconn *pgConn, const char *command, bool *success)
+RunOnConnection(NodeConnection *conn, const char *command, bool *success)
 {
-	PGresult   *result;
-	ExecStatusType status;
+	char	   *failure = NULL;
+	PGresult   *result = ExecuteRemoteQueryBounded(conn, command, 0, NULL, 0, &failure);
 	char	   *value;
 
-	result = PQexec(pgConn, command);
-	status = PQresultStatus(result);
-	*success = (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK);
-	if (!*success)
-		value = pchomp(PQresultErrorMessage(result));
-	else if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && PQnfields(result) > 0)
+	*success = (result != NULL);
+	if (result == NULL)
+		return failure;
+	if (PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) > 0 &&
+		PQnfields(result) > 0)
 		value = PQgetisnull(result, 0, 0) ? NULL : pstrdup(PQgetvalue(result, 0, 0));
 	else
 		value = pstrdup(PQcmdStatus(result));
@@ -131,44 +139,46 @@ shardext_run_on_shards(PG_FUNCTION_ARGS)
 	foreach(cell, WorkerNodeList(false))
 	{
 		WorkerNode *node = lfirst(cell);
-		PGconn	   *pgConn = NULL;
+		NodeConnection *volatile conn = NULL;
 
-		for (int i = 0; i < entry->shardCount; i++)
+		PG_TRY();
 		{
-			ShardInterval *shard = &entry->shards[i];
-			Datum		values[4];
-			bool		nulls[4] = {false, false, false, false};
-			bool		success = false;
-			char	   *value;
-			bool		placed = false;
-
-			for (int j = 0; j < shard->placementCount; j++)
-				placed |= (shard->placementNodeIds[j] == node->nodeId);
-			if (!placed)
-				continue;
-
-			if (pgConn == NULL)
+			for (int i = 0; i < entry->shardCount; i++)
 			{
-				pgConn = ConnectToNodeDirect(node->host, node->port,
-											 get_database_name(MyDatabaseId), true);
-				PQsetnonblocking(pgConn, 0);
+				ShardInterval *shard = &entry->shards[i];
+				Datum		values[4];
+				bool		nulls[4] = {false, false, false, false};
+				bool		success = false;
+				char	   *value;
+				bool		placed = false;
+
+				for (int j = 0; j < shard->placementCount; j++)
+					placed |= (shard->placementNodeIds[j] == node->nodeId);
+				if (!placed)
+					continue;
+
+				if (conn == NULL)
+					conn = OpenDedicatedConnection(node->host, node->port, false, true);
+				value = RunOnConnection(conn,
+										ReplaceShardPlaceholder(command,
+																QualifiedShardName(relid, shard->shardId)),
+										&success);
+				values[0] = Int64GetDatum(shard->shardId);
+				values[1] = Int32GetDatum(node->nodeId);
+				values[2] = BoolGetDatum(success);
+				if (value == NULL)
+					nulls[3] = true;
+				else
+					values[3] = CStringGetTextDatum(value);
+				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+				CHECK_FOR_INTERRUPTS();
 			}
-			value = RunOnConnection(pgConn,
-									ReplaceShardPlaceholder(command,
-															QualifiedShardName(relid, shard->shardId)),
-									&success);
-			values[0] = Int64GetDatum(shard->shardId);
-			values[1] = Int32GetDatum(node->nodeId);
-			values[2] = BoolGetDatum(success);
-			if (value == NULL)
-				nulls[3] = true;
-			else
-				values[3] = CStringGetTextDatum(value);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-			CHECK_FOR_INTERRUPTS();
 		}
-		if (pgConn != NULL)
-			PQfinish(pgConn);
+		PG_FINALLY();
+		{
+			CloseDedicatedConnection(conn);
+		}
+		PG_END_TRY();
 	}
 	return (Datum) 0;
 }

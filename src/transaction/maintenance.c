@@ -26,6 +26,12 @@
  * (which also runs the cleanup after interrupted or finished shard moves,
  * MaintainShardMoves) and RunDeadlockDetection.
  *
+ * A daemon has no statement_timeout, so each task bounds its waits for
+ * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
+ * the detector keep per node): a node that accepts connections but does
+ * not answer cannot stop the daemon.  Its connections count in the
+ * nodes' shared pools but never wait for a slot (SetPoolExempt).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -61,8 +67,10 @@
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/shard_move.h"
+#include "shardext/shared_pool.h"
 
 #define MAX_MAINTAINED_DATABASES 128
 
@@ -72,6 +80,8 @@
 #define NO_EXTENSION_RECHECK_MS (300 * 1000)
 /* how long a stopped daemon is kept away (DROP DATABASE and the like) */
 #define STOP_PAUSE_MS (30 * 1000)
+/* the longest a task of the daemon may wait for nodes in all */
+#define TASK_REMOTE_TIMEOUT_MS (120 * 1000)
 
 typedef struct MaintainedDatabase
 {
@@ -426,6 +436,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 	BackgroundWorkerInitializeConnectionByOid(databaseId, InvalidOid, 0);
 	pgstat_report_appname("shardext maintenance daemon");
+	SetPoolExempt(true);
 
 	loopContext = AllocSetContextCreate(TopMemoryContext, "shardext maintenance",
 										ALLOCSET_DEFAULT_SIZES);
@@ -524,6 +535,7 @@ RunRecovery(void)
 	static bool firstRound = true;
 	bool		hasExtension = true;
 
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	PG_TRY();
@@ -535,7 +547,7 @@ RunRecovery(void)
 		{
 			if (firstRound || ShardextRecoveryInterval > 0)
 			{
-				int			resolved = RecoverShardextPreparedTransactions();
+				int			resolved = RecoverShardextPreparedTransactions(true);
 
 				if (resolved > 0)
 					ereport(LOG,
@@ -552,6 +564,7 @@ RunRecovery(void)
 		LogErrorAndAbort();
 	}
 	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
 	return hasExtension;
 }
 
@@ -565,6 +578,7 @@ RunDeadlockDetection(void)
 {
 	if (catalogOutdated)
 		return;
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	PG_TRY();
 	{
 		(void) DetectDistributedDeadlocks();
@@ -574,6 +588,7 @@ RunDeadlockDetection(void)
 		LogErrorAndAbort();
 	}
 	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
 }
 
 /*
@@ -588,9 +603,10 @@ RunReplicaPoll(MemoryContext loopContext)
 	bool		replicas = false;
 
 	/* a standby's daemon has nothing to route */
-	if (!RecoveryInProgress())
+	if (!RecoveryInProgress() && !catalogOutdated)
 	{
 		MemoryContextSwitchTo(loopContext);
+		SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 		StartTransactionCommand();
 		PG_TRY();
 		{
@@ -603,6 +619,7 @@ RunReplicaPoll(MemoryContext loopContext)
 			LogErrorAndAbort();
 		}
 		PG_END_TRY();
+		SetRemoteCommandTimeout(0);
 		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(loopContext);
 	}

@@ -23,7 +23,13 @@
  * Runs of recovery are serialised by a self-conflicting lock on
  * shardext.transaction that committing transactions (which only insert)
  * do not conflict with.  Nodes that cannot be reached are skipped with a
- * warning; the next run tries again.
+ * warning; the next run tries again.  Every remote wait is interruptible
+ * and bounded (shardext.connect_timeout to connect, RECOVERY_COMMAND_
+ * TIMEOUT_MS per command), so a node that hangs holds recovery up for
+ * that long at most; the maintenance daemon moreover skips a node that
+ * failed for a while (doubling up to MAX_NODE_BACKOFF_MS), so that a hung
+ * node does not slow down every round (nor the deadlock detection that
+ * shares the daemon).
  *
  *-------------------------------------------------------------------------
  */
@@ -42,14 +48,33 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
+#include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 
+/* how long one command of recovery may wait for a node */
+#define RECOVERY_COMMAND_TIMEOUT_MS 30000
+/* the daemon leaves a failing node alone for up to this long */
+#define MAX_NODE_BACKOFF_MS (5 * 60 * 1000)
+#define FIRST_NODE_BACKOFF_MS 10000
+
 PG_FUNCTION_INFO_V1(shardext_recover_prepared_transactions);
+
+/* a node the daemon's recovery could not reach, and when to try again */
+typedef struct FailingNode
+{
+	int32		nodeId;
+	int			backoffMs;
+	TimestampTz retryAfter;
+} FailingNode;
+
+static List *failingNodes = NIL;
 
 /* a commit record read from shardext.transaction */
 typedef struct CommitRecord
@@ -58,12 +83,17 @@ typedef struct CommitRecord
 	ItemPointerData tid;
 } CommitRecord;
 
-static int	RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix);
-static List *PreparedGidsOnNode(PGconn *pgConn, WorkerNode *node, const char *prefix,
+static int	RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix,
+						bool *reached);
+static int	RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
+								const char *prefix, bool *reached);
+static bool SkipFailingNode(int32 nodeId);
+static void NoteNodeOutcome(int32 nodeId, bool reached);
+static List *PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix,
 								bool *ok);
 static List *ReadCommitRecords(Relation rel, int32 nodeId);
 static bool CoordinatorTransactionRunning(const char *gid, const char *prefix);
-static bool RunResolution(PGconn *pgConn, WorkerNode *node, const char *command);
+static bool RunResolution(NodeConnection *conn, WorkerNode *node, const char *command);
 static bool GidInList(List *gids, const char *gid);
 static void DeleteRecordsOfRemovedNodes(Relation rel, List *nodes);
 
@@ -75,15 +105,17 @@ Datum
 shardext_recover_prepared_transactions(PG_FUNCTION_ARGS)
 {
 	EnsureShardextAdmin("shardext_recover_prepared_transactions");
-	PG_RETURN_INT32(RecoverShardextPreparedTransactions());
+	PG_RETURN_INT32(RecoverShardextPreparedTransactions(false));
 }
 
 /*
- * RecoverShardextPreparedTransactions resolves the in-doubt prepared transactions of
- * this coordinator database on every node and returns how many it resolved.
+ * RecoverShardextPreparedTransactions resolves the in-doubt prepared
+ * transactions of this coordinator database on every node and returns how
+ * many it resolved.  With skipFailing (the maintenance daemon), nodes that
+ * failed recently are left for a later round.
  */
 int
-RecoverShardextPreparedTransactions(void)
+RecoverShardextPreparedTransactions(bool skipFailing)
 {
 	Relation	recordRel;
 	char	   *prefix;
@@ -101,7 +133,13 @@ RecoverShardextPreparedTransactions(void)
 	recordRel = table_open(ShardextCatalogRelid("transaction"), ShareUpdateExclusiveLock);
 	foreach(cell, nodes)
 	{
-		resolved += RecoverNode(lfirst(cell), recordRel, prefix);
+		WorkerNode *node = lfirst(cell);
+		bool		reached = false;
+
+		if (skipFailing && SkipFailingNode(node->nodeId))
+			continue;
+		resolved += RecoverNode(node, recordRel, prefix, &reached);
+		NoteNodeOutcome(node->nodeId, reached);
 		CHECK_FOR_INTERRUPTS();
 	}
 	DeleteRecordsOfRemovedNodes(recordRel, nodes);
@@ -109,11 +147,42 @@ RecoverShardextPreparedTransactions(void)
 	return resolved;
 }
 
-/* RecoverNode does the work of recovery for one node; see the file header */
+/*
+ * RecoverNode does the work of recovery for one node (see the file header)
+ * over a connection of its own, closed on every path; *reached says
+ * whether the node answered everything.
+ */
 static int
-RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix)
+RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reached)
 {
-	PGconn	   *pgConn;
+	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
+	int			resolved = 0;
+
+	if (conn == NULL)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to node %s:%d to recover prepared transactions",
+						node->host, node->port)));
+		return 0;
+	}
+	PG_TRY();
+	{
+		resolved = RecoverOnConnection(conn, node, recordRel, prefix, reached);
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(conn);
+	}
+	PG_END_TRY();
+	return resolved;
+}
+
+/* RecoverOnConnection: RecoverNode once connected */
+static int
+RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
+					const char *prefix, bool *reached)
+{
 	List	   *prepared;
 	List	   *undecided = NIL;
 	List	   *records;
@@ -122,68 +191,108 @@ RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix)
 	int			resolved = 0;
 	bool		ok;
 
-	pgConn = ConnectToNodeDirect(node->host, node->port,
-								 get_database_name(MyDatabaseId), false);
-	if (pgConn == NULL)
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to node %s:%d to recover prepared transactions",
-						node->host, node->port)));
+	prepared = PreparedGidsOnNode(conn, node, prefix, &ok);
+	if (!ok)
 		return 0;
-	}
-	PQsetnonblocking(pgConn, 0);
 
-	PG_TRY();
+	/* first "still running?", then the records (see the file header) */
+	foreach(cell, prepared)
 	{
-		prepared = PreparedGidsOnNode(pgConn, node, prefix, &ok);
+		char	   *gid = lfirst(cell);
 
-		/* first "still running?", then the records (see the file header) */
-		foreach(cell, prepared)
-		{
-			char	   *gid = lfirst(cell);
-
-			if (!CoordinatorTransactionRunning(gid, prefix))
-				undecided = lappend(undecided, gid);
-		}
-		records = ReadCommitRecords(recordRel, node->nodeId);
-
-		foreach(cell, undecided)
-		{
-			char	   *gid = lfirst(cell);
-			bool		committed = false;
-			ListCell   *recordCell;
-
-			foreach(recordCell, records)
-				committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, gid) == 0);
-
-			if (RunResolution(pgConn, node,
-							  psprintf("%s PREPARED %s",
-									   committed ? "COMMIT" : "ROLLBACK",
-									   quote_literal_cstr(gid))))
-				resolved++;
-		}
-
-		/* records whose prepared transaction is gone are done with */
-		stillPrepared = PreparedGidsOnNode(pgConn, node, prefix, &ok);
-		if (ok)
-		{
-			foreach(cell, records)
-			{
-				CommitRecord *record = lfirst(cell);
-
-				if (!GidInList(stillPrepared, record->gid))
-					simple_heap_delete(recordRel, &record->tid);
-			}
-		}
+		if (!CoordinatorTransactionRunning(gid, prefix))
+			undecided = lappend(undecided, gid);
 	}
-	PG_FINALLY();
+	records = ReadCommitRecords(recordRel, node->nodeId);
+
+	foreach(cell, undecided)
 	{
-		PQfinish(pgConn);
-	}
-	PG_END_TRY();
+		char	   *gid = lfirst(cell);
+		bool		committed = false;
+		ListCell   *recordCell;
 
+		foreach(recordCell, records)
+			committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, gid) == 0);
+
+		if (RunResolution(conn, node,
+						  psprintf("%s PREPARED %s", committed ? "COMMIT" : "ROLLBACK",
+								   quote_literal_cstr(gid))))
+			resolved++;
+		if (conn->queryInProgress)
+			return resolved;	/* the node stopped answering */
+	}
+
+	/* records whose prepared transaction is gone are done with */
+	stillPrepared = PreparedGidsOnNode(conn, node, prefix, &ok);
+	if (!ok)
+		return resolved;
+	foreach(cell, records)
+	{
+		CommitRecord *record = lfirst(cell);
+
+		if (!GidInList(stillPrepared, record->gid))
+			simple_heap_delete(recordRel, &record->tid);
+	}
+	*reached = true;
 	return resolved;
+}
+
+/*
+ * SkipFailingNode tells whether the daemon should leave a node that failed
+ * recently alone this round.
+ */
+static bool
+SkipFailingNode(int32 nodeId)
+{
+	ListCell   *cell;
+
+	foreach(cell, failingNodes)
+	{
+		FailingNode *failing = lfirst(cell);
+
+		if (failing->nodeId == nodeId)
+			return GetCurrentTimestamp() < failing->retryAfter;
+	}
+	return false;
+}
+
+/*
+ * NoteNodeOutcome forgets a node that answered, and makes one that did not
+ * wait twice as long as last time before the daemon tries it again.
+ */
+static void
+NoteNodeOutcome(int32 nodeId, bool reached)
+{
+	ListCell   *cell;
+	FailingNode *failing = NULL;
+	MemoryContext oldContext;
+
+	foreach(cell, failingNodes)
+	{
+		if (((FailingNode *) lfirst(cell))->nodeId == nodeId)
+			failing = lfirst(cell);
+	}
+	if (reached)
+	{
+		if (failing != NULL)
+		{
+			failingNodes = list_delete_ptr(failingNodes, failing);
+			pfree(failing);
+		}
+		return;
+	}
+	if (failing == NULL)
+	{
+		oldContext = MemoryContextSwitchTo(TopMemoryContext);
+		failing = palloc0(sizeof(FailingNode));
+		failing->nodeId = nodeId;
+		failingNodes = lappend(failingNodes, failing);
+		MemoryContextSwitchTo(oldContext);
+	}
+	failing->backoffMs = failing->backoffMs == 0 ? FIRST_NODE_BACKOFF_MS :
+		Min(failing->backoffMs * 2, MAX_NODE_BACKOFF_MS);
+	failing->retryAfter = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													  failing->backoffMs);
 }
 
 /*
@@ -192,25 +301,26 @@ RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix)
  * when the node could not answer.
  */
 static List *
-PreparedGidsOnNode(PGconn *pgConn, WorkerNode *node, const char *prefix, bool *ok)
+PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix, bool *ok)
 {
 	const char *params[1] = {prefix};
 	PGresult   *result;
+	char	   *failure = NULL;
 	List	   *gids = NIL;
 
-	result = PQexecParams(pgConn,
-						  "SELECT gid FROM pg_catalog.pg_prepared_xacts "
-						  "WHERE database = pg_catalog.current_database() "
-						  "AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
-						  1, NULL, params, NULL, NULL, 0);
-	*ok = (PQresultStatus(result) == PGRES_TUPLES_OK);
+	result = ExecuteRemoteQueryBounded(conn,
+									   "SELECT gid FROM pg_catalog.pg_prepared_xacts "
+									   "WHERE database = pg_catalog.current_database() "
+									   "AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
+									   1, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure);
+	*ok = (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK);
 	if (!*ok)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not list prepared transactions on node %s:%d",
 						node->host, node->port),
-				 errdetail_internal("%s", pchomp(PQresultErrorMessage(result)))));
+				 errdetail_internal("%s", failure ? failure : "no rows")));
 		PQclear(result);
 		return NIL;
 	}
@@ -287,28 +397,28 @@ CoordinatorTransactionRunning(const char *gid, const char *prefix)
  * nothing to warn about.
  */
 static bool
-RunResolution(PGconn *pgConn, WorkerNode *node, const char *command)
+RunResolution(NodeConnection *conn, WorkerNode *node, const char *command)
 {
-	PGresult   *result = PQexec(pgConn, command);
-	bool		success = (PQresultStatus(result) == PGRES_COMMAND_OK);
-	const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+	char	   *failure = NULL;
+	PGresult   *result = ExecuteRemoteQueryBounded(conn, command, 0, NULL,
+												   RECOVERY_COMMAND_TIMEOUT_MS, &failure);
 
-	if (!success && sqlstate != NULL && strcmp(sqlstate, "42704") == 0)
+	if (result != NULL)
 	{
 		PQclear(result);
-		return false;
-	}
-	if (!success)
-		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not run \"%s\" on node %s:%d", command, node->host, node->port),
-				 errdetail_internal("%s", pchomp(PQresultErrorMessage(result)))));
-	else
 		ereport(LOG,
 				(errmsg("shardext recovery: %s on node %s:%d", command, node->host,
 						node->port)));
-	PQclear(result);
-	return success;
+		return true;
+	}
+	/* 42704 undefined_object: finished meanwhile by its own backend */
+	if (strcmp(RemoteFailureSqlstate(), "42704") == 0)
+		return false;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not run \"%s\" on node %s:%d", command, node->host, node->port),
+			 errdetail_internal("%s", failure)));
+	return false;
 }
 
 static bool

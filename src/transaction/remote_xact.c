@@ -321,6 +321,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			}
 			connectionsInTransaction = 0;
 			ForgetCommitLsns();
+			ConnectionsAtTransactionEnd();
 			break;
 
 		case XACT_EVENT_PRE_PREPARE:
@@ -334,6 +335,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			AbortRemoteTransactions();
 			connectionsInTransaction = 0;
 			ForgetCommitLsns();
+			ConnectionsAtTransactionEnd();
 			break;
 
 		default:
@@ -631,7 +633,6 @@ AbortRemoteTransactions(void)
 		NodeConnection *conn = lfirst(cell);
 		bool		clean = true;
 
-		conn->claimed = false;
 		if (conn->pgConn == NULL)
 		{
 			ResetRemoteTransaction(conn);
@@ -679,7 +680,6 @@ ResetRemoteTransaction(NodeConnection *conn)
 	conn->pendingReleaseLevel = 0;
 	conn->preparedGid[0] = '\0';
 	conn->timeZoneSetInXact = false;
-	conn->claimed = false;
 }
 
 /*
@@ -731,7 +731,6 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	char	   *command;
 	bool		clean = true;
 
-	conn->claimed = false;
 	if (conn->queryInProgress)
 		clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 

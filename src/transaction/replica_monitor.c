@@ -138,21 +138,19 @@ PollNode(WorkerNode *node, const char *query)
 	mc->seen = true;
 	if (mc->conn == NULL)
 	{
-		MemoryContext oldContext;
-
 		if (GetCurrentTimestamp() < mc->retryAt)
 			return NULL;
-		oldContext = MemoryContextSwitchTo(TopMemoryContext);
 		mc->conn = OpenDedicatedConnectionWithTimeout(node->host, node->port,
 													  Min(ShardextReplicaConnectTimeout,
 														  POLL_TIMEOUT_MS));
-		MemoryContextSwitchTo(oldContext);
 		if (mc->conn == NULL)
 		{
 			mc->retryAt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													  RECONNECT_DELAY_MS);
 			return NULL;
 		}
+		/* it serves the polls of every round, each a transaction of its own */
+		KeepConnectionAcrossTransactions(mc->conn);
 	}
 
 	result = ExecuteRemoteQueryWithTimeout(mc->conn, query, POLL_TIMEOUT_MS);
@@ -217,8 +215,6 @@ FreeMonitorConnection(MonitorConnection *mc)
 	if (mc->conn == NULL)
 		return;
 	CloseDedicatedConnection(mc->conn);
-	pfree(mc->conn->host);
-	pfree(mc->conn);
 	mc->conn = NULL;
 }
 

@@ -6,9 +6,12 @@
  *	  each node backend to the coordinator transaction it works for.
  *
  * The nodes are asked over connections of the maintenance daemon's own,
- * with bounded waits, and only when a coordinator statement has waited for
- * a node longer than the timeout; the connections are closed after each
- * round (CloseDetectorConnections).
+ * with bounded waits (shardext.connect_timeout to connect,
+ * NODE_QUERY_TIMEOUT_MS per query), and only when a coordinator statement
+ * has waited for a node longer than the timeout; the connections are
+ * closed after each round (CloseDetectorConnections).  A node that cannot
+ * be asked is left alone for a while, twice as long after each failure, so
+ * that a hung node does not slow down every round.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,12 +34,14 @@
 #include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_command.h"
 #include "shardext/wait_graph.h"
 
 /* how long the detector waits for a node's answer */
 #define NODE_QUERY_TIMEOUT_MS 5000
-/* after a failed connection attempt, leave the node alone this long */
+/* after a failure, leave the node alone this long (doubling up to the maximum) */
 #define NODE_RETRY_MS 2000
+#define NODE_MAX_RETRY_MS 60000
 /*
  * The lock waits of a server: waiter pid and application_name, holder pid
  * and application_name, and whether the holder waits for its session: it
@@ -63,8 +68,9 @@ typedef struct DetectorConnection
 	int32		nodeId;
 	char		host[256];
 	int32		port;
-	PGconn	   *pgConn;
+	NodeConnection *conn;		/* dedicated, kept across the round's transactions */
 	TimestampTz retryAfter;
+	int			retryMs;		/* the wait after the last failure */
 	bool		failing;		/* the last attempt failed (and was reported) */
 } DetectorConnection;
 
@@ -74,6 +80,8 @@ static void ReadCoordinatorWaits(WaitGraph *graph, const char *prefix);
 static void ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix);
 static DetectorConnection *DetectorConnectionFor(WorkerNode *node);
 static PGresult *RunNodeQuery(DetectorConnection *dc, const char *query, int timeoutMs);
+static void NodeFailed(DetectorConnection *dc);
+static void CloseDetectorConnection(DetectorConnection *dc);
 static WaitVertex MapNodeBackend(int32 nodeId, int32 pid, const char *appName,
 								 const char *prefix);
 static void AddWaitEdge(WaitGraph *graph, int32 onNode, int32 waiterPid,
@@ -203,7 +211,7 @@ ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix)
 	DetectorConnection *dc = DetectorConnectionFor(node);
 	PGresult   *result;
 
-	if (dc->pgConn == NULL)
+	if (dc->conn == NULL)
 		return;
 	result = RunNodeQuery(dc, psprintf(WAIT_EDGES_QUERY, "w.wait_event_type = 'Lock'"),
 						  NODE_QUERY_TIMEOUT_MS);
@@ -297,9 +305,7 @@ DetectorConnectionFor(WorkerNode *node)
 	if (found != NULL && (strcmp(found->host, node->host) != 0 || found->port != node->port))
 	{
 		/* the node moved: start over */
-		if (found->pgConn != NULL)
-			PQfinish(found->pgConn);
-		found->pgConn = NULL;
+		CloseDetectorConnection(found);
 		strlcpy(found->host, node->host, sizeof(found->host));
 		found->port = node->port;
 	}
@@ -315,18 +321,13 @@ DetectorConnectionFor(WorkerNode *node)
 		MemoryContextSwitchTo(oldContext);
 	}
 
-	if (found->pgConn != NULL && PQstatus(found->pgConn) != CONNECTION_OK)
+	if (found->conn != NULL && PQstatus(found->conn->pgConn) != CONNECTION_OK)
+		CloseDetectorConnection(found);
+	if (found->conn == NULL && found->retryAfter <= now)
 	{
-		PQfinish(found->pgConn);
-		found->pgConn = NULL;
-	}
-	if (found->pgConn == NULL && found->retryAfter <= now)
-	{
-		found->pgConn = ConnectToNodeDirect(node->host, node->port,
-											get_database_name(MyDatabaseId), false);
-		if (found->pgConn == NULL)
+		found->conn = OpenDedicatedConnection(node->host, node->port, false, false);
+		if (found->conn == NULL)
 		{
-			found->retryAfter = TimestampTzPlusMilliseconds(now, NODE_RETRY_MS);
 			if (!found->failing)
 				ereport(WARNING,
 						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -334,75 +335,56 @@ DetectorConnectionFor(WorkerNode *node)
 								"detection", node->host, node->port),
 						 errdetail("Deadlocks that involve the node go undetected until "
 								   "it can be reached.")));
-			found->failing = true;
+			NodeFailed(found);
 		}
 		else
+		{
+			KeepConnectionAcrossTransactions(found->conn);
 			found->failing = false;
+			found->retryMs = 0;
+		}
 	}
 	return found;
 }
 
+/* NodeFailed leaves a node alone for a while, longer after each failure */
+static void
+NodeFailed(DetectorConnection *dc)
+{
+	dc->failing = true;
+	dc->retryMs = dc->retryMs == 0 ? NODE_RETRY_MS : Min(dc->retryMs * 2, NODE_MAX_RETRY_MS);
+	dc->retryAfter = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), dc->retryMs);
+}
+
 /*
- * RunNodeQuery runs a query on a connection in non-blocking mode, waiting
- * at most timeoutMs (and reacting to interrupts); returns its result, or
- * NULL on failure, after which the connection is closed.
+ * RunNodeQuery runs a query on a detector connection, interruptibly and
+ * waiting at most timeoutMs; returns its result, or NULL on failure, after
+ * which the connection is closed and the node left alone for a while.
  */
 static PGresult *
 RunNodeQuery(DetectorConnection *dc, const char *query, int timeoutMs)
 {
-	PGconn	   *pgConn = dc->pgConn;
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
-	PGresult   *result;
-	PGresult   *last = NULL;
-	bool		failed = false;
+	char	   *failure = NULL;
+	PGresult   *result = ExecuteRemoteQueryBounded(dc->conn, query, 0, NULL, timeoutMs,
+												   &failure);
 
-	if (!PQsendQuery(pgConn, query))
-		failed = true;
-	while (!failed)
+	if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK)
 	{
-		while (!failed && (PQisBusy(pgConn) || PQflush(pgConn) == 1))
-		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  deadline);
-			int			rc;
-
-			if (timeout <= 0)
-			{
-				failed = true;
-				break;
-			}
-			rc = WaitLatchOrSocket(MyLatch,
-								   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-								   WL_EXIT_ON_PM_DEATH,
-								   PQsocket(pgConn), timeout, PG_WAIT_EXTENSION);
-			if (rc & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				CHECK_FOR_INTERRUPTS();
-			}
-			if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
-				failed = true;
-		}
-		if (failed)
-			break;
-		result = PQgetResult(pgConn);
-		if (result == NULL)
-			break;
-		if (PQresultStatus(result) != PGRES_TUPLES_OK)
-			failed = true;
-		PQclear(last);
-		last = result;
-	}
-
-	if (failed)
-	{
-		PQclear(last);
-		/* the connection's state is unknown: the next round reconnects */
-		PQfinish(pgConn);
-		dc->pgConn = NULL;
+		PQclear(result);
+		/* the connection's state is unknown: a later round reconnects */
+		CloseDetectorConnection(dc);
+		NodeFailed(dc);
 		return NULL;
 	}
-	return last;
+	return result;
+}
+
+/* CloseDetectorConnection closes one node's connection, if open */
+static void
+CloseDetectorConnection(DetectorConnection *dc)
+{
+	CloseDedicatedConnection(dc->conn);
+	dc->conn = NULL;
 }
 
 /*
@@ -417,13 +399,7 @@ CloseDetectorConnections(void)
 	ListCell   *cell;
 
 	foreach(cell, detectorConnections)
-	{
-		DetectorConnection *dc = lfirst(cell);
-
-		if (dc->pgConn != NULL)
-			PQfinish(dc->pgConn);
-		dc->pgConn = NULL;
-	}
+		CloseDetectorConnection(lfirst(cell));
 }
 
 /*

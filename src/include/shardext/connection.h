@@ -6,7 +6,9 @@
  * Connections are keyed by (node, user): remote work always runs as the
  * user who runs the local statement, in the database of the same name.
  * A session opens at most shardext.max_connections_per_node connections to
- * one node; they stay open across statements and transactions.
+ * one node, each holding a slot of the node's shared pool (shared_pool.c);
+ * up to shardext.max_cached_connections_per_node of them stay open across
+ * transactions (see ConnectionsAtTransactionEnd).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +17,11 @@
 
 #include "libpq-fe.h"
 #include "nodes/pg_list.h"
+#include "utils/guc.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "shardext/shared_pool.h"
 
 /* state of the remote transaction on one connection (see remote_xact.c) */
 typedef enum RemoteXactState
@@ -47,8 +54,12 @@ typedef struct NodeConnection
 	bool		queryInProgress;
 	/* BEGIN sent in one pipeline with a statement: see SendTask */
 	RemotePipelineStage pipelineStage;
-	/* claimed by an executing statement; not handed out again meanwhile */
-	bool		claimed;
+	/*
+	 * Local transaction that last asked for the connection: connections
+	 * handed out in the running transaction are never closed to make room
+	 * in the shared pool (their users may still hold them).
+	 */
+	LocalTransactionId lastUsedLxid;
 
 	/* remote transaction state, owned by remote_xact.c */
 	RemoteXactState xactState;
@@ -82,22 +93,58 @@ typedef struct NodeConnection
 	bool		keepWaitSet;
 	void	   *waitSet;
 	int			waitSetEvents;	/* the socket events it waits for */
+
+	/* the node's shared count, and whether this connection holds a slot */
+	PoolEntry  *poolEntry;
+	bool		holdsSlot;
+	bool		learnLimit;		/* ask the node its limit once connected */
+	TimestampTz openedAt;
+
+	/* set while the connection is being opened (StartNodeConnection) */
+	bool		connecting;
+	PostgresPollingStatusType pollStatus;
+	TimestampTz connectDeadline;
+	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
+
+	/*
+	 * Dedicated connections (OpenDedicatedConnection) are closed when the
+	 * resource owner that was current when they were opened is released,
+	 * unless the caller closed them first or took them over
+	 * (KeepConnectionAcrossTransactions).
+	 */
+	bool		dedicated;
+	ResourceOwner owner;
 } NodeConnection;
 
+extern void InitializeConnections(void);
 extern NodeConnection *GetNodeConnection(int32 nodeId);
 extern NodeConnection *GetNodeConnectionByIndex(int32 nodeId, int index);
-extern NodeConnection *TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs);
+extern NodeConnection *GetOptionalNodeConnection(int32 nodeId, int index);
+extern NodeConnection *TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs,
+												   bool *unreachable);
+extern NodeConnection *StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind);
+extern List *StartFirstNodeConnections(List *nodeIds);
+extern int	ContinueNodeConnection(NodeConnection *conn, bool socketReady);
+extern void FinishNodeConnection(NodeConnection *conn);
+extern void AdvanceConnect(NodeConnection *conn);
 extern List *NodeConnectionList(int32 nodeId);
 extern List *AllNodeConnections(void);
 extern void CloseNodeConnection(NodeConnection *conn);
 extern void DisconnectNodeConnection(NodeConnection *conn);
+extern void ConnectionsAtTransactionEnd(void);
 extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,
 												bool replication, bool errorOnFailure);
+extern NodeConnection *OpenDedicatedConnectionTo(const char *host, int32 port,
+												  const char *dbname, bool errorOnFailure);
 extern NodeConnection *OpenDedicatedConnectionWithTimeout(const char *host, int32 port,
 														  int timeoutMs);
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
 extern void CloseDedicatedConnection(NodeConnection *conn);
-extern PGconn *ConnectToNodeDirect(const char *host, int32 port,
-								   const char *dbname, bool errorOnFailure);
+extern void KeepConnectionAcrossTransactions(NodeConnection *conn);
+extern bool LastConnectionTimedOut(void);
+
+/* shardext.node_conninfo: check and assign hooks (guc.c) */
+extern bool CheckNodeConninfo(char **newval, void **extra, GucSource source);
+extern void AssignNodeConninfo(const char *newval, void *extra);
 
 #endif							/* SHARDEXT_CONNECTION_H */

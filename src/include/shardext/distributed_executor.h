@@ -29,6 +29,7 @@ typedef struct RemoteParams
 } RemoteParams;
 
 typedef struct TaskConnection TaskConnection;
+typedef struct NodeTaskQueue NodeTaskQueue;
 
 /* a shard of a unique global index that a task writes */
 typedef struct UniqueShard
@@ -50,10 +51,6 @@ typedef struct RemoteTask
 	uint64		affectedRows;
 	Tuplestorestate *buffer;	/* rows read ahead to free the connection */
 	TaskConnection *taskConn;
-	/* a read routed to a replica (nodeId) of a node: that node, else 0 */
-	int32		primaryNodeId;
-	XLogRecPtr	waitLsn;		/* the replica must have replayed this first */
-	uint64		rowsSeen;		/* rows returned so far */
 	/* INSERT ... RETURNING over several shards: the rows' places in the statement */
 	int		   *rowPositions;
 	int			rowCount;
@@ -62,14 +59,35 @@ typedef struct RemoteTask
 	List	   *uniqueShards;	/* UniqueShard * */
 	/* global index maintenance: what it keeps per task (LockedRows ...) */
 	void	   *taskPrivate;
+	/* a read routed to a replica (nodeId) of a node: that node, else 0 */
+	int32		primaryNodeId;
+	XLogRecPtr	waitLsn;		/* the replica must have replayed this first */
+	bool		waitPending;	/* the result of that wait is still to come */
+	uint64		rowsSeen;		/* rows returned so far */
 } RemoteTask;
 
-/* a connection the scan uses and the tasks queued on it */
+/* a connection the scan uses */
 struct TaskConnection
 {
 	NodeConnection *conn;
-	List	   *queue;			/* RemoteTask * not yet sent */
+	NodeTaskQueue *node;		/* whose tasks it runs */
 	RemoteTask *current;		/* sent; results not all read */
+	List	   *batch;			/* sent after current in the same query string */
+	int			batchSize;		/* how many tasks the next send may take */
+	TimestampTz batchSent;		/* when the last send went out */
+	int			connectEvents;	/* while conn->connecting: the socket events it needs */
+	bool		socketReady;	/* ... and they happened */
+};
+
+/* the tasks of one node, taken by its connections as they become free */
+struct NodeTaskQueue
+{
+	int32		nodeId;
+	List	   *pending;		/* RemoteTask * not yet sent */
+	List	   *taskConns;		/* TaskConnection * to the node */
+	TimestampTz lastOpened;		/* when the scan last added a connection */
+	int			burst;			/* connections the next slow start step may open */
+	bool		poolFull;		/* the shared pool refused one: stop asking */
 };
 
 typedef struct DistributedScanState
@@ -92,7 +110,8 @@ typedef struct DistributedScanState
 	bool		inTransaction;	/* tasks run inside remote transactions */
 	int			subxactLevel;	/* nesting level the execution started at */
 	List	   *tasks;
-	List	   *taskConns;		/* TaskConnection * */
+	List	   *nodeQueues;		/* NodeTaskQueue *, by node id */
+	List	   *taskConns;		/* TaskConnection *, of every node */
 	List	   *bufferedTasks;	/* RemoteTask * whose buffer is still to read */
 	int			nextConn;		/* round-robin start of the next poll */
 	int			remoteColumns;
@@ -119,23 +138,46 @@ typedef struct DistributedScanState
 /* a row a task returned, handed to an ExecuteRemoteTasks callback */
 typedef void (*RemoteRowCallback) (RemoteTask *task, PGresult *row, void *arg);
 
+/* per-connection executor state (NodeConnection.executorState) */
+typedef struct ConnectionExecState
+{
+	NodeConnection *conn;		/* whose executorState this is */
+	HTAB	   *statements;		/* SQL hash -> prepared statement */
+	int			statementCount;
+	DistributedScanState *owner;	/* scan whose task is in flight */
+} ConnectionExecState;
+
 /* how long a connection's leftover results may take to drain */
 #define DRAIN_TIMEOUT_MS 30000
 
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
-extern TaskConnection *GetTaskConnection(DistributedScanState *state, int32 nodeId,
-										 int index);
 extern void ReleaseConnection(NodeConnection *conn);
+extern void ExecutorConnectionFailed(NodeConnection *conn);
+
+/* connection_state.c */
+extern ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
+extern char *PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
+								   bool *failed, PGresult **error);
+extern bool FlushOutput(NodeConnection *conn);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
 extern void ExecuteRemoteTasks(List *tasks, bool writes, bool inTransaction,
 							   RemoteRowCallback callback, void *arg);
 extern bool RemoteReadsInTransaction(void);
 
+/* task_queues.c */
+extern void AssignTasksToConnections(DistributedScanState *state);
+extern bool AdvanceConnecting(TaskConnection *tc);
+extern void OpenMoreConnections(DistributedScanState *state);
+extern long NextExecutorTimeout(DistributedScanState *state);
+extern int	TaskBatchSize(DistributedScanState *state, TaskConnection *tc);
+extern void TaskBatchDone(TaskConnection *tc);
+extern void RequeueTask(DistributedScanState *state, RemoteTask *task);
+
 /* replica_routing.c */
 extern void RouteReadsToReplicas(DistributedScanState *state);
-extern void ConnectReplicaTasks(DistributedScanState *state, int perNode);
+extern void ConnectReplicaTasks(DistributedScanState *state);
 extern char *ReplicaWaitCommand(RemoteTask *task);
 extern void MoveTaskToPrimary(RemoteTask *task, bool replicaFailed);
 extern bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,

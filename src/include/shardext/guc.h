@@ -11,6 +11,12 @@
 extern int	ShardextShardCount;
 extern int	ShardextConnectTimeout;
 extern int	ShardextMaxConnectionsPerNode;
+extern int	ShardextMaxSharedPoolSize;
+extern int	ShardextConnectionWaitTimeout;
+extern int	ShardextMaxCachedConnectionsPerNode;
+extern int	ShardextConnectionLifetime;
+extern int	ShardextConnectionShareInterval;
+extern int	ShardextExecutorSlowStartInterval;
 extern char *ShardextNodeConninfo;
 extern bool ShardextEnableDDLPropagation;
 extern bool ShardextExplainAllTasks;

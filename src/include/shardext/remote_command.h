@@ -14,6 +14,30 @@
 /* called by CopyBetweenNodes after each row it passed on */
 typedef void (*CopyRowHook) (void *arg, int length);
 
+/* what WaitForNodeUntil waits for */
+typedef enum NodeWaitGoal
+{
+	NODE_WAIT_CONNECTED,		/* the connection attempt ended */
+	NODE_WAIT_RESULT,			/* the next result can be read; output sent */
+	NODE_WAIT_FLUSHED			/* everything buffered was sent */
+} NodeWaitGoal;
+
+typedef enum NodeWaitResult
+{
+	NODE_WAIT_DONE,
+	NODE_WAIT_TIMEOUT,
+	NODE_WAIT_FAILED
+} NodeWaitResult;
+
+extern NodeWaitResult WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal,
+									   TimestampTz deadline, bool interruptible);
+extern void SetRemoteCommandTimeout(int timeoutMs);
+extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query,
+										   int nParams, const char *const *params,
+										   int timeoutMs, char **failure);
+extern const char *RemoteFailureSqlstate(void);
+extern bool SendCancelRequest(NodeConnection *conn, int timeoutMs);
+
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
 extern void SendRemoteCommandParams(NodeConnection *conn, const char *command,

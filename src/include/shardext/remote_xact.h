@@ -25,6 +25,6 @@ extern char *RemotePreparedGidPrefix(void);
 extern bool PollReplicas(void);
 
 /* recovery.c */
-extern int	RecoverShardextPreparedTransactions(void);
+extern int	RecoverShardextPreparedTransactions(bool skipFailing);
 
 #endif							/* SHARDEXT_REMOTE_XACT_H */

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Nodes that hang must not hang the coordinator:
+#  1. a registered node that accepts TCP connections but never answers:
+#     shardext_run_on_nodes, shardext_recover_prepared_transactions and
+#     shardext_remove_node end within shardext.connect_timeout (reporting
+#     the node) and are cancellable by statement_timeout;
+#  2. with that node registered, the maintenance daemon still resolves
+#     in-doubt prepared transactions and distributed deadlocks on the other
+#     nodes;
+#  3. a worker backend that stops answering in the middle of a query
+#     (SIGSTOP): statement_timeout and pg_cancel_backend end the statement
+#     within a few seconds, the session goes on;
+#  4. a worker whose postmaster is stopped too: the cancel request itself
+#     is bounded, the statement still ends.
+source "$(dirname "$0")/lib/common.sh"
+TMP=$(mktemp -d)
+chmod 755 "$TMP"
+port=$((SHARDEXT_PORT + 20))
+stopped=""
+fake=""
+
+# a listener that accepts and then stays silent
+perl -MIO::Socket::INET -e '
+	my $s = IO::Socket::INET->new(Listen => 50, LocalAddr => "127.0.0.1:'"$port"'", ReuseAddr => 1)
+		or die "listen: $!";
+	my @held;
+	local $SIG{ALRM} = sub { exit 0 };
+	alarm 300;
+	while (my $c = $s->accept) { push @held, $c; }' &
+listener=$!
+cleanup() {
+	[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null
+	kill $listener 2>/dev/null
+	[ -n "$fake" ] && coord "DELETE FROM shardext.node WHERE nodeid = $fake" >/dev/null 2>&1
+	coord "ALTER SYSTEM RESET shardext.connect_timeout" >/dev/null 2>&1
+	coord "ALTER SYSTEM RESET shardext.recovery_interval" >/dev/null 2>&1
+	coord "SELECT pg_reload_conf()" >/dev/null 2>&1
+	coord "DROP TABLE IF EXISTS hn_rows" >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+sleep 0.5
+
+# timed CMD...: runs CMD, sets out (stdout and stderr) and elapsed_ms
+timed() {
+	local start
+	start=$(date +%s%N)
+	out=$("$@" 2>&1)
+	elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+}
+within() {	# what limit_ms
+	[ "$elapsed_ms" -lt "$2" ] || fail "$1 took $elapsed_ms ms (limit $2 ms): $out"
+	echo "ok - $1 ($elapsed_ms ms)"
+}
+expect_in_out() {	# what pattern
+	grep -Eq "$2" <<<"$out" || fail "$1: output did not match /$2/: $out"
+}
+
+coord "DROP TABLE IF EXISTS hn_rows;
+	CREATE TABLE hn_rows (k int PRIMARY KEY, v int NOT NULL);
+	SELECT create_distributed_table('hn_rows', 'k', shard_count => 8);
+	INSERT INTO hn_rows SELECT g, 0 FROM generate_series(1, 40) g;" >/dev/null
+
+# the silent node, registered as a node (shardext_add_node would refuse it)
+fake=$(coord "INSERT INTO shardext.node (host, port) VALUES ('127.0.0.1', $port) RETURNING nodeid")
+
+# --- 1. admin functions with the silent node
+timed psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 1500" \
+	-c "SELECT node_id = $fake, success, result FROM shardext_run_on_nodes('SELECT 1') ORDER BY node_id"
+expect_eq "run_on_nodes: the good nodes answer, the silent one fails" \
+	"f|t|1 f|t|1 t|f|could not connect to node 127.0.0.1:$port" "$(echo $out)"
+within "run_on_nodes ends within connect_timeout" 5000
+
+timed psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 60000" -c "SET statement_timeout = 800" \
+	-c "SELECT count(*) FROM shardext_run_on_nodes('SELECT 1')"
+expect_in_out "run_on_nodes is cancellable" "canceling statement due to statement timeout"
+within "statement_timeout cancels run_on_nodes" 4000
+
+prefix=$(coord "SELECT 'shardext_' || system_identifier || '_' ||
+	(SELECT oid FROM pg_database WHERE datname = current_database()) || '_' FROM pg_control_system()")
+# an in-doubt prepared transaction of a coordinator transaction that never committed
+worker1 "BEGIN; CREATE TABLE hn_probe_1 (); PREPARE TRANSACTION '${prefix}999999999001_1'" >/dev/null
+timed psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 1500" \
+	-c "SELECT shardext_recover_prepared_transactions()"
+expect_in_out "recovery warns about the silent node" \
+	"could not connect to node 127.0.0.1:$port to recover prepared transactions"
+expect_eq "recovery resolves the good nodes' transactions" "1" "$(tail -1 <<<"$out")"
+within "recovery ends within connect_timeout" 5000
+expect_eq "the prepared transaction is gone" "0" \
+	"$(worker1 "SELECT count(*) FROM pg_prepared_xacts WHERE gid = '${prefix}999999999001_1'")"
+
+timed psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 60000" -c "SET statement_timeout = 800" \
+	-c "SELECT shardext_recover_prepared_transactions()"
+expect_in_out "recovery is cancellable" "canceling statement due to statement timeout"
+within "statement_timeout cancels recovery" 4000
+
+timed psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 60000" -c "SET statement_timeout = 800" \
+	-c "SELECT shardext_remove_node('127.0.0.1', $port)"
+expect_in_out "remove_node is cancellable" "canceling statement due to statement timeout"
+within "statement_timeout cancels remove_node" 4000
+expect_eq "the cancelled removal changed nothing" "1" \
+	"$(coord "SELECT count(*) FROM shardext.node WHERE nodeid = $fake")"
+
+# --- 2. the maintenance daemon with the silent node registered
+coord "ALTER SYSTEM SET shardext.connect_timeout = 1500" >/dev/null
+coord "ALTER SYSTEM SET shardext.recovery_interval = '1s'" >/dev/null
+coord "SELECT pg_reload_conf()" >/dev/null
+worker2 "BEGIN; CREATE TABLE hn_probe_2 (); PREPARE TRANSACTION '${prefix}999999999002_1'" >/dev/null
+for i in $(seq 1 100); do
+	left=$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid = '${prefix}999999999002_1'")
+	[ "$left" = 0 ] && break
+	sleep 0.3
+done
+expect_eq "the daemon recovers on the good nodes" "0" "$left"
+
+key_on() {	# port
+	coord "SELECT k FROM generate_series(1, 40) k
+		   WHERE (SELECT node_port FROM shardext.shards
+				  WHERE shard_id = shardext_shard_for_value('hn_rows', k::text)) = $1
+		   ORDER BY k LIMIT 1"
+}
+K1=$(key_on "$WORKER_1_PORT")
+K2=$(key_on "$WORKER_2_PORT")
+session() {	# name sql...: a psql session in the background, output in $TMP/name
+	local name=$1
+	shift
+	local args=()
+	for sql in "$@"; do args+=(-c "$sql"); done
+	timeout 60 "$BINDIR/psql" -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres \
+		-p "$COORDINATOR_PORT" -d "$DB" "${args[@]}" >"$TMP/$name" 2>&1 &
+	sessions+=($!)
+}
+sessions=()
+start=$(date +%s%N)
+session a "BEGIN" "UPDATE hn_rows SET v = v + 1 WHERE k = $K1" "SELECT pg_sleep(1)" \
+	"UPDATE hn_rows SET v = v + 1 WHERE k = $K2" "COMMIT"
+session b "BEGIN" "UPDATE hn_rows SET v = v + 10 WHERE k = $K2" "SELECT pg_sleep(1)" \
+	"UPDATE hn_rows SET v = v + 10 WHERE k = $K1" "COMMIT"
+wait "${sessions[@]}"
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+out=$(cat "$TMP/a" "$TMP/b")
+expect_in_out "one transaction of the deadlock is cancelled" "canceling the transaction to resolve a distributed deadlock"
+expect_in_out "the other commits" "^COMMIT$"
+within "the daemon resolves a distributed deadlock with the silent node registered" 15000
+
+# --- 3. a worker backend that stops answering in the middle of a query
+worker_backend() {	# coordinator pid: its connection's backend on worker 2
+	worker2 "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'shardext\_%\_$1'"
+}
+cat >"$TMP/stop.sh" <<SH
+#!/usr/bin/env bash
+pid=\$("$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p $WORKER_2_PORT -d $DB \
+	-c "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'shardext\\\\_%\\\\_\$COORD_PID'")
+echo "\$pid" >"$TMP/stopped_pid"
+kill -STOP \$pid
+SH
+chmod +x "$TMP/stop.sh"
+run_stopped() {	# cancel-sql: a session whose worker 2 backend stops, then the query
+	"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" <<SQL 2>&1
+SELECT count(*) FROM hn_rows;
+SELECT pg_backend_pid() AS coord_pid \gset
+\setenv COORD_PID :coord_pid
+\! $TMP/stop.sh
+$1
+\! date +%s%N >$TMP/t0
+SELECT count(*) FROM hn_rows;
+\! date +%s%N >$TMP/t1
+\! kill -CONT \$(cat $TMP/stopped_pid)
+RESET statement_timeout;
+SELECT count(*) FROM hn_rows;
+SQL
+}
+out=$(run_stopped "SET statement_timeout = '1s';")
+stopped=$(cat "$TMP/stopped_pid" 2>/dev/null)
+kill -CONT $stopped 2>/dev/null
+stopped=""
+elapsed_ms=$((($(cat "$TMP/t1") - $(cat "$TMP/t0")) / 1000000))
+expect_in_out "a stopped worker backend: statement_timeout" "canceling statement due to statement timeout"
+within "statement_timeout ends a query whose worker backend stopped" 10000
+expect_eq "the session goes on afterwards" "40" "$(tail -1 <<<"$out")"
+
+# the same with pg_cancel_backend from another session
+coord "SELECT 1" >/dev/null
+(
+	for i in $(seq 1 100); do
+		[ -s "$TMP/t0" ] && break
+		sleep 0.1
+	done
+	sleep 1
+	coord "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+		   WHERE datname = current_database() AND query = 'SELECT count(*) FROM hn_rows;'
+		   AND state = 'active'" >/dev/null
+) &
+canceller=$!
+rm -f "$TMP/t0" "$TMP/t1"
+out=$(run_stopped "")
+wait $canceller
+stopped=$(cat "$TMP/stopped_pid" 2>/dev/null)
+kill -CONT $stopped 2>/dev/null
+stopped=""
+elapsed_ms=$((($(cat "$TMP/t1") - $(cat "$TMP/t0")) / 1000000))
+expect_in_out "a stopped worker backend: pg_cancel_backend" "canceling statement due to user request"
+within "pg_cancel_backend ends a query whose worker backend stopped" 12000
+expect_eq "the session goes on after the cancel" "40" "$(tail -1 <<<"$out")"
+
+# --- 4. the worker's postmaster stopped as well: the cancel request is bounded too
+postmaster=$(head -1 "$SHARDEXT_CLUSTER_DIR/worker2/postmaster.pid")
+cat >>"$TMP/stop.sh" <<SH
+kill -STOP $postmaster
+SH
+rm -f "$TMP/t0" "$TMP/t1"
+stopped=$postmaster
+out=$(run_stopped "SET statement_timeout = '1s'; SET shardext.connect_timeout = 1500;" | sed 's/^/  /')
+kill -CONT $postmaster $(cat "$TMP/stopped_pid" 2>/dev/null) 2>/dev/null
+stopped=""
+elapsed_ms=$((($(cat "$TMP/t1") - $(cat "$TMP/t0")) / 1000000))
+expect_in_out "a stopped worker: statement_timeout" "canceling statement due to statement timeout"
+within "statement_timeout ends a query on a stopped worker" 12000
+
+# --- the silent node goes away within connect_timeout
+timed psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 1500" \
+	-c "SELECT shardext_remove_node('127.0.0.1', $port)"
+within "remove_node of the silent node ends within connect_timeout" 5000
+expect_eq "the silent node is removed" "0" "$(coord "SELECT count(*) FROM shardext.node WHERE nodeid = $fake")"
+fake=""
