@@ -17,6 +17,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/guc.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/shardext.h"
 #include "shardext/snowflake.h"
 
@@ -45,6 +46,15 @@ bool		ShardextMoveVerify = true;
 char	   *ShardextSplitMap = NULL;
 int			ShardextNodeId = SNOWFLAKE_NODE_ID_AUTOMATIC;
 int			ShardextSnowflakeMaxClockSkew = 100;
+bool		ShardextReplicaReads = false;
+int			ShardextMaxReplicaLag = 5000;
+int			ShardextReadYourWrites = READ_YOUR_WRITES_LSN;
+int			ShardextPinWindow = 5000;
+char	   *ShardextReadAfter = NULL;
+int			ShardextReplicaWaitTimeout = 20;
+int			ShardextReplicaPollInterval = 100;
+int			ShardextReplicaConnectTimeout = 1000;
+char	   *ShardextCommitLsn = NULL;
 
 #ifdef SHARDEXT_TEST_HOOKS
 int			ShardextTestFault = TEST_FAULT_NONE;
@@ -64,6 +74,13 @@ static const struct config_enum_entry multi_node_commit_options[] = {
 	{NULL, 0, false}
 };
 
+static const struct config_enum_entry read_your_writes_options[] = {
+	{"lsn", READ_YOUR_WRITES_LSN, false},
+	{"time", READ_YOUR_WRITES_TIME, false},
+	{"off", READ_YOUR_WRITES_OFF, false},
+	{NULL, 0, false}
+};
+
 #ifdef SHARDEXT_TEST_HOOKS
 static const struct config_enum_entry test_fault_options[] = {
 	{"none", TEST_FAULT_NONE, false},
@@ -80,6 +97,7 @@ static void RegisterPlannerGucs(void);
 static void RegisterTransactionGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
+static void RegisterReplicaGucs(void);
 static void RegisterVersionGuc(void);
 static void RegisterTenantGucs(void);
 #ifdef SHARDEXT_TEST_HOOKS
@@ -99,6 +117,7 @@ RegisterShardextGucs(void)
 	RegisterTransactionGucs();
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
+	RegisterReplicaGucs();
 	RegisterVersionGuc();
 	RegisterTenantGucs();
 #ifdef SHARDEXT_TEST_HOOKS
@@ -390,6 +409,107 @@ RegisterSnowflakeGucs(void)
 							&ShardextSnowflakeMaxClockSkew,
 							100, 0, 3600 * 1000,
 							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/* the settings of read replicas: routing of reads, read-your-writes */
+static void
+RegisterReplicaGucs(void)
+{
+	DefineCustomBoolVariable("shardext.replica_reads",
+							 "Run statements that only read on read replicas of the nodes.",
+							 "A replica is used only when it is healthy, its data is at most "
+							 "shardext.max_replica_lag old and it has what "
+							 "shardext.read_your_writes and shardext.read_after require; "
+							 "otherwise the read runs on the primary.",
+							 &ShardextReplicaReads,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.max_replica_lag",
+							"How old the data of a replica may be for reads to use it.",
+							NULL,
+							&ShardextMaxReplicaLag,
+							5000, 0, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.read_your_writes",
+							 "How a session is kept from reading older data than it wrote.",
+							 "'lsn': a replica is used only once it replayed the session's "
+							 "commits on its node; 'time': a node the session wrote is read "
+							 "on its primary for shardext.pin_window; 'off': no guarantee.",
+							 &ShardextReadYourWrites,
+							 READ_YOUR_WRITES_LSN,
+							 read_your_writes_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.pin_window",
+							"With read_your_writes = 'time': how long a node the session "
+							"wrote is read on its primary.",
+							NULL,
+							&ShardextPinWindow,
+							5000, 0, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.read_after",
+							   "A causal token (from shardext_causal_token()) whose writes "
+							   "this session's reads must see.",
+							   NULL,
+							   &ShardextReadAfter,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   CheckReadAfterToken, AssignReadAfterToken, NULL);
+
+	DefineCustomIntVariable("shardext.replica_wait_timeout",
+							"How long a replica that streams without delay may take to "
+							"replay a session's last commit before the read runs on the "
+							"primary instead.",
+							"0 sends such reads to the primary at once.",
+							&ShardextReplicaWaitTimeout,
+							20, 0, 60 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.replica_poll_interval",
+							"Time between two polls of the replicas' replay positions by "
+							"the maintenance daemon.",
+							NULL,
+							&ShardextReplicaPollInterval,
+							100, 10, 60 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/* set by a node at commit, reported to the coordinator: read_your_writes.c */
+	DefineCustomStringVariable("shardext.commit_lsn",
+							   "The end of this session's last commit that wrote WAL (for "
+							   "coordinators, which read it from the connection).",
+							   NULL,
+							   &ShardextCommitLsn,
+							   "",
+							   PGC_INTERNAL,
+							   GUC_REPORT | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE |
+							   GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.replica_connect_timeout",
+							"Time to wait for a connection to a replica before reading on "
+							"the primary instead.",
+							NULL,
+							&ShardextReplicaConnectTimeout,
+							1000, 10, 3600 * 1000,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 }

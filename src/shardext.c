@@ -25,7 +25,9 @@
 #include "shardext/distributed_plan.h"
 #include "shardext/metadata.h"
 #include "shardext/planner.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include "shardext/shared_pool.h"
 #include "shardext/tenant_stats.h"
 #include "shardext/utility_hook.h"
@@ -75,6 +77,7 @@ _PG_init(void)
 	InitializeRemoteTransactions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();
+	InitializeReadYourWrites();
 }
 
 /*
@@ -90,6 +93,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(MaintenanceShmemSize());
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
 	ShardStatsShmemRequest();
+	ReplicaStateShmemRequest();
 	SharedPoolShmemRequest();
 	TenantStatsShmemRequest();
 }
@@ -107,6 +111,7 @@ ShardextShmemStartup(void)
 	MaintenanceShmemInit();
 	DistributedDeadlockShmemInit();
 	ShardStatsShmemInit();
+	ReplicaStateShmemInit();
 	SharedPoolShmemInit();
 	TenantStatsShmemInit();
 }

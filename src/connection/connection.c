@@ -126,9 +126,11 @@ static PGconn *StartConnection(const char *host, int32 port, const char *dbname,
 static char *ConnectionFailureMessage(NodeConnection *conn);
 static bool ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept);
 static void CompactConnectionList(ConnectionCacheEntry *entry);
+static void RepointConnection(NodeConnection *conn, WorkerNode *node);
+static int	ConnectTimeout(NodeConnection *conn);
 static NodeConnection *OpenDedicated(const char *host, int32 port, const char *dbname,
 									 bool replication, bool counted, bool errorOnFailure,
-									 const char *hint);
+									 int timeoutMs, const char *hint);
 static void ConnectionResourceRelease(ResourceReleasePhase phase, bool isCommit,
 									  bool isTopLevel, void *arg);
 
@@ -183,14 +185,15 @@ static NodeConnection *
 CachedConnectionAt(int32 nodeId, int index)
 {
 	ConnectionCacheEntry *entry = GetCacheEntry(nodeId);
+	NodeConnection *conn;
+	WorkerNode *node;
 
 	Assert(index >= 0);
 	while (list_length(entry->connections) <= index)
 	{
-		WorkerNode *node = GetWorkerNode(nodeId);
-		NodeConnection *conn;
 		MemoryContext oldContext;
 
+		node = GetWorkerNode(nodeId);
 		conn = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
 		conn->nodeId = nodeId;
 		conn->userId = GetUserId();
@@ -202,7 +205,32 @@ CachedConnectionAt(int32 nodeId, int index)
 		entry->connections = lappend(entry->connections, conn);
 		MemoryContextSwitchTo(oldContext);
 	}
-	return list_nth(entry->connections, index);
+	conn = list_nth(entry->connections, index);
+	node = GetWorkerNode(nodeId);
+	if (conn->port != node->port || strcmp(conn->host, node->host) != 0)
+		RepointConnection(conn, node);
+	return conn;
+}
+
+/*
+ * RepointConnection makes a cached connection of a node whose address
+ * changed (a replica took over the node, shardext_update_node) connect to
+ * the new address on its next use; inside a remote transaction that is an
+ * error, as for a connection lost then.
+ */
+static void
+RepointConnection(NodeConnection *conn, WorkerNode *node)
+{
+	if (conn->pgConn != NULL && conn->xactState != REMOTE_XACT_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("node %d moved from %s:%d to %s:%d during the transaction",
+						node->nodeId, conn->host, conn->port, node->host, node->port)));
+	CloseNodeConnection(conn);
+	pfree(conn->host);
+	conn->host = MemoryContextStrdup(ConnectionContext, node->host);
+	conn->port = node->port;
+	conn->poolEntry = GetPoolEntry(node->host, node->port);
 }
 
 /*
@@ -241,6 +269,31 @@ GetOptionalNodeConnection(int32 nodeId, int index)
 
 	if (conn != NULL)
 		FinishNodeConnection(conn);
+	return conn;
+}
+
+/*
+ * TryGetNodeConnectionByIndex returns the index-th connection to a node
+ * like GetOptionalNodeConnection (NULL when the node's pool has no room),
+ * but a new one gives up after timeoutMs, and a failed attempt returns NULL
+ * with *unreachable set instead of raising an error: for read replicas,
+ * whose reads then go to the primary.
+ */
+NodeConnection *
+TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs, bool *unreachable)
+{
+	NodeConnection *conn = CachedConnectionAt(nodeId, index);
+
+	*unreachable = false;
+	conn->connectTimeoutMs = timeoutMs;
+	if (!PrepareConnection(conn, POOL_SLOT_OPTIONAL, false))
+		return NULL;
+	if (conn->connecting && !FinishConnect(conn))
+	{
+		DisconnectNodeConnection(conn);
+		*unreachable = true;
+		return NULL;
+	}
 	return conn;
 }
 
@@ -385,7 +438,14 @@ AdvanceConnect(NodeConnection *conn)
 {
 	conn->pollStatus = PQconnectPoll(conn->pgConn);
 	conn->connectDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														ShardextConnectTimeout);
+														ConnectTimeout(conn));
+}
+
+/* ConnectTimeout: how long a connection attempt may wait for the node */
+static int
+ConnectTimeout(NodeConnection *conn)
+{
+	return conn->connectTimeoutMs > 0 ? conn->connectTimeoutMs : ShardextConnectTimeout;
 }
 
 /* ConnectSocketReady: can the attempt go on now, without waiting? */
@@ -661,7 +721,7 @@ BeginConnect(NodeConnection *conn, const char *dbname, bool replication)
 	conn->connecting = true;
 	conn->pollStatus = PQstatus(conn->pgConn) == CONNECTION_BAD ?
 		PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
-	conn->connectDeadline = TimestampTzPlusMilliseconds(now, ShardextConnectTimeout);
+	conn->connectDeadline = TimestampTzPlusMilliseconds(now, ConnectTimeout(conn));
 	conn->openedAt = now;
 	conn->serial = ++connectionSerial;
 	conn->queryInProgress = false;
@@ -773,8 +833,21 @@ OpenDedicatedConnection(const char *host, int32 port, bool replication,
 						bool errorOnFailure)
 {
 	return OpenDedicated(host, port, get_database_name(MyDatabaseId), replication,
-						 !replication, errorOnFailure,
+						 !replication, errorOnFailure, 0,
 						 "Check that the node is running and accepts connections.");
+}
+
+/*
+ * OpenDedicatedConnectionWithTimeout is OpenDedicatedConnection (not for
+ * replication) that gives up after timeoutMs and returns NULL on failure,
+ * and takes no slot of the node's pool (a short poll must not wait for
+ * one): for the maintenance daemon's polls of read replicas.
+ */
+NodeConnection *
+OpenDedicatedConnectionWithTimeout(const char *host, int32 port, int timeoutMs)
+{
+	return OpenDedicated(host, port, get_database_name(MyDatabaseId), false, false, false,
+						 timeoutMs, "Check that the node is running and accepts connections.");
 }
 
 /*
@@ -785,7 +858,7 @@ NodeConnection *
 OpenDedicatedConnectionTo(const char *host, int32 port, const char *dbname,
 						  bool errorOnFailure)
 {
-	return OpenDedicated(host, port, dbname, false, true, errorOnFailure,
+	return OpenDedicated(host, port, dbname, false, true, errorOnFailure, 0,
 						 "Check that the node is running and accepts connections "
 						 "within shardext.connect_timeout.");
 }
@@ -810,14 +883,14 @@ OpenLoopbackConnection(bool errorOnFailure)
 			host = pstrdup((char *) linitial(directories));
 	}
 	return OpenDedicated(host, PostPortNumber, get_database_name(MyDatabaseId), false,
-						 false, errorOnFailure,
+						 false, errorOnFailure, 0,
 						 "Check that the server accepts connections from its own socket.");
 }
 
 /* OpenDedicated does the work of the OpenDedicated* and loopback functions */
 static NodeConnection *
 OpenDedicated(const char *host, int32 port, const char *dbname, bool replication,
-			  bool counted, bool errorOnFailure, const char *hint)
+			  bool counted, bool errorOnFailure, int timeoutMs, const char *hint)
 {
 	NodeConnection *conn;
 	MemoryContext oldContext;
@@ -831,6 +904,7 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 	conn->port = port;
 	conn->dedicated = true;
 	conn->owner = CurrentResourceOwner;
+	conn->connectTimeoutMs = timeoutMs;
 	conn->poolEntry = counted ? GetPoolEntry(host, port) : NULL;
 	conn->learnLimit = true;
 	oldContext = MemoryContextSwitchTo(ConnectionContext);

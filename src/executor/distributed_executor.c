@@ -54,36 +54,15 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include "shardext/resource_lock.h"
 #include "shardext/tenant_stats.h"
 
-/* per-connection executor state (NodeConnection.executorState) */
-typedef struct ConnectionExecState
-{
-	NodeConnection *conn;		/* whose executorState this is */
-	HTAB	   *statements;		/* SQL hash -> prepared statement */
-	int			statementCount;
-	DistributedScanState *owner;	/* scan whose task is in flight */
-} ConnectionExecState;
-
-/* every ConnectionExecState made, to free those of closed connections */
-static List *ConnectionExecStates = NIL;
-
-typedef struct PreparedStatementEntry
-{
-	uint64		key;			/* hash of the SQL text */
-	char	   *sql;
-	int			number;			/* statement name sx<number> */
-} PreparedStatementEntry;
-
-#define MAX_PREPARED_STATEMENTS 2000
-#define DRAIN_TIMEOUT_MS 30000
-
 static CustomExecMethods DistributedExecMethods;
-static MemoryContext ExecutorStateContext = NULL;
 
 static void BeginDistributedScan(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *ExecDistributedScan(CustomScanState *node);
@@ -110,14 +89,14 @@ static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **task
 static bool PollConnection(DistributedScanState *state, TaskConnection *tc,
 						   PGresult **resultOut);
 static void WaitForConnections(DistributedScanState *state);
-static void WaitForSingleConnection(NodeConnection *conn, long timeout);
-static void FreeStaleConnectionExecStates(void);
+static void WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc,
+									long timeout);
+static bool TaskStatementName(DistributedScanState *state, TaskConnection *tc,
+							  RemoteTask *task, char **name);
 static void StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 						   TupleTableSlot *slot, MemoryContext context);
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
-static void ReleaseConnection(NodeConnection *conn);
 static void AbandonExecution(DistributedScanState *state);
-static ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 static bool IsWholeTopLevelStatement(EState *estate);
 static bool AnyRemoteTransactionOpen(void);
 static void ExecutorXactCallback(XactEvent event, void *arg);
@@ -144,6 +123,13 @@ ConnectionFailed(NodeConnection *conn)
 {
 	NoteFailedNode(conn->nodeId);
 	ReportConnectionError(conn, ERROR);
+}
+
+/* ExecutorConnectionFailed is ConnectionFailed for the executor's other files */
+void
+ExecutorConnectionFailed(NodeConnection *conn)
+{
+	ConnectionFailed(conn);
 }
 
 /* registers the abort callbacks; called from _PG_init */
@@ -623,6 +609,8 @@ StartExecution(DistributedScanState *state)
 					   IsWholeTopLevelStatement(estate)));
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
+	/* replicas that cannot be reached leave their tasks to the primaries */
+	ConnectReplicaTasks(state);
 	oldContext = MemoryContextSwitchTo(state->execContext);
 	AssignTasksToConnections(state);
 	MemoryContextSwitchTo(oldContext);
@@ -693,6 +681,12 @@ SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks)
 	MakeConnectionAvailable(state, tc);
 	SyncRemoteTimeZone(conn);
 	initStringInfo(&sql);
+	/* the tasks of a node share its server: one wait for the replica does */
+	if (ReplicaWaitCommand(linitial(tasks)) != NULL)
+	{
+		appendStringInfoString(&sql, ReplicaWaitCommand(linitial(tasks)));
+		((RemoteTask *) linitial(tasks))->waitPending = true;
+	}
 	foreach(cell, tasks)
 	{
 		RemoteTask *task = lfirst(cell);
@@ -702,69 +696,21 @@ SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List *tasks)
 		task->sent = true;
 		CountShardQuery(task->shardId);
 	}
-	if (!PQsendQuery(conn->pgConn, sql.data))
+	tc->current = linitial(tasks);
+	tc->batch = list_copy_tail(tasks, 1);
+	if (!PQsendQuery(conn->pgConn, sql.data) ||
+		(tc->current->primaryNodeId != 0 && !FlushOutput(conn)))
+	{
+		if (RetryOnPrimary(state, tc, tc->current, NULL, true))
+			return;
 		ConnectionFailed(conn);
+	}
 	pfree(sql.data);
 	conn->queryInProgress = true;
 	UseSingleRowMode(conn);
 	FlushConnection(conn);
 
 	GetConnectionExecState(conn)->owner = state;
-	tc->current = linitial(tasks);
-	tc->batch = list_copy_tail(tasks, 1);
-}
-
-/*
- * FreeStaleConnectionExecStates frees the state of connections that were
- * closed or reconnected since (connection.c forgets executorState then):
- * their prepared statements are gone with the session.
- */
-static void
-FreeStaleConnectionExecStates(void)
-{
-	ListCell   *cell;
-
-	foreach(cell, ConnectionExecStates)
-	{
-		ConnectionExecState *es = lfirst(cell);
-
-		if (es->conn->executorState == es)
-			continue;
-		hash_destroy(es->statements);
-		ConnectionExecStates = foreach_delete_current(ConnectionExecStates, cell);
-		pfree(es);
-	}
-}
-
-static ConnectionExecState *
-GetConnectionExecState(NodeConnection *conn)
-{
-	ConnectionExecState *es = conn->executorState;
-
-	if (es == NULL)
-	{
-		HASHCTL		info;
-		MemoryContext oldContext;
-
-		if (ExecutorStateContext == NULL)
-			ExecutorStateContext = AllocSetContextCreate(TopMemoryContext,
-														 "shardext executor connections",
-														 ALLOCSET_DEFAULT_SIZES);
-		FreeStaleConnectionExecStates();
-		es = MemoryContextAllocZero(ExecutorStateContext, sizeof(ConnectionExecState));
-		es->conn = conn;
-		oldContext = MemoryContextSwitchTo(ExecutorStateContext);
-		ConnectionExecStates = lappend(ConnectionExecStates, es);
-		MemoryContextSwitchTo(oldContext);
-		memset(&info, 0, sizeof(info));
-		info.keysize = sizeof(uint64);
-		info.entrysize = sizeof(PreparedStatementEntry);
-		info.hcxt = ExecutorStateContext;
-		es->statements = hash_create("shardext prepared statements", 64, &info,
-									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		conn->executorState = es;
-	}
-	return es;
 }
 
 /*
@@ -801,51 +747,8 @@ MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc)
 static void
 FlushConnection(NodeConnection *conn)
 {
-	int			rc;
-
-	while ((rc = PQflush(conn->pgConn)) == 1)
-		WaitForRemoteSocket(conn, true);
-	if (rc == -1)
+	if (!FlushOutput(conn))
 		ConnectionFailed(conn);
-}
-
-/*
- * PreparedStatementName returns the name of the statement prepared for sql
- * on the connection, preparing it first if needed; NULL when the cache is
- * full (then the statement is sent unnamed).
- */
-static char *
-PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params)
-{
-	ConnectionExecState *es = GetConnectionExecState(conn);
-	uint64		key = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
-	PreparedStatementEntry *entry;
-	bool		found;
-	char		name[32];
-
-	entry = hash_search(es->statements, &key, HASH_FIND, &found);
-	if (found)
-	{
-		if (strcmp(entry->sql, sql) != 0)
-			return NULL;
-		snprintf(name, sizeof(name), "sx%d", entry->number);
-		return pstrdup(name);
-	}
-	if (es->statementCount >= MAX_PREPARED_STATEMENTS)
-		return NULL;
-
-	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
-	SyncRemoteTimeZone(conn);
-	if (!PQsendPrepare(conn->pgConn, name, sql, params->count, params->types))
-		ConnectionFailed(conn);
-	conn->queryInProgress = true;
-	FlushConnection(conn);
-	PQclear(FinishRemoteQuery(conn, sql));
-
-	entry = hash_search(es->statements, &key, HASH_ENTER, &found);
-	entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
-	entry->number = ++es->statementCount;
-	return pstrdup(name);
 }
 
 /*
@@ -872,10 +775,12 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 			RemoteTransactionMarkModified(conn);
 		beginCommand = RemoteTransactionBeginCommand(conn);
 	}
+	else if ((beginCommand = ReplicaWaitCommand(task)) != NULL)
+		task->waitPending = true;	/* runs ahead like BEGIN */
 	SyncRemoteTimeZone(conn);
 
-	if (state->job->usePrepared)
-		statementName = PreparedStatementName(conn, task->sql, params);
+	if (state->job->usePrepared && !TaskStatementName(state, tc, task, &statementName))
+		return;					/* moved to the primary */
 
 	/*
 	 * A statement with parameters cannot share a simple query with BEGIN;
@@ -906,8 +811,13 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 							   params->values, params->lengths, params->formats, 0);
 	if (conn->pipelineStage != PIPELINE_NONE)
 		ok = ok && PQpipelineSync(conn->pgConn);
-	if (!ok)
+	if (!ok || (task->primaryNodeId != 0 && !FlushOutput(conn)))
+	{
+		tc->current = task;
+		if (RetryOnPrimary(state, tc, task, NULL, true))
+			return;
 		ConnectionFailed(conn);
+	}
 	conn->queryInProgress = true;
 	if (conn->pipelineStage == PIPELINE_NONE)
 		UseSingleRowMode(conn);
@@ -919,6 +829,34 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	task->taskConn = tc;
 	task->sent = true;
 	CountShardQuery(task->shardId);
+}
+
+/*
+ * TaskStatementName sets *name to the prepared statement of the task on
+ * its connection (see PreparedStatementName).  On a replica, a failure to
+ * prepare (it lags behind a schema change, or is gone) moves the task to
+ * the primary: then it returns false.
+ */
+static bool
+TaskStatementName(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+				  char **name)
+{
+	NodeConnection *conn = tc->conn;
+	bool		failed = false;
+	PGresult   *error = NULL;
+
+	*name = PreparedStatementName(conn, task->sql, task->params,
+								  task->primaryNodeId != 0 ? &failed : NULL, &error);
+	if (!failed)
+		return true;
+	tc->current = task;
+	if (RetryOnPrimary(state, tc, task, error, error == NULL))
+		return false;
+	tc->current = NULL;
+	if (error != NULL)
+		ReportRemoteError(conn, error, ERROR, task->sql);
+	ConnectionFailed(conn);
+	return false;				/* keep compiler quiet */
 }
 
 /*
@@ -961,6 +899,12 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 			}
 			if (tc->current != NULL)
 				active = true;
+		}
+		if (state->rerouted)
+		{
+			/* tasks moved to other connections: send them before waiting */
+			state->rerouted = false;
+			continue;
 		}
 		if (!active)
 			return NULL;
@@ -1014,7 +958,7 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 				UseSingleRowMode(conn);
 			}
 			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
-				ReportRemoteError(conn, r, ERROR, "BEGIN");
+				return true;	/* the caller raises the error (or retries) */
 			else
 				PQclear(r);
 			return false;
@@ -1064,6 +1008,9 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			tc->batch = NIL;
 			ReleaseConnection(conn);
 			TaskBatchDone(tc);
+			NoteAutocommitWrite(state, task, conn);
+			if (task->primaryNodeId != 0)
+				CountReplicaRead(task->nodeId);
 			return false;
 		}
 		switch (PQresultStatus(result))
@@ -1071,6 +1018,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 			case PGRES_SINGLE_TUPLE:
 				if (task->returnsRows)
 				{
+					task->rowsSeen++;
 					*resultOut = result;
 					return true;
 				}
@@ -1078,6 +1026,13 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 				break;
 			case PGRES_TUPLES_OK:
 			case PGRES_COMMAND_OK:
+				if (task->waitPending)
+				{
+					/* the replica's wait ahead of the statement ended */
+					task->waitPending = false;
+					PQclear(result);
+					break;
+				}
 				{
 					char	   *tuples = PQcmdTuples(result);
 
@@ -1105,6 +1060,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					break;
 				}
 			default:
+				if (RetryOnPrimary(state, tc, task, result, false))
+					return false;
 				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
 					NoteFailedNode(conn->nodeId);
 				if (task->uniqueShards != NIL)
@@ -1115,7 +1072,8 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 	return false;
 }
 
-static void
+/* ReleaseConnection: no scan owns the connection's results any more */
+void
 ReleaseConnection(NodeConnection *conn)
 {
 	ConnectionExecState *es = conn->executorState;
@@ -1131,8 +1089,9 @@ ReleaseConnection(NodeConnection *conn)
  * case.
  */
 static void
-WaitForSingleConnection(NodeConnection *conn, long timeout)
+WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc, long timeout)
 {
+	NodeConnection *conn = tc->conn;
 	int			rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE, timeout);
 
 	if (rc & WL_LATCH_SET)
@@ -1143,7 +1102,8 @@ WaitForSingleConnection(NodeConnection *conn, long timeout)
 	}
 	else if (rc & WL_SOCKET_READABLE)
 	{
-		if (!PQconsumeInput(conn->pgConn))
+		if (!PQconsumeInput(conn->pgConn) &&
+			!RetryOnPrimary(state, tc, tc->current, NULL, true))
 			ConnectionFailed(conn);
 	}
 }
@@ -1178,7 +1138,7 @@ WaitForConnections(DistributedScanState *state)
 		return;
 	if (waiting == 1 && !only->conn->connecting)
 	{
-		WaitForSingleConnection(only->conn, timeout);
+		WaitForSingleConnection(state, only, timeout);
 		return;
 	}
 
@@ -1211,7 +1171,8 @@ WaitForConnections(DistributedScanState *state)
 
 			if (tc->conn->connecting)
 				tc->socketReady = true;
-			else if (!PQconsumeInput(tc->conn->pgConn))
+			else if (!PQconsumeInput(tc->conn->pgConn) &&
+					 !RetryOnPrimary(state, tc, tc->current, NULL, true))
 				ConnectionFailed(tc->conn);
 		}
 	}
@@ -1264,7 +1225,7 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 			continue;
 		}
 		if (tc->current == task)
-			WaitForSingleConnection(tc->conn, -1L);
+			WaitForSingleConnection(owner, tc, -1L);
 	}
 	ExecDropSingleTupleTableSlot(tmp);
 	MemoryContextDelete(convertContext);

@@ -124,6 +124,8 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 		}
 	}
 	BuildDistributedTasks(state);
+	/* as execution would: an unreachable replica leaves its tasks to the primary */
+	ConnectReplicaTasks(state);
 	if (state->lookupNote != NULL)
 	{
 		GlobalIndexLookupNote *note = state->lookupNote;
@@ -180,6 +182,19 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 			es->indent += 3;
 		}
 		ExplainPropertyText("Node", psprintf("host=%s port=%d", worker->host, worker->port), es);
+		if (task->primaryNodeId != 0)
+		{
+			WorkerNode *primary = GetWorkerNode(task->primaryNodeId);
+
+			ExplainPropertyText("Replica Of", psprintf("node %d (host=%s port=%d)",
+													   primary->nodeId, primary->host,
+													   primary->port), es);
+			if (!XLogRecPtrIsInvalid(task->waitLsn))
+				ExplainPropertyText("Replica Waits For",
+									psprintf("%X/%X (up to %d ms, else the primary)",
+											 LSN_FORMAT_ARGS(task->waitLsn),
+											 ShardextReplicaWaitTimeout), es);
+		}
 		ExplainPropertyText("Remote SQL", task->sql, es);
 		ExplainRemoteTask(state, task, es);
 		if (es->format == EXPLAIN_FORMAT_TEXT)

@@ -178,6 +178,7 @@ BuildDistributedTasks(DistributedScanState *state)
 						 ShardTaskSql(job, job->lockSqlParts, anchor, lfirst_int(cell), &taskShard),
 						 params);
 	}
+	RouteReadsToReplicas(state);
 	state->tasksBuilt = true;
 	MemoryContextSwitchTo(oldContext);
 }

@@ -63,6 +63,20 @@ AssignTasksToConnections(DistributedScanState *state)
 	OpenFirstConnections(state);
 }
 
+/*
+ * RequeueTask queues a task that was not run on its node again (a replica's
+ * task moved to the primary, see replica_routing.c), opening the node's
+ * first connection if the scan has none yet.
+ */
+void
+RequeueTask(DistributedScanState *state, RemoteTask *task)
+{
+	NodeTaskQueue *queue = GetNodeTaskQueue(state, task->nodeId);
+
+	queue->pending = lappend(queue->pending, task);
+	OpenFirstConnections(state);
+}
+
 /* GetNodeTaskQueue returns the scan's queue of a node, making it if needed */
 static NodeTaskQueue *
 GetNodeTaskQueue(DistributedScanState *state, int32 nodeId)

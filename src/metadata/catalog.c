@@ -634,3 +634,87 @@ InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid, int columnCou
 	InvalidateDistTableCache(baseRelid);
 	InvalidateDistTableCache(indexRelid);
 }
+
+/*
+ * InsertReplicaNode records a read replica of a node and returns its node
+ * id (from the same sequence as worker node ids).
+ */
+int32
+InsertReplicaNode(const char *host, int32 port, int32 primaryNodeId)
+{
+	Oid			argtypes[3] = {TEXTOID, INT4OID, INT4OID};
+	Datum		values[3];
+	Datum		nodeId;
+
+	values[0] = CStringGetTextDatum(host);
+	values[1] = Int32GetDatum(port);
+	values[2] = Int32GetDatum(primaryNodeId);
+	RunCatalogSPI("INSERT INTO shardext.node (host, port, primary_nodeid) "
+				  "VALUES ($1, $2, $3) RETURNING nodeid",
+				  3, argtypes, values, NULL, SPI_OK_INSERT_RETURNING, &nodeId, NULL);
+	InvalidateNodeCache();
+	return DatumGetInt32(nodeId);
+}
+
+/* SetNodeActive marks a node (in practice a replica) in or out of use */
+void
+SetNodeActive(int32 nodeId, bool active)
+{
+	Oid			argtypes[2] = {INT4OID, BOOLOID};
+	Datum		values[2] = {Int32GetDatum(nodeId), BoolGetDatum(active)};
+
+	RunCatalogSPI("UPDATE shardext.node SET active = $2 WHERE nodeid = $1",
+				  2, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/* UpdateNodeAddress points a node at another server */
+void
+UpdateNodeAddress(int32 nodeId, const char *host, int32 port)
+{
+	Oid			argtypes[3] = {INT4OID, TEXTOID, INT4OID};
+	Datum		values[3];
+
+	values[0] = Int32GetDatum(nodeId);
+	values[1] = CStringGetTextDatum(host);
+	values[2] = Int32GetDatum(port);
+	RunCatalogSPI("UPDATE shardext.node SET host = $2, port = $3 WHERE nodeid = $1",
+				  3, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/*
+ * DeactivateReplicasOf takes every replica of a node out of use (after its
+ * primary changed, they may follow the wrong server).
+ */
+void
+DeactivateReplicasOf(int32 primaryNodeId)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(primaryNodeId)};
+
+	RunCatalogSPI("UPDATE shardext.node SET active = false WHERE primary_nodeid = $1",
+				  1, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/*
+ * SwapNodeAddresses exchanges the host and port of two node rows, so that
+ * a promoted replica takes over the node id (and with it the placements)
+ * of its primary.  (host, port) is unique and checked row by row, hence the
+ * detour over a name no server has.
+ */
+void
+SwapNodeAddresses(int32 nodeId, int32 otherNodeId)
+{
+	WorkerNode *node = GetWorkerNode(nodeId);
+	WorkerNode *other = GetWorkerNode(otherNodeId);
+	char	   *host = pstrdup(node->host);
+	int32		port = node->port;
+	char	   *otherHost = pstrdup(other->host);
+	int32		otherPort = other->port;
+
+	UpdateNodeAddress(otherNodeId, psprintf("%s (swapping)", otherHost), otherPort);
+	UpdateNodeAddress(nodeId, otherHost, otherPort);
+	UpdateNodeAddress(otherNodeId, host, port);
+}

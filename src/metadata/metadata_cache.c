@@ -80,6 +80,7 @@ static bool nodeCacheValid = false;
 static MemoryContext NodeCacheContext = NULL;
 static WorkerNode *nodeCache = NULL;
 static int	nodeCacheCount = 0;
+static bool nodeCacheHasActiveReplica = false;
 
 static void MetadataRelcacheCallback(Datum arg, Oid relid);
 static void MetadataXactCallback(XactEvent event, void *arg);
@@ -855,11 +856,16 @@ BuildNodeCache(void)
 	HeapTuple	tuple;
 	int			allocated = 8;
 	MemoryContext context;
+	AttrNumber	primaryAttnum;
 
 	RetireContext(NodeCacheContext);
 	NodeCacheContext = NULL;
 	nodeCache = NULL;
 	nodeCacheCount = 0;
+	nodeCacheHasActiveReplica = false;
+
+	/* added in 1.1 (read replicas): looked up by name, absent in 1.0 */
+	primaryAttnum = get_attnum(nodeCatalogRelid, "primary_nodeid");
 
 	context = AllocSetContextCreate(MetadataCacheContext, "shardext node cache",
 									ALLOCSET_SMALL_SIZES);
@@ -887,6 +893,15 @@ BuildNodeCache(void)
 		node->port = DatumGetInt32(heap_getattr(tuple, Anum_node_port, desc, &isnull));
 		node->weight = DatumGetFloat8(heap_getattr(tuple, Anum_node_weight, desc, &isnull));
 		node->active = DatumGetBool(heap_getattr(tuple, Anum_node_active, desc, &isnull));
+		node->primaryNodeId = 0;
+		if (primaryAttnum != InvalidAttrNumber)
+		{
+			Datum		primary = heap_getattr(tuple, primaryAttnum, desc, &isnull);
+
+			node->primaryNodeId = isnull ? 0 : DatumGetInt32(primary);
+		}
+		if (NodeIsReplica(node) && node->active)
+			nodeCacheHasActiveReplica = true;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -904,8 +919,11 @@ EnsureNodeCache(void)
 }
 
 /*
- * WorkerNodeList returns the registered nodes (only active ones if asked),
- * sorted by node id.  The WorkerNode structs belong to the cache.
+ * WorkerNodeList returns the registered worker nodes (only active ones if
+ * asked), sorted by node id: the primaries, which hold the placements.
+ * Read replicas are not in it (see ReplicaNodeList), so that placement
+ * logic, DDL, recovery and everything else that works on "the nodes" never
+ * sees them.  The WorkerNode structs belong to the cache.
  */
 List *
 WorkerNodeList(bool activeOnly)
@@ -915,10 +933,44 @@ WorkerNodeList(bool activeOnly)
 	EnsureNodeCache();
 	for (int i = 0; i < nodeCacheCount; i++)
 	{
-		if (!activeOnly || nodeCache[i].active)
+		if ((!activeOnly || nodeCache[i].active) && !NodeIsReplica(&nodeCache[i]))
 			result = lappend(result, &nodeCache[i]);
 	}
 	return result;
+}
+
+/*
+ * ReplicaNodeList returns the read replicas of a node (of every node when
+ * primaryNodeId is 0), only active ones if asked, sorted by node id.
+ */
+List *
+ReplicaNodeList(int32 primaryNodeId, bool activeOnly)
+{
+	List	   *result = NIL;
+
+	EnsureNodeCache();
+	for (int i = 0; i < nodeCacheCount; i++)
+	{
+		WorkerNode *node = &nodeCache[i];
+
+		if (NodeIsReplica(node) && (!activeOnly || node->active) &&
+			(primaryNodeId == 0 || node->primaryNodeId == primaryNodeId))
+			result = lappend(result, node);
+	}
+	return result;
+}
+
+/*
+ * AnyActiveReplica tells cheaply whether any read replica is in use, so
+ * that read routing costs nothing in clusters without replicas.
+ */
+bool
+AnyActiveReplica(void)
+{
+	if (!ShardextExtensionLoaded())
+		return false;
+	EnsureNodeCache();
+	return nodeCacheHasActiveReplica;
 }
 
 /* LookupWorkerNode returns the node with the given id, or NULL */
@@ -960,7 +1012,10 @@ FindWorkerNode(const char *host, int32 port)
 	return NULL;
 }
 
-/* GetWorkerNodeAt is FindWorkerNode that errors out on an unknown node */
+/*
+ * GetWorkerNodeAt is FindWorkerNode that errors out on an unknown node, and
+ * on a read replica: its callers manage worker nodes.
+ */
 WorkerNode *
 GetWorkerNodeAt(const char *host, int32 port)
 {
@@ -970,6 +1025,13 @@ GetWorkerNodeAt(const char *host, int32 port)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("node %s:%d is not registered", host, port)));
+	if (NodeIsReplica(node))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("node %s:%d is a read replica of node %d", host, port,
+						node->primaryNodeId),
+				 errhint("Replicas hold no shards; manage them with shardext_add_replica(), "
+						 "shardext_remove_replica() and shardext_promote_replica().")));
 	return node;
 }
 
@@ -992,4 +1054,50 @@ void
 InvalidateNodeCache(void)
 {
 	CacheInvalidateRelcacheByRelid(ShardextCatalogRelid("node"));
+}
+
+/*
+ * ReadTokenSecret returns the key of causal tokens (shardext.token_secret),
+ * read once per backend, or NULL when the table does not exist (shardext
+ * 1.0).  The table is read directly: its key is not readable by users, yet
+ * every user can make and check tokens.
+ */
+bytea *
+ReadTokenSecret(void)
+{
+	static bytea *secret = NULL;
+	Oid			namespaceId;
+	Oid			relid;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	if (secret != NULL)
+		return secret;
+	if (!ShardextExtensionLoaded())
+		return NULL;
+	namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, false);
+	relid = get_relname_relid("token_secret", namespaceId);
+	if (!OidIsValid(relid))
+		return NULL;
+
+	rel = table_open(relid, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		value = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+		{
+			MemoryContext oldContext = MemoryContextSwitchTo(TopMemoryContext);
+
+			secret = DatumGetByteaPCopy(value);
+			MemoryContextSwitchTo(oldContext);
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return secret;
 }

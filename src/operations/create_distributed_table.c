@@ -560,6 +560,8 @@ ExecuteOnNodesInTransaction(List *nodeIds, List *commands)
 		RemoteTransactionMarkModified(conn);
 		connections = lappend(connections, conn);
 	}
+	/* schemas of shards change: replicas are read only once they replayed it */
+	RemoteTransactionMarkSchemaChange();
 	ExecuteRemoteCommandsInParallel(connections, commands);
 }
 

@@ -30,6 +30,7 @@
 #include "shardext/guc.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include "shardext/shard_move.h"
 
 /* how long the apply worker may be absent before the move gives up */
@@ -487,6 +488,13 @@ CommitCutover(ShardMoveState *state, TimestampTz pauseStart)
 {
 	char	   *command = psprintf("SELECT shardext.move_commit_placements(" INT64_FORMAT
 								   "); COMMIT", state->moveId);
+
+	/*
+	 * Replicas of the target get the shards by replaying what the move
+	 * wrote there (all of it by now): reads use them only past the
+	 * target's next sampled LSN.
+	 */
+	RaiseReplicaBarrier(state->target.nodeId);
 	HOLD_INTERRUPTS();
 	PG_TRY();
 	{

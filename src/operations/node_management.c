@@ -69,6 +69,12 @@ shardext_add_node(PG_FUNCTION_ARGS)
 	LockRelationOid(ShardextCatalogRelid("node"), ShareRowExclusiveLock);
 
 	existing = FindWorkerNode(host, port);
+	if (existing != NULL && NodeIsReplica(existing))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("node %s:%d is registered as a read replica of node %d",
+						host, port, existing->primaryNodeId),
+				 errhint("Use shardext_promote_replica() to make it a primary.")));
 	if (existing != NULL)
 	{
 		if (existing->weight != weight)
@@ -258,6 +264,15 @@ PrepareNewNode(NodeConnection *conn, const char *host, int32 port)
 				 errmsg("node %s:%d runs PostgreSQL %d, not 15", host, port,
 						PQserverVersion(conn->pgConn) / 10000),
 				 errhint("Every node of a shardext cluster runs PostgreSQL 15.")));
+
+	value = RunOnNewNode(conn, host, port, "SELECT pg_catalog.pg_is_in_recovery()::text",
+						 0, NULL);
+	if (value != NULL && strcmp(value, "true") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d is a standby", host, port),
+				 errhint("Register a streaming standby of a worker as a read replica with "
+						 "shardext_add_replica().")));
 
 	snprintf(systemId, sizeof(systemId), UINT64_FORMAT, GetSystemIdentifier());
 	value = RunOnNewNode(conn, host, port,

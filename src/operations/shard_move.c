@@ -319,6 +319,11 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 					 errmsg("node with id %d does not exist", targetNodeId),
 					 errhint("shardext.nodes lists the nodes.")));
 	}
+	if (NodeIsReplica(target))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("node %s:%d is a read replica", target->host, target->port),
+				 errhint("Shards are placed on primaries; their replicas follow them.")));
 	if (!target->active)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -11,9 +11,14 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_proc.h"
 #include "fmgr.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/nodes.h"
+#include "optimizer/optimizer.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 
 #include "shardext/distributed_plan.h"
 
@@ -101,6 +106,8 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->paramsFromSubplan));
 	private = lappend(private, IntNode(job->sourceArrayCount));
 	private = lappend(private, BoolNode(job->emptyInputRow));
+	/* last: MarkPrimaryOnlyScans sets it in the finished plan */
+	private = lappend(private, BoolNode(job->primaryOnly));
 
 	scan->custom_private = private;
 	scan->custom_exprs = customExprs;
@@ -151,9 +158,86 @@ DistributedJobFromScan(CustomScan *scan)
 	job->paramsFromSubplan = NEXT_INT() != 0;
 	job->sourceArrayCount = NEXT_INT();
 	job->emptyInputRow = NEXT_INT() != 0;
+	job->primaryOnly = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST
 	return job;
+}
+
+
+/*
+ * MayWrite is the check of WritesWalker for one function: volatile ones
+ * may write (nextval, snowflake_id, user functions), except a few that
+ * only read the clock or a random source.
+ */
+static bool
+MayWrite(Oid functionId, void *context)
+{
+	if (functionId == F_RANDOM || functionId == F_CLOCK_TIMESTAMP ||
+		functionId == F_TIMEOFDAY || functionId == F_GEN_RANDOM_UUID)
+		return false;
+	return func_volatile(functionId) == PROVOLATILE_VOLATILE;
+}
+
+static bool
+WritesWalker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, MayWrite, context) || IsA(node, NextValueExpr))
+		return true;
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, WritesWalker, context, 0);
+	return expression_tree_walker(node, WritesWalker, context);
+}
+
+/* MarkPlanTree sets primaryOnly in every distributed scan of a plan tree */
+static void
+MarkPlanTree(Plan *plan)
+{
+	ListCell   *cell;
+	List	   *children = NIL;
+
+	if (plan == NULL)
+		return;
+	/* primaryOnly is the last of the job's fields (MakeDistributedScan) */
+	if (IsDistributedScan(plan))
+		list_last_cell(((CustomScan *) plan)->custom_private)->ptr_value = BoolNode(true);
+	if (IsA(plan, CustomScan))
+		children = ((CustomScan *) plan)->custom_plans;
+	else if (IsA(plan, Append))
+		children = ((Append *) plan)->appendplans;
+	else if (IsA(plan, MergeAppend))
+		children = ((MergeAppend *) plan)->mergeplans;
+	else if (IsA(plan, SubqueryScan))
+		children = list_make1(((SubqueryScan *) plan)->subplan);
+	else if (IsA(plan, BitmapAnd))
+		children = ((BitmapAnd *) plan)->bitmapplans;
+	else if (IsA(plan, BitmapOr))
+		children = ((BitmapOr *) plan)->bitmapplans;
+	foreach(cell, children)
+		MarkPlanTree(lfirst(cell));
+	MarkPlanTree(plan->lefttree);
+	MarkPlanTree(plan->righttree);
+}
+
+/*
+ * MarkPrimaryOnlyScans keeps the reads of a SELECT that calls functions
+ * that may write off read replicas (a write on a standby fails): every
+ * distributed scan of the plan runs on primaries.  Other statements never
+ * read on replicas anyway (see replica_routing.c).
+ */
+void
+MarkPrimaryOnlyScans(PlannedStmt *plan, Query *parse)
+{
+	ListCell   *cell;
+
+	if (plan == NULL || parse->commandType != CMD_SELECT ||
+		!WritesWalker((Node *) parse, NULL))
+		return;
+	MarkPlanTree(plan->planTree);
+	foreach(cell, plan->subplans)
+		MarkPlanTree(lfirst(cell));
 }
 
 PG_FUNCTION_INFO_V1(shardext_distributed_result);

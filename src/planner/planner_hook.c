@@ -21,6 +21,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "shardext/distributed_plan.h"
 #include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
@@ -114,6 +115,7 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		if ((cursorOptions & CURSOR_OPT_SCROLL) &&
 			!ExecSupportsBackwardScan(plan->planTree))
 			plan->planTree = materialize_finished_plan(plan->planTree);
+		MarkPrimaryOnlyScans(plan, parse);
 		return plan;
 	}
 
@@ -129,7 +131,9 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		parse = copyObject(parse);
 		WrapDistributedTablesForRowMarks(parse);
 	}
-	return ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);
+	plan = ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);
+	MarkPrimaryOnlyScans(plan, parse);
+	return plan;
 }
 
 /*

@@ -306,3 +306,119 @@ CREATE VIEW shardext.connection_stats AS
 	ORDER BY n.nodeid, c.node_host, c.node_port;
 COMMENT ON VIEW shardext.connection_stats IS 'connections to each node held by all sessions of this coordinator (all databases) and by this session, sessions waiting for one, and the limit (shardext.max_shared_pool_size)';
 GRANT SELECT ON shardext.connection_stats TO PUBLIC;
+
+-- ==== read replicas (issue 10) ====
+-- A replica is a physical streaming standby of a worker: a row of
+-- shardext.node with primary_nodeid set (the node it replicates), so that
+-- it has a node id of its own and connections to it go through the same
+-- connection cache.  Replicas never hold placements: placement logic only
+-- sees primaries.
+ALTER TABLE shardext.node ADD COLUMN primary_nodeid int REFERENCES shardext.node (nodeid);
+ALTER TABLE shardext.node ADD CONSTRAINT node_primary_not_self CHECK (primary_nodeid <> nodeid);
+CREATE INDEX node_primary_nodeid_idx ON shardext.node (primary_nodeid);
+
+-- The key that makes causal tokens (shardext_causal_token()) tamper-evident.
+-- It never leaves the coordinator: not readable by PUBLIC, and not dumped
+-- (a restored database gets a new key; old tokens then fail to validate).
+CREATE TABLE shardext.token_secret (
+	only_row bool NOT NULL DEFAULT true PRIMARY KEY CHECK (only_row),
+	secret bytea NOT NULL
+);
+INSERT INTO shardext.token_secret (secret)
+	SELECT decode(replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text,
+						  '-', ''), 'hex');
+REVOKE ALL ON shardext.token_secret FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_add_replica(host text, port int,
+												primary_host text, primary_port int)
+	RETURNS int
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_add_replica';
+COMMENT ON FUNCTION pg_catalog.shardext_add_replica(text, int, text, int)
+	IS 'register a streaming standby of a worker as a read replica and return its node id';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_add_replica(text, int, text, int) FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_remove_replica(host text, port int)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_remove_replica';
+COMMENT ON FUNCTION pg_catalog.shardext_remove_replica(text, int)
+	IS 'unregister a read replica';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_remove_replica(text, int) FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_promote_replica(host text, port int,
+													wait_seconds int DEFAULT 60)
+	RETURNS int
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_promote_replica';
+COMMENT ON FUNCTION pg_catalog.shardext_promote_replica(text, int, int)
+	IS 'promote a read replica and make it the primary of its node; returns the node id';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_promote_replica(text, int, int) FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_update_node(node_id int, host text, port int)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_update_node';
+COMMENT ON FUNCTION pg_catalog.shardext_update_node(int, text, int)
+	IS 'point a node at another server (after a promotion done by an external tool)';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_update_node(int, text, int) FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_causal_token()
+	RETURNS text
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_causal_token';
+COMMENT ON FUNCTION pg_catalog.shardext_causal_token()
+	IS 'a token covering this session''s writes; SET shardext.read_after to it makes another session see them';
+
+-- runs on a replica, ahead of a read that must see a given LSN
+CREATE PROCEDURE shardext.wait_for_replay_lsn(target_lsn pg_lsn, timeout_ms int)
+	LANGUAGE C
+	AS 'MODULE_PATHNAME', 'shardext_wait_for_replay_lsn';
+COMMENT ON PROCEDURE shardext.wait_for_replay_lsn(pg_lsn, int)
+	IS 'wait until this standby has replayed target_lsn, or fail after timeout_ms';
+
+CREATE FUNCTION shardext.replica_status(OUT node_id int, OUT primary_node_id int,
+										OUT healthy bool, OUT replay_lsn pg_lsn,
+										OUT replay_lag interval, OUT last_poll timestamptz,
+										OUT replica_reads bigint, OUT fallbacks bigint,
+										OUT primary_reads bigint)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_replica_status';
+COMMENT ON FUNCTION shardext.replica_status()
+	IS 'what the maintenance daemon last saw of each node with replicas, and read counters';
+
+CREATE OR REPLACE VIEW shardext.nodes AS
+	SELECT n.nodeid AS node_id, n.host AS node_host, n.port AS node_port,
+		   n.weight, n.active,
+		   (SELECT count(*) FROM shardext.placement p WHERE p.nodeid = n.nodeid) AS placement_count,
+		   CASE WHEN n.primary_nodeid IS NULL THEN 'primary' ELSE 'replica' END AS role,
+		   n.primary_nodeid AS primary_node_id,
+		   s.replay_lag
+	FROM shardext.node n
+	LEFT JOIN shardext.replica_status() s
+		   ON s.node_id = n.nodeid AND n.primary_nodeid IS NOT NULL
+	ORDER BY n.nodeid;
+COMMENT ON VIEW shardext.nodes IS 'worker nodes and their replicas: role, how many shard placements each holds, replay lag';
+
+CREATE VIEW shardext.stat_replicas AS
+	SELECT n.nodeid AS node_id, n.host AS node_host, n.port AS node_port,
+		   n.primary_nodeid AS primary_node_id, n.active,
+		   coalesce(s.healthy, false) AS healthy, s.replay_lsn, s.replay_lag, s.last_poll,
+		   coalesce(s.replica_reads, 0) AS replica_reads,
+		   coalesce(s.fallbacks, 0) AS fallbacks,
+		   coalesce(p.primary_reads, 0) AS primary_reads
+	FROM shardext.node n
+	LEFT JOIN shardext.replica_status() s ON s.node_id = n.nodeid
+	LEFT JOIN shardext.replica_status() p ON p.node_id = n.primary_nodeid
+	WHERE n.primary_nodeid IS NOT NULL
+	ORDER BY n.primary_nodeid, n.nodeid;
+COMMENT ON VIEW shardext.stat_replicas IS 'read replicas: health, replay position and lag, reads they served and reads that fell back to the primary';
+GRANT SELECT ON shardext.stat_replicas TO PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+	pg_catalog.shardext_add_replica(text, int, text, int),
+	pg_catalog.shardext_remove_replica(text, int),
+	pg_catalog.shardext_promote_replica(text, int, int),
+	pg_catalog.shardext_update_node(int, text, int)
+	TO shardext_admin;

@@ -43,6 +43,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
@@ -111,6 +112,7 @@ static bool StartDaemon(int slot, Oid databaseId);
 static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
+static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
@@ -413,6 +415,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	MemoryContext loopContext;
 	TimestampTz nextRecovery = 0;
 	TimestampTz nextDeadlockCheck = 0;
+	TimestampTz nextReplicaPoll = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -483,10 +486,14 @@ ShardextMaintenanceDaemonMain(Datum arg)
 															ShardextDistributedDeadlockTimeout);
 		}
 
+		if (now >= nextReplicaPoll)
+			nextReplicaPoll = RunReplicaPoll(loopContext);
+
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(timeout, 1), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -582,6 +589,43 @@ RunDeadlockDetection(void)
 	}
 	PG_END_TRY();
 	SetRemoteCommandTimeout(0);
+}
+
+/*
+ * RunReplicaPoll polls the read replicas and their primaries once (see
+ * replica_monitor.c) in a transaction of its own; errors are logged and
+ * the next round tries again.  Returns when to poll next: after
+ * shardext.replica_poll_interval, or a second when no replica is in use.
+ */
+static TimestampTz
+RunReplicaPoll(MemoryContext loopContext)
+{
+	bool		replicas = false;
+
+	/* a standby's daemon has nothing to route */
+	if (!RecoveryInProgress() && !catalogOutdated)
+	{
+		MemoryContextSwitchTo(loopContext);
+		SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+		StartTransactionCommand();
+		PG_TRY();
+		{
+			if (ShardextExtensionLoaded())
+				replicas = PollReplicas();
+			CommitTransactionCommand();
+		}
+		PG_CATCH();
+		{
+			LogErrorAndAbort();
+		}
+		PG_END_TRY();
+		SetRemoteCommandTimeout(0);
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loopContext);
+	}
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   replicas ? ShardextReplicaPollInterval :
+									   Max(ShardextReplicaPollInterval, 1000));
 }
 
 /*

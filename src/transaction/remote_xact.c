@@ -48,6 +48,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -56,7 +57,9 @@
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
+#include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
+#include "shardext/replica_state.h"
 #include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
@@ -64,6 +67,14 @@
 
 /* number of connections in a remote transaction; 0 makes callbacks cheap */
 static int	connectionsInTransaction = 0;
+
+/*
+ * Read replicas: whether the transaction changed shards' schemas, which
+ * raises the replica barrier of the nodes it wrote, and those nodes (in
+ * TopTransactionContext; see replica_state.c).
+ */
+static bool schemaChangeInXact = false;
+static List *changedNodeIds = NIL;	/* BeginReplicaChange done for these */
 
 static void RemoteXactCallback(XactEvent event, void *arg);
 static void RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
@@ -84,6 +95,8 @@ static void InjectTestFault(int fault);
 #define InjectTestFault(fault) ((void) 0)
 #endif
 static bool AnyConnectionPrepared(List *connections);
+static void MarkSchemaChangesCommitting(List *connections);
+static void ForgetCommitLsns(void);
 
 /* registers the transaction callbacks; called from _PG_init */
 void
@@ -230,6 +243,20 @@ NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex)
 	return found;
 }
 
+/* RemoteTransactionWrote tells whether this transaction wrote on a node */
+bool
+RemoteTransactionWrote(void)
+{
+	List	   *connections = ConnectionsInTransaction();
+	ListCell   *cell;
+	bool		wrote = false;
+
+	foreach(cell, connections)
+		wrote |= ((NodeConnection *) lfirst(cell))->xactModified;
+	list_free(connections);
+	return wrote;
+}
+
 /*
  * RemotePreparedGidPrefix returns the prefix of the gids this coordinator
  * database gives its prepared transactions: shardext_<system id>_<db oid>_
@@ -293,6 +320,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
+			ForgetCommitLsns();
 			ConnectionsAtTransactionEnd();
 			break;
 
@@ -306,6 +334,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 			AbortRemoteTransactions();
 			connectionsInTransaction = 0;
+			ForgetCommitLsns();
 			ConnectionsAtTransactionEnd();
 			break;
 
@@ -342,6 +371,7 @@ PreCommitRemoteTransactions(void)
 			modifiedCount++;
 	}
 
+	MarkSchemaChangesCommitting(connections);
 	if (modifiedCount == 0 ||
 		(modifiedCount == 1 && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
 		CommitRemoteTransactions(connections);
@@ -354,7 +384,8 @@ PreCommitRemoteTransactions(void)
 
 /*
  * CommitRemoteTransactions commits every open remote transaction, all at
- * once; at most one of them wrote, so no atomicity problem arises.
+ * once; at most one of them wrote, so no atomicity problem arises.  The
+ * writer's commit LSN arrives with the COMMIT (see read_your_writes.c).
  */
 static void
 CommitRemoteTransactions(List *connections)
@@ -370,7 +401,67 @@ CommitRemoteTransactions(List *connections)
 	ExecuteRemoteCommandsInParallel(connections, commands);
 
 	foreach(cell, connections)
-		ResetRemoteTransaction(lfirst(cell));
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->xactModified)
+			NoteNodeWrite(conn->nodeId, ReportedCommitLsn(conn));
+		ResetRemoteTransaction(conn);
+	}
+}
+
+/*
+ * MarkSchemaChangesCommitting, at pre-commit of a transaction that changed
+ * shards' schemas, marks the change as committing on the nodes it wrote:
+ * their replicas are not read until they replayed it (replica_state.c).
+ */
+static void
+MarkSchemaChangesCommitting(List *connections)
+{
+	ListCell   *cell;
+	MemoryContext oldContext;
+
+	if (!schemaChangeInXact)
+		return;
+	oldContext = MemoryContextSwitchTo(TopTransactionContext);
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->xactModified && !list_member_int(changedNodeIds, conn->nodeId))
+		{
+			BeginReplicaChange(conn->nodeId);
+			changedNodeIds = lappend_int(changedNodeIds, conn->nodeId);
+		}
+	}
+	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * ForgetCommitLsns resets the per-transaction replica state once the
+ * transaction is over: schema changes it committed (or not) on nodes raise
+ * their replica barriers.
+ */
+static void
+ForgetCommitLsns(void)
+{
+	ListCell   *cell;
+
+	foreach(cell, changedNodeIds)
+		EndReplicaChange(lfirst_int(cell));
+	changedNodeIds = NIL;
+	schemaChangeInXact = false;
+}
+
+/*
+ * RemoteTransactionMarkSchemaChange records that the transaction changes
+ * the schema of shards (DDL, shards created or dropped): once committed,
+ * replicas of the nodes it wrote are not read before they replayed it.
+ */
+void
+RemoteTransactionMarkSchemaChange(void)
+{
+	schemaChangeInXact = true;
 }
 
 /*
@@ -490,15 +581,21 @@ FinishPreparedTransactions(List *connections)
 			prepared = lappend(prepared, conn);
 		}
 		else
+		{
 			GiveUpCommitPrepared(conn);
+			NoteNodeWrite(conn->nodeId, InvalidXLogRecPtr);
+		}
 	}
 
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
+		bool		committed = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
+															   REMOTE_CLEANUP_TIMEOUT_MS);
 
-		if (!FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-											REMOTE_CLEANUP_TIMEOUT_MS))
+		/* committed now, with its LSN, or later by recovery */
+		NoteNodeWrite(conn->nodeId, committed ? ReportedCommitLsn(conn) : InvalidXLogRecPtr);
+		if (!committed)
 			GiveUpCommitPrepared(conn);
 		ResetRemoteTransaction(conn);
 	}

@@ -104,6 +104,7 @@ typedef struct NodeConnection
 	bool		connecting;
 	PostgresPollingStatusType pollStatus;
 	TimestampTz connectDeadline;
+	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
 
 	/*
 	 * Dedicated connections (OpenDedicatedConnection) are closed when the
@@ -119,6 +120,8 @@ extern void InitializeConnections(void);
 extern NodeConnection *GetNodeConnection(int32 nodeId);
 extern NodeConnection *GetNodeConnectionByIndex(int32 nodeId, int index);
 extern NodeConnection *GetOptionalNodeConnection(int32 nodeId, int index);
+extern NodeConnection *TryGetNodeConnectionByIndex(int32 nodeId, int index, int timeoutMs,
+												   bool *unreachable);
 extern NodeConnection *StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind);
 extern List *StartFirstNodeConnections(List *nodeIds);
 extern int	ContinueNodeConnection(NodeConnection *conn, bool socketReady);
@@ -133,6 +136,8 @@ extern NodeConnection *OpenDedicatedConnection(const char *host, int32 port,
 												bool replication, bool errorOnFailure);
 extern NodeConnection *OpenDedicatedConnectionTo(const char *host, int32 port,
 												  const char *dbname, bool errorOnFailure);
+extern NodeConnection *OpenDedicatedConnectionWithTimeout(const char *host, int32 port,
+														  int timeoutMs);
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
 extern void CloseDedicatedConnection(NodeConnection *conn);
 extern void KeepConnectionAcrossTransactions(NodeConnection *conn);

@@ -9,6 +9,7 @@
 #ifndef SHARDEXT_DISTRIBUTED_EXECUTOR_H
 #define SHARDEXT_DISTRIBUTED_EXECUTOR_H
 
+#include "access/xlogdefs.h"
 #include "libpq-fe.h"
 #include "nodes/execnodes.h"
 #include "utils/tuplestore.h"
@@ -61,6 +62,11 @@ typedef struct RemoteTask
 	/* a write by ctid must change exactly the rows it was given */
 	bool		checkRows;
 	uint64		expectedRows;
+	/* a read routed to a replica (nodeId) of a node: that node, else 0 */
+	int32		primaryNodeId;
+	XLogRecPtr	waitLsn;		/* the replica must have replayed this first */
+	bool		waitPending;	/* the result of that wait is still to come */
+	uint64		rowsSeen;		/* rows returned so far */
 } RemoteTask;
 
 /* a connection the scan uses */
@@ -131,13 +137,34 @@ typedef struct DistributedScanState
 	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
 	/* JOB_ROUTED (routed_writes.c) */
 	struct RoutedWriteState *routed;
+	bool		rerouted;		/* a replica's task moved to its primary */
 } DistributedScanState;
 
 /* a row a task returned, handed to an ExecuteRemoteTasks callback */
 typedef void (*RemoteRowCallback) (RemoteTask *task, PGresult *row, void *arg);
 
+/* per-connection executor state (NodeConnection.executorState) */
+typedef struct ConnectionExecState
+{
+	NodeConnection *conn;		/* whose executorState this is */
+	HTAB	   *statements;		/* SQL hash -> prepared statement */
+	int			statementCount;
+	DistributedScanState *owner;	/* scan whose task is in flight */
+} ConnectionExecState;
+
+/* how long a connection's leftover results may take to drain */
+#define DRAIN_TIMEOUT_MS 30000
+
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
+extern void ReleaseConnection(NodeConnection *conn);
+extern void ExecutorConnectionFailed(NodeConnection *conn);
+
+/* connection_state.c */
+extern ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
+extern char *PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
+								   bool *failed, PGresult **error);
+extern bool FlushOutput(NodeConnection *conn);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
 extern void ExecuteRemoteTasks(List *tasks, bool writes, bool inTransaction,
@@ -151,6 +178,17 @@ extern void OpenMoreConnections(DistributedScanState *state);
 extern long NextExecutorTimeout(DistributedScanState *state);
 extern int	TaskBatchSize(DistributedScanState *state, TaskConnection *tc);
 extern void TaskBatchDone(TaskConnection *tc);
+extern void RequeueTask(DistributedScanState *state, RemoteTask *task);
+
+/* replica_routing.c */
+extern void RouteReadsToReplicas(DistributedScanState *state);
+extern void ConnectReplicaTasks(DistributedScanState *state);
+extern char *ReplicaWaitCommand(RemoteTask *task);
+extern void MoveTaskToPrimary(RemoteTask *task, bool replicaFailed);
+extern bool RetryOnPrimary(DistributedScanState *state, TaskConnection *tc, RemoteTask *task,
+						   PGresult *result, bool closeConnection);
+extern void NoteAutocommitWrite(DistributedScanState *state, RemoteTask *task,
+								NodeConnection *conn);
 
 /* task_builder.c */
 extern RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *taskShard,

@@ -101,6 +101,7 @@ typedef struct DistributedJob
 	bool		paramsFromSubplan;	/* parameters read the one row of custom_plans */
 	int			sourceArrayCount;	/* more parameters: custom_plans' columns as arrays */
 	bool		emptyInputRow;	/* a read that returns a row of no input (aggregates) */
+	bool		primaryOnly;	/* volatile functions: never on a read replica */
 } DistributedJob;
 
 /* planner side (distributed_scan.c) */
@@ -110,6 +111,7 @@ extern CustomScan *MakeDistributedScan(DistributedJob *job, List *customExprs);
 extern DistributedJob *DistributedJobFromScan(CustomScan *scan);
 extern void RegisterDistributedScanMethods(void);
 extern bool IsDistributedScan(Plan *plan);
+extern void MarkPrimaryOnlyScans(PlannedStmt *plan, Query *parse);
 
 /* executor side (distributed_executor.c) */
 extern Node *CreateDistributedScanState(CustomScan *scan);

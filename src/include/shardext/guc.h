@@ -59,6 +59,21 @@ extern int	ShardextStatTenantsPeriod;
 extern double ShardextStatTenantsSampleRate;
 extern bool ShardextRebalanceIsolatedTenants;
 
+extern bool ShardextReplicaReads;
+extern int	ShardextMaxReplicaLag;
+extern int	ShardextReadYourWrites;
+extern int	ShardextPinWindow;
+extern char *ShardextReadAfter;
+extern int	ShardextReplicaWaitTimeout;
+extern int	ShardextReplicaPollInterval;
+extern int	ShardextReplicaConnectTimeout;
+extern char *ShardextCommitLsn;
+
+/* shardext.read_your_writes */
+#define READ_YOUR_WRITES_LSN 0
+#define READ_YOUR_WRITES_TIME 1
+#define READ_YOUR_WRITES_OFF 2
+
 extern void RegisterShardextGucs(void);
 
 #endif							/* SHARDEXT_GUC_H */

@@ -34,7 +34,10 @@ typedef struct WorkerNode
 	int32		port;
 	double		weight;
 	bool		active;
+	int32		primaryNodeId;	/* a read replica: the node it replicates; else 0 */
 } WorkerNode;
+
+#define NodeIsReplica(node) ((node)->primaryNodeId != 0)
 
 /* one shard of a table: a hash range and the nodes that hold it */
 typedef struct ShardInterval
@@ -136,6 +139,8 @@ extern WorkerNode *LookupWorkerNode(int32 nodeId);
 extern WorkerNode *GetWorkerNode(int32 nodeId);
 extern WorkerNode *FindWorkerNode(const char *host, int32 port);
 extern WorkerNode *GetWorkerNodeAt(const char *host, int32 port);
+extern List *ReplicaNodeList(int32 primaryNodeId, bool activeOnly);
+extern bool AnyActiveReplica(void);
 extern Oid	ShardextCatalogRelid(const char *relname);
 extern void InvalidateDistTableCache(Oid relid);
 extern void InvalidateNodeCache(void);
@@ -167,7 +172,13 @@ extern void InsertShard(int64 shardId, Oid relid, bool hasRange, int32 hashMin, 
 extern void InsertPlacement(int64 shardId, int32 nodeId);
 extern void DeletePlacement(int64 shardId, int32 nodeId);
 extern int64 NodePlacementCount(int32 nodeId);
+extern int32 InsertReplicaNode(const char *host, int32 port, int32 primaryNodeId);
+extern void SetNodeActive(int32 nodeId, bool active);
+extern void UpdateNodeAddress(int32 nodeId, const char *host, int32 port);
+extern void DeactivateReplicasOf(int32 primaryNodeId);
+extern void SwapNodeAddresses(int32 nodeId, int32 otherNodeId);
 extern void InvalidateShardTable(int64 shardId);
+extern bytea *ReadTokenSecret(void);
 extern void DeleteShard(int64 shardId);
 extern void IncrementColocationShardCount(int32 colocationId, int added);
 extern void ReadRunningMoveRecord(int64 moveId, MoveRecord *move);

@@ -16,8 +16,13 @@ extern void InitializeRemoteTransactions(void);
 extern void RemoteTransactionBegin(NodeConnection *conn);
 extern char *RemoteTransactionBeginCommand(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
+extern void RemoteTransactionMarkSchemaChange(void);
 extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
+extern bool RemoteTransactionWrote(void);
 extern char *RemotePreparedGidPrefix(void);
+
+/* replica_monitor.c */
+extern bool PollReplicas(void);
 
 /* recovery.c */
 extern int	RecoverShardextPreparedTransactions(bool skipFailing);
