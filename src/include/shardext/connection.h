@@ -38,6 +38,7 @@ typedef enum RemotePipelineStage
 	PIPELINE_NONE,				/* not in pipeline mode */
 	PIPELINE_BEGIN,				/* reading the results of BEGIN */
 	PIPELINE_STATEMENT,			/* reading the statement's results */
+	PIPELINE_PREPARE,			/* reading the result of PREPARE TRANSACTION */
 	PIPELINE_SYNC				/* waiting for the end of the pipeline */
 } RemotePipelineStage;
 
