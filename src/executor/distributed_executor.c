@@ -13,6 +13,12 @@
  * loop drives everything, connection attempts included: results arrive in
  * single-row mode and are returned as they come.
  *
+ * A task that opens its connection's remote transaction sends BEGIN in
+ * the same round trip.  An implicit transaction's write on several nodes
+ * also sends PREPARE TRANSACTION with each connection's (first and last)
+ * task (PrepareWithTasks): two-phase commit then costs one round trip
+ * less, the commit record and COMMIT PREPARED follow as usual.
+ *
  * A connection serves one task at a time.  When another scan (for example
  * the inner side of a nested loop) needs a connection that a scan is still
  * reading from, the rest of that task's rows are read into a tuplestore

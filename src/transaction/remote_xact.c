@@ -12,7 +12,11 @@
  *	  record per prepared transaction is inserted into shardext.transaction
  *	  in the local transaction, and COMMIT PREPARED follows the local commit.
  *	  If the coordinator dies in between, the commit records tell recovery
- *	  which way to resolve each prepared transaction.
+ *	  which way to resolve each prepared transaction.  A write of an
+ *	  implicit transaction on several nodes has its connections prepared
+ *	  by the executor together with their statements
+ *	  (RemoteTransactionPrepareCommand): pre-commit then only records
+ *	  their commit decisions; such a connection takes no further command.
  * At abort every remote transaction is cancelled and rolled back (with
  * bounded waits; a connection that cannot be cleaned is closed).
  *

@@ -3,7 +3,10 @@
  * wait_graph.c
  *	  Reading the lock waits of the coordinator and of the nodes for the
  *	  distributed deadlock detector (deadlock_detection.c), and mapping
- *	  each node backend to the coordinator transaction it works for.
+ *	  each node backend to the coordinator transaction it works for.  A
+ *	  wait for a prepared transaction whose coordinator transaction still
+ *	  runs (an implicit transaction's write prepares with its statement
+ *	  while other nodes still work) is a wait for that transaction.
  *
  * The nodes are asked over connections of the maintenance daemon's own,
  * with bounded waits (shardext.connect_timeout to connect,

@@ -53,7 +53,7 @@ typedef struct NodeConnection
 
 	/* set while a command was sent and its results are not all read */
 	bool		queryInProgress;
-	/* BEGIN sent in one pipeline with a statement: see SendTask */
+	/* BEGIN sent in one pipeline with a statement (and PREPARE): see SendTask */
 	RemotePipelineStage pipelineStage;
 	/*
 	 * Local transaction that last asked for the connection: connections
