@@ -594,9 +594,10 @@ AnyRemoteTransactionOpen(void)
  * prepare in parallel with the other nodes' statements.  Only writes whose
  * tasks are all known now, that return no rows (no RETURNING expression
  * can run more remote work), and that are allowed to commit on several
- * nodes qualify.  The prepared connections take no further command; the
- * commit record and COMMIT PREPARED follow at commit as usual
- * (remote_xact.c).
+ * nodes qualify, and not under EXPLAIN ANALYZE (which asks the nodes for
+ * their plans afterwards).  The prepared connections take no further
+ * command (RemoteTransactionBeginCommand refuses); the commit record and
+ * COMMIT PREPARED follow at commit as usual (remote_xact.c).
  */
 static bool
 PrepareWithTasks(DistributedScanState *state, EState *estate)
@@ -609,7 +610,7 @@ PrepareWithTasks(DistributedScanState *state, EState *estate)
 		job->insertFromSubplan || job->locksRows ||
 		(job->gindexMode != GINDEX_NONE && job->gindexMode != GINDEX_INSERT_ROWS) ||
 		ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT ||
-		!IsWholeTopLevelStatement(estate))
+		estate->es_instrument != 0 || !IsWholeTopLevelStatement(estate))
 		return false;
 	foreach(cell, state->tasks)
 	{

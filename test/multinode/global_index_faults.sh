@@ -18,7 +18,8 @@
 #     b. the coordinator dies while it waits: recovery rolls the row back;
 #     c. a deadlock through its prepared row (the other session then wants
 #        that row) is found by the distributed deadlock detector;
-#     d. the coordinator dies after PREPARE / after its local commit.
+#     d. the coordinator dies after PREPARE / after its local commit;
+#     e. EXPLAIN ANALYZE of such an insert works (it prepares at commit).
 # After each, shardext_check_global_index finds no mismatch.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/moves.sh"
@@ -289,3 +290,12 @@ wait_for_no_prepared
 expect_eq "coordinator died after an autocommit insert's commit: all of it" "$ID_C" \
 	"$(coord "SELECT id FROM users WHERE email = '$E4'")"
 checks "coordinator died after an autocommit insert's local commit"
+
+# 4e. EXPLAIN ANALYZE of such an insert asks the nodes for plans afterwards:
+# it does not prepare with the statement, and works
+coord "DELETE FROM users WHERE id = $ID_C" >/dev/null
+E5=$(email_on_worker2 4)
+coord "EXPLAIN (ANALYZE, COSTS off, TIMING off, SUMMARY off) INSERT INTO users VALUES ($ID_C, '$E5', 3)" \
+	>"$WORK/explain.out" 2>&1 || fail "EXPLAIN ANALYZE of a cross-node insert failed: $(cat "$WORK/explain.out")"
+expect_eq "EXPLAIN ANALYZE inserted the row" "$ID_C" "$(coord "SELECT id FROM users WHERE email = '$E5'")"
+checks "EXPLAIN ANALYZE of an autocommit insert on two nodes"
