@@ -202,6 +202,29 @@ SELECT node_id > 0 AS worker, result AS left_behind FROM shardext_run_on_nodes(
 			 (SELECT count(*) FROM pg_publication) + (SELECT count(*) FROM pg_subscription)$$)
 ORDER BY node_id;
 
+-- ==== global indexes ====
+SELECT shardext_create_global_index('"Sup ""er"', '"Größe ""x""", "Ünïcödé"', true,
+									'Glob "idx" ü') AS global_index;
+SELECT index_name, table_name, columns, is_unique FROM shardext.global_indexes;
+SELECT "Key ""Col""" FROM "Sup ""er" WHERE "Größe ""x""" = 'row 3' AND "Ünïcödé" = 'é3';
+INSERT INTO "Sup ""er" VALUES (1001, 1, 'row 3', 'é3');
+UPDATE "Sup ""er" SET "Größe ""x""" = 'row 3 bis' WHERE "Key ""Col""" = 3;
+SELECT "Key ""Col""" FROM "Sup ""er" WHERE "Größe ""x""" = 'row 3 bis' AND "Ünïcödé" = 'é3';
+SELECT shardext_check_global_index('Glob "idx" ü') AS index_differences;
+SELECT shardext_drop_global_index('Glob "idx" ü');
+SELECT count(*) AS global_indexes_left FROM shardext.global_index;
+
+-- ==== tenant isolation ====
+SELECT shardext_isolate_tenant('"Sup ""er"', '41') > 0 AS isolated;
+SELECT hash_min = hash_max AS own_shard FROM shardext.shards
+WHERE shard_id = shardext_shard_for_value('"Sup ""er"', '41');
+SELECT count(DISTINCT shard_id) AS colocated_shards_of_41 FROM shardext.shards
+WHERE logicalrelid IN ('"Sup ""er"'::regclass,
+					   '"Überlange Tabelle mit sehr langem Namen für Zeilen im Lager A"'::regclass)
+  AND shardext.worker_hash_value(41::bigint) BETWEEN hash_min AND hash_max;
+SELECT "Größe ""x""" FROM "Sup ""er" WHERE "Key ""Col""" = 41;
+SELECT count(*), sum("Amount €") FROM "Sup ""er";
+
 -- ==== undistribute and drop ====
 SELECT undistribute_table('"Sup ""er"');
 SELECT count(*), sum("Amount €") FROM "Sup ""er";

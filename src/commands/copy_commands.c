@@ -549,8 +549,20 @@ typedef struct CopyOutput
 	bool		binary;
 } CopyOutput;
 
+/* where CopyShardOut is in a shard's COPY TO STDOUT data */
+typedef struct ShardCopyOutState
+{
+	bool		binary;
+	int			skip;			/* bytes of the binary header still to skip */
+	bool		headerDone;
+	char		held[2];		/* bytes held back: maybe the binary trailer */
+	int			heldLength;
+} ShardCopyOutState;
+
 static uint64 CopyShardOut(CopyOutput *output, NodeConnection *conn, const char *command,
 						   bool binary);
+static void PassCopyData(CopyOutput *output, ShardCopyOutState *state, char *data,
+						 int length);
 
 static void
 WriteCopyOutput(CopyOutput *output, const char *data, int length)
@@ -766,68 +778,89 @@ CopyShardOut(CopyOutput *output, NodeConnection *conn, const char *command, bool
 {
 	PGresult   *result;
 	uint64		processed;
-	int			skip = binary ? 19 : 0;
-	bool		headerDone = !binary;
-	char		held[2];
-	int			heldLength = 0;
+	ShardCopyOutState state = {binary, binary ? 19 : 0, !binary, {0, 0}, 0};
+	char	   *volatile data = NULL;
 
 	BeginRemoteCopy(conn, command, PGRES_COPY_OUT);
 
-	for (;;)
+	/* libpq's buffer of the row being passed on is freed on errors too */
+	PG_TRY();
 	{
-		char	   *data = NULL;
-		int			length = PQgetCopyData(conn->pgConn, &data, 1);
-		char	   *p = data;
-
-		if (length == 0)
+		for (;;)
 		{
-			WaitForRemoteSocket(conn, false);
-			continue;
-		}
-		if (length < 0)
-			break;
+			char	   *row;
+			int			length = PQgetCopyData(conn->pgConn, &row, 1);
 
-		if (!headerDone)
-		{
-			/* skip the signature, flags and the extension area */
-			int			n = Min(skip, length);
-
-			if (skip == 19 && length >= 19)
+			if (length == 0)
 			{
-				uint32		extension;
-
-				memcpy(&extension, data + 15, 4);
-				skip += pg_ntoh32(extension);
-				n = Min(skip, length);
+				WaitForRemoteSocket(conn, false);
+				continue;
 			}
-			p += n;
-			length -= n;
-			skip -= n;
-			headerDone = (skip == 0);
+			if (length < 0)
+				break;
+			data = row;
+			PassCopyData(output, &state, data, length);
+			data = NULL;
+			PQfreemem(row);
+			CHECK_FOR_INTERRUPTS();
 		}
-		if (binary)
-		{
-			/* hold back the last two bytes: the trailer */
-			WriteCopyOutput(output, held, heldLength);
-			if (length >= 2)
-			{
-				WriteCopyOutput(output, p, length - 2);
-				memcpy(held, p + length - 2, 2);
-				heldLength = 2;
-			}
-			else
-			{
-				memcpy(held, p, length);
-				heldLength = length;
-			}
-		}
-		else
-			WriteCopyOutput(output, p, length);
-		PQfreemem(data);
-		CHECK_FOR_INTERRUPTS();
 	}
+	PG_CATCH();
+	{
+		if (data != NULL)
+			PQfreemem(data);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	result = FinishRemoteQuery(conn, command);
 	processed = strtou64(PQcmdTuples(result), NULL, 10);
 	PQclear(result);
 	return processed;
+}
+
+/*
+ * PassCopyData passes one CopyData message of a shard's COPY TO STDOUT on
+ * to the client's output: for binary data without the shard's header
+ * (signature, flags, extension area) and with the last two bytes held back
+ * (the trailer, which only the last message of a shard ends with).
+ */
+static void
+PassCopyData(CopyOutput *output, ShardCopyOutState *state, char *data, int length)
+{
+	char	   *p = data;
+
+	if (!state->headerDone)
+	{
+		int			n = Min(state->skip, length);
+
+		if (state->skip == 19 && length >= 19)
+		{
+			uint32		extension;
+
+			memcpy(&extension, data + 15, 4);
+			state->skip += pg_ntoh32(extension);
+			n = Min(state->skip, length);
+		}
+		p += n;
+		length -= n;
+		state->skip -= n;
+		state->headerDone = (state->skip == 0);
+	}
+	if (!state->binary)
+	{
+		WriteCopyOutput(output, p, length);
+		return;
+	}
+	WriteCopyOutput(output, state->held, state->heldLength);
+	if (length >= 2)
+	{
+		WriteCopyOutput(output, p, length - 2);
+		memcpy(state->held, p + length - 2, 2);
+		state->heldLength = 2;
+	}
+	else
+	{
+		memcpy(state->held, p, length);
+		state->heldLength = length;
+	}
 }

@@ -73,6 +73,7 @@ static Oid	CreateIndexTable(Relation rel, DistTableCacheEntry *entry, const char
 							 AttrNumber *attnums, int count, bool isUnique);
 static void FillIndexTable(Relation rel, GlobalIndex *index);
 static void RunSPI(const char *sql, int expected);
+static void RunIndexTableSPI(const char *sql, int expected);
 static char *ColumnDefinition(Relation rel, AttrNumber attnum);
 static char *IndexTableName(const char *name);
 static char *KeyColumnList(Oid baseRelid, GlobalIndex *index, const char *prefix);
@@ -554,6 +555,25 @@ RunSPI(const char *sql, int expected)
 }
 
 /*
+ * RunIndexTableSPI runs one statement on an index table: as an internal
+ * write, which the guards against direct writes to index tables let pass.
+ */
+static void
+RunIndexTableSPI(const char *sql, int expected)
+{
+	GlobalIndexInternalWriteDepth++;
+	PG_TRY();
+	{
+		RunSPI(sql, expected);
+	}
+	PG_FINALLY();
+	{
+		GlobalIndexInternalWriteDepth--;
+	}
+	PG_END_TRY();
+}
+
+/*
  * shardext_drop_global_index(index_name text): drops the index table (the
  * drop event trigger drops its shards and its catalog rows).
  */
@@ -584,16 +604,7 @@ DropGlobalIndexTable(GlobalIndex *index)
 
 	/* lock the base table first, as its writers do */
 	LockRelationOid(index->baseRelid, ShareRowExclusiveLock);
-	GlobalIndexInternalWriteDepth++;
-	PG_TRY();
-	{
-		RunSPI(sql, SPI_OK_UTILITY);
-	}
-	PG_FINALLY();
-	{
-		GlobalIndexInternalWriteDepth--;
-	}
-	PG_END_TRY();
+	RunIndexTableSPI(sql, SPI_OK_UTILITY);
 }
 
 /*
@@ -846,16 +857,7 @@ RenameGlobalIndexColumn(Oid baseRelid, AttrNumber attnum, const char *oldName,
 							newName, index->name)));
 		sql = psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", IndexTableName(index->name),
 					   quote_identifier(oldName), quote_identifier(newName));
-		GlobalIndexInternalWriteDepth++;
-		PG_TRY();
-		{
-			RunSPI(sql, SPI_OK_UTILITY);
-		}
-		PG_FINALLY();
-		{
-			GlobalIndexInternalWriteDepth--;
-		}
-		PG_END_TRY();
+		RunIndexTableSPI(sql, SPI_OK_UTILITY);
 	}
 }
 

@@ -3,7 +3,7 @@
  * node_checks.c
  *	  Checks of a node's configuration: what shardext needs of every server
  *	  of a cluster, reported by shardext_add_node() for a new node and by
- *	  shardext_check_cluster() for all of them.
+ *	  shardext_check_cluster() for all of them, read replicas included.
  *
  * One query per node reads its settings; each check turns them into a
  * status: "error" for what breaks shardext (a different version of
@@ -63,14 +63,6 @@ typedef struct NodeCheck
 	char	   *hint;
 } NodeCheck;
 
-/* what the settings query returned, one string per column (NULL = null) */
-typedef struct NodeSettings
-{
-	char	   *values[16];
-	double		clockSkewMs;	/* the node's clock minus ours */
-	double		clockUncertaintyMs; /* half the round trip */
-} NodeSettings;
-
 /* columns of the settings query (NodeSettingsQuery) */
 enum
 {
@@ -90,10 +82,19 @@ enum
 	COL_REPLICATION_WORKERS,
 	COL_MISSING_ROLES,
 	COL_CLOCK_MS,
+	COL_IN_RECOVERY,
 	COL_COUNT
 };
 
-static List *CheckNode(const char *host, int32 port, List *roles);
+/* what the settings query returned, one string per column (NULL = null) */
+typedef struct NodeSettings
+{
+	char	   *values[COL_COUNT];
+	double		clockSkewMs;	/* the node's clock minus ours */
+	double		clockUncertaintyMs; /* half the round trip */
+} NodeSettings;
+
+static List *CheckNode(const char *host, int32 port, List *roles, bool replica);
 static NodeCheck *MakeCheck(List **checks, const char *name, NodeCheckStatus status,
 							const char *summary, const char *detail, const char *hint);
 static NodeCheck *ConnectForChecks(const char *host, int32 port, NodeConnection **connOut);
@@ -103,6 +104,8 @@ static void CheckVersions(List **checks, NodeSettings *settings);
 static void CheckPreparedTransactions(List **checks, NodeSettings *settings);
 static void CheckReplication(List **checks, NodeSettings *settings);
 static void CheckWorkersRolesAndClock(List **checks, NodeSettings *settings);
+static void CheckRecovery(List **checks, NodeSettings *settings, bool replica);
+static List *NodesToCheck(void);
 static List *CoordinatorChecks(void);
 static List *RolesUsingDistributedTables(void);
 static const char *StatusName(NodeCheckStatus status);
@@ -115,7 +118,7 @@ static const char *StatusName(NodeCheckStatus status);
 void
 CheckNewNode(const char *host, int32 port)
 {
-	List	   *checks = CheckNode(host, port, RolesUsingDistributedTables());
+	List	   *checks = CheckNode(host, port, RolesUsingDistributedTables(), false);
 	ListCell   *cell;
 
 	foreach(cell, checks)
@@ -157,12 +160,13 @@ shardext_check_cluster(PG_FUNCTION_ARGS)
 	EnsureShardextInstalled();
 	InitMaterializedSRF(fcinfo, 0);
 	roles = RolesUsingDistributedTables();
-	nodes = list_concat(list_make1(NULL), WorkerNodeList(false));
+	nodes = NodesToCheck();
 
 	foreach(nodeCell, nodes)
 	{
 		WorkerNode *node = lfirst(nodeCell);
-		List	   *checks = node ? CheckNode(node->host, node->port, roles) :
+		List	   *checks = node ? CheckNode(node->host, node->port, roles,
+											  NodeIsReplica(node)) :
 			CoordinatorChecks();
 		ListCell   *cell;
 
@@ -186,11 +190,32 @@ shardext_check_cluster(PG_FUNCTION_ARGS)
 }
 
 /*
- * CheckNode connects to a node and runs every check; trouble with the node
- * becomes a failed check, not an error.
+ * NodesToCheck lists the nodes shardext_check_cluster() checks: NULL for
+ * the coordinator, then every worker followed by its read replicas.
  */
 static List *
-CheckNode(const char *host, int32 port, List *roles)
+NodesToCheck(void)
+{
+	List	   *nodes = list_make1(NULL);
+	ListCell   *cell;
+
+	foreach(cell, WorkerNodeList(false))
+	{
+		WorkerNode *node = lfirst(cell);
+
+		nodes = lappend(nodes, node);
+		nodes = list_concat(nodes, ReplicaNodeList(node->nodeId, false));
+	}
+	return nodes;
+}
+
+/*
+ * CheckNode connects to a node and runs every check; trouble with the node
+ * becomes a failed check, not an error.  replica says the node is
+ * registered as a read replica.
+ */
+static List *
+CheckNode(const char *host, int32 port, List *roles, bool replica)
 {
 	List	   *checks = NIL;
 	NodeConnection *conn = NULL;
@@ -213,6 +238,7 @@ CheckNode(const char *host, int32 port, List *roles)
 		CheckPreparedTransactions(&checks, &settings);
 		CheckReplication(&checks, &settings);
 		CheckWorkersRolesAndClock(&checks, &settings);
+		CheckRecovery(&checks, &settings, replica);
 	}
 	CloseDedicatedConnection(conn);
 	return checks;
@@ -340,7 +366,8 @@ NodeSettingsQuery(List *roles)
 					"(SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r), ', ' ORDER BY r) "
 					" FROM pg_catalog.unnest(%s::pg_catalog.text[]) r "
 					" WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r)), "
-					"pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000",
+					"pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000, "
+					"pg_catalog.pg_is_in_recovery()::pg_catalog.text",
 					quote_literal_cstr(TextArrayLiteral(roles)));
 }
 
@@ -514,6 +541,33 @@ CheckWorkersRolesAndClock(List **checks, NodeSettings *settings)
 				  "Synchronise the clocks of the servers (NTP).");
 	else
 		MakeCheck(checks, "clock_skew", NODE_CHECK_OK, NULL, detail, NULL);
+}
+
+/*
+ * CheckRecovery: a worker takes writes, so it must not be a standby; a
+ * read replica must still be one (promoted outside shardext it would drift
+ * away from its primary while reads are routed to it).
+ */
+static void
+CheckRecovery(List **checks, NodeSettings *settings, bool replica)
+{
+	bool		inRecovery = strcmp(settings->values[COL_IN_RECOVERY], "true") == 0;
+
+	if (replica && !inRecovery)
+		MakeCheck(checks, "recovery", NODE_CHECK_ERROR,
+				  "the read replica is not in recovery",
+				  "The node is registered as a read replica but accepts writes: it was "
+				  "promoted without shardext_promote_replica().",
+				  "Remove it with shardext_remove_replica() or register it again as a "
+				  "standby of its primary.");
+	else if (!replica && inRecovery)
+		MakeCheck(checks, "recovery", NODE_CHECK_ERROR, "the node is a standby server",
+				  "The node is in recovery and cannot take writes.",
+				  "Register standbys with shardext_add_replica(), not as workers.");
+	else
+		MakeCheck(checks, "recovery", NODE_CHECK_OK, NULL,
+				  replica ? "The read replica is a standby in recovery." :
+				  "The node is not in recovery.", NULL);
 }
 
 /* CoordinatorChecks: the checks that concern the coordinator itself */

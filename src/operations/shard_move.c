@@ -112,6 +112,35 @@ CheckTargetNodeIdArgument(int32 targetNodeId)
 }
 
 /*
+ * CheckPlacementTarget returns the node with id nodeId after checking
+ * that shards can be placed on it: an active primary.
+ */
+WorkerNode *
+CheckPlacementTarget(int32 nodeId)
+{
+	WorkerNode *target;
+
+	CheckTargetNodeIdArgument(nodeId);
+	target = LookupWorkerNode(nodeId);
+	if (target == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node with id %d does not exist", nodeId),
+				 errhint("shardext.nodes lists the nodes.")));
+	if (NodeIsReplica(target))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("node %s:%d is a read replica", target->host, target->port),
+				 errhint("Shards are placed on primaries; their replicas follow them.")));
+	if (!target->active)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d is not active", target->host, target->port),
+				 errhint("Shards can only be placed on active nodes.")));
+	return target;
+}
+
+/*
  * RunSingleShardMove is what shardext_move_shard() and
  * shardext_split_shard() do once their arguments are read: check the
  * caller, prepare the move (or split) of the shard's group, and run it over
@@ -308,27 +337,7 @@ PrepareShardMove(int64 shardId, int32 targetNodeId, MoveMode mode,
 						shard->placementCount)));
 
 	source = GetWorkerNode(shard->placementNodeIds[0]);
-	if (targetNodeId == 0)
-		target = source;
-	else
-	{
-		target = LookupWorkerNode(targetNodeId);
-		if (target == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("node with id %d does not exist", targetNodeId),
-					 errhint("shardext.nodes lists the nodes.")));
-	}
-	if (NodeIsReplica(target))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("node %s:%d is a read replica", target->host, target->port),
-				 errhint("Shards are placed on primaries; their replicas follow them.")));
-	if (!target->active)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("node %s:%d is not active", target->host, target->port),
-				 errhint("Shards can only be placed on active nodes.")));
+	target = CheckPlacementTarget(targetNodeId == 0 ? source->nodeId : targetNodeId);
 	state->source = *source;
 	state->source.host = pstrdup(source->host);
 	state->target = *target;

@@ -32,7 +32,6 @@
 PG_FUNCTION_INFO_V1(shardext_isolate_tenant);
 
 static DistTableCacheEntry *CheckIsolationTable(Oid relid);
-static WorkerNode *CheckIsolationTarget(int32 targetNodeId);
 static int32 TenantHash(DistTableCacheEntry *entry, const char *valueText);
 static void TenantPieces(ShardInterval *shard, int32 hash, SplitPieces *pieces,
 						 int *isolatedPiece);
@@ -70,7 +69,7 @@ shardext_isolate_tenant(PG_FUNCTION_ARGS)
 	entry = CheckIsolationTable(relid);
 	EnsureAdminAndShardext("shardext_isolate_tenant");
 	if (!PG_ARGISNULL(2))
-		target = CheckIsolationTarget(PG_GETARG_INT32(2));
+		target = CheckPlacementTarget(PG_GETARG_INT32(2));
 
 	hash = TenantHash(entry, valueText);
 	shard = FindShardIntervalForHash(entry, hash);
@@ -138,32 +137,6 @@ CheckIsolationTable(Oid relid)
 				 errdetail("Reference tables have a copy on every node; only hash-distributed "
 						   "tables have tenants.")));
 	return entry;
-}
-
-/* CheckIsolationTarget returns the active node a tenant is to go to */
-static WorkerNode *
-CheckIsolationTarget(int32 targetNodeId)
-{
-	WorkerNode *target;
-
-	CheckTargetNodeIdArgument(targetNodeId);
-	target = LookupWorkerNode(targetNodeId);
-	if (target == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("node with id %d does not exist", targetNodeId),
-				 errhint("shardext.nodes lists the nodes.")));
-	if (NodeIsReplica(target))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("node %s:%d is a read replica", target->host, target->port),
-				 errhint("Shards are placed on primaries; their replicas follow them.")));
-	if (!target->active)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("node %s:%d is not active", target->host, target->port),
-				 errhint("Shards can only be placed on active nodes.")));
-	return target;
 }
 
 /*

@@ -407,9 +407,7 @@ typedef struct ReturningContext
 	Relation	rel;
 	List	   *setAttnos;		/* UPDATE: the columns set ... */
 	List	   *setValues;		/* ... and their new values' row source columns */
-	List	  **targetList;		/* of the row source, extended as needed */
-	List	   *carried;		/* Vars already carried ... */
-	List	   *carriedRefs;	/* ... and their row source columns */
+	RowSourceColumns columns;	/* Vars carried through the row source */
 } ReturningContext;
 
 static Node *
@@ -422,7 +420,6 @@ ReturningMutator(Node *node, ReturningContext *context)
 		Var		   *var = (Var *) node;
 		ListCell   *attnoCell;
 		ListCell   *valueCell;
-		ListCell   *refCell;
 
 		if (var->varno == context->rtindex && var->varlevelsup == 0 && var->varattno > 0)
 		{
@@ -447,16 +444,7 @@ ReturningMutator(Node *node, ReturningContext *context)
 			}
 		}
 		/* any other column: carried through the row source */
-		forboth(refCell, context->carriedRefs, valueCell, context->carried)
-		{
-			if (equal(lfirst(valueCell), var))
-				return copyObject(lfirst(refCell));
-		}
-		context->carried = lappend(context->carried, var);
-		context->carriedRefs = lappend(context->carriedRefs,
-									   AddRowSourceColumn(context->targetList,
-														  (Expr *) copyObject(var), NULL));
-		return copyObject(llast(context->carriedRefs));
+		return CarryRowSourceColumn(&context->columns, node);
 	}
 	return expression_tree_mutator(node, ReturningMutator, context);
 }
@@ -491,7 +479,7 @@ ReturningOverRowSource(Query *query, ReturningContext *context, Node *expr)
 											 query->targetList, REPLACEVARS_CHANGE_VARNO,
 											 context->rtindex, &hasSubLinks);
 		}
-		return AddRowSourceColumn(context->targetList, (Expr *) expr, NULL);
+		return AddRowSourceColumn(context->columns.targetList, (Expr *) expr, NULL);
 	}
 	return ReturningMutator(expr, context);
 }
@@ -570,7 +558,7 @@ PlanCoordinatorModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	returningContext.rel = rel;
 	returningContext.setAttnos = action->attnos;
 	returningContext.setValues = action->values;
-	returningContext.targetList = &targetList;
+	returningContext.columns.targetList = &targetList;
 	foreach(cell, query->returningList)
 	{
 		TargetEntry *tle = lfirst(cell);
@@ -607,6 +595,29 @@ AddRowSourceColumn(List **targetList, Expr *expr, const char *name)
 													   name ? pstrdup(name) : NULL, false));
 	return (Node *) makeVar(OUTER_VAR, resno, exprType((Node *) expr),
 							exprTypmod((Node *) expr), exprCollation((Node *) expr), 0);
+}
+
+/*
+ * CarryRowSourceColumn returns the row source column that carries expr
+ * (a Var, or an expression computed with the row source), adding it to the
+ * row source the first time.
+ */
+Node *
+CarryRowSourceColumn(RowSourceColumns *columns, Node *expr)
+{
+	ListCell   *refCell;
+	ListCell   *exprCell;
+
+	forboth(refCell, columns->carriedRefs, exprCell, columns->carried)
+	{
+		if (equal(lfirst(exprCell), expr))
+			return copyObject(lfirst(refCell));
+	}
+	columns->carried = lappend(columns->carried, expr);
+	columns->carriedRefs = lappend(columns->carriedRefs,
+								   AddRowSourceColumn(columns->targetList,
+													  (Expr *) copyObject(expr), NULL));
+	return copyObject(llast(columns->carriedRefs));
 }
 
 /*

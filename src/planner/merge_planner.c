@@ -559,35 +559,14 @@ JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions)
 }
 
 /* maps the expressions of the WHEN clauses onto the row source's columns */
-typedef struct MergeColumnsContext
-{
-	List	  **targetList;
-	List	   *carried;		/* expressions carried ... */
-	List	   *carriedRefs;	/* ... and their row source columns */
-} MergeColumnsContext;
-
 static Node *
-MergeColumnsMutator(Node *node, MergeColumnsContext *context)
+MergeColumnsMutator(Node *node, RowSourceColumns *context)
 {
-	ListCell   *refCell;
-	ListCell   *exprCell;
-
 	if (node == NULL)
 		return NULL;
 	/* columns, and subqueries (planned with the row source), are carried */
 	if (IsA(node, Var) || IsA(node, SubLink))
-	{
-		forboth(refCell, context->carriedRefs, exprCell, context->carried)
-		{
-			if (equal(lfirst(exprCell), node))
-				return copyObject(lfirst(refCell));
-		}
-		context->carried = lappend(context->carried, node);
-		context->carriedRefs = lappend(context->carriedRefs,
-									   AddRowSourceColumn(context->targetList,
-														  (Expr *) copyObject(node), NULL));
-		return copyObject(llast(context->carriedRefs));
-	}
+		return CarryRowSourceColumn(context, node);
 	return expression_tree_mutator(node, MergeColumnsMutator, context);
 }
 
@@ -611,7 +590,7 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 	Bitmapset  *attnos;
 	List	   *targetList = NIL;
 	List	   *actions = NIL;
-	MergeColumnsContext context;
+	RowSourceColumns context;
 	AttrNumber	ctidColumn;
 	ListCell   *cell;
 

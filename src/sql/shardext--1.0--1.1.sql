@@ -164,54 +164,6 @@ CREATE FUNCTION pg_catalog.shardext_rebalance_plan(strategy text DEFAULT 'by_sha
 COMMENT ON FUNCTION pg_catalog.shardext_rebalance_plan(text)
 	IS 'the shard moves that would balance shard groups (by_shard_count), bytes (by_disk_size) or statements (by_load) across active nodes by weight, with each move''s effect on the load of its nodes';
 
--- skew at a glance: each node's share of the statements routed to shards
--- (shardext.stat_shards) next to the share its weight asks for, then the
--- busiest shards and the busiest tenants (shardext.stat_tenants)
-CREATE FUNCTION pg_catalog.shardext_hot_shard_report(top int DEFAULT 5,
-													 OUT kind text, OUT rank int,
-													 OUT node_id int, OUT node_port int,
-													 OUT shard_id bigint, OUT table_name regclass,
-													 OUT tenant_value text, OUT statements bigint,
-													 OUT share_percent numeric,
-													 OUT weight_share_percent numeric)
-	RETURNS SETOF record
-	LANGUAGE sql STABLE
-	AS $$
-	WITH s AS (SELECT st.shard_id, st.table_name, st.node_id, st.queries
-			   FROM shardext.stat_shards st),
-	total AS (SELECT nullif(sum(s.queries), 0) AS n FROM s),
-	weights AS (SELECT sum(n.weight) AS w FROM shardext.node n WHERE n.active),
-	per_node AS (
-		SELECT n.nodeid, n.port, n.active, n.weight, coalesce(sum(s.queries), 0)::bigint AS q
-		FROM shardext.node n LEFT JOIN s ON s.node_id = n.nodeid
-		GROUP BY n.nodeid, n.port, n.active, n.weight),
-	nodes AS (
-		SELECT 'node'::text AS kind,
-			   (row_number() OVER (ORDER BY p.q DESC, p.nodeid))::int AS rank,
-			   p.nodeid, p.port, NULL::bigint AS shard_id, NULL::regclass AS table_name,
-			   NULL::text AS tenant_value, p.q,
-			   round(100.0 * p.q / total.n, 2) AS share,
-			   CASE WHEN p.active THEN round((100.0 * p.weight / weights.w)::numeric, 2) END AS fair
-		FROM per_node p, total, weights),
-	shards AS (
-		SELECT 'shard'::text, (row_number() OVER (ORDER BY s.queries DESC, s.shard_id))::int,
-			   s.node_id, n.port, s.shard_id, s.table_name, NULL::text, s.queries,
-			   round(100.0 * s.queries / total.n, 2), NULL::numeric
-		FROM s CROSS JOIN total LEFT JOIN shardext.node n ON n.nodeid = s.node_id
-		ORDER BY s.queries DESC, s.shard_id LIMIT greatest(top, 0)),
-	tenants AS (
-		SELECT 'tenant'::text, (row_number() OVER (ORDER BY t.statements DESC, t.hash_value))::int,
-			   t.node_id, t.node_port, t.shard_id, t.table_name, t.tenant_value, t.statements,
-			   t.share_percent, NULL::numeric
-		FROM shardext.stat_tenants t WHERE t.statements > 0
-		ORDER BY t.statements DESC, t.hash_value LIMIT greatest(top, 0))
-	SELECT * FROM (SELECT * FROM nodes UNION ALL SELECT * FROM shards
-				   UNION ALL SELECT * FROM tenants) r
-	ORDER BY CASE r.kind WHEN 'node' THEN 1 WHEN 'shard' THEN 2 ELSE 3 END, r.rank
-	$$;
-COMMENT ON FUNCTION pg_catalog.shardext_hot_shard_report(int)
-	IS 'share of statements per node (against the share its weight asks for), with the busiest shards and tenants';
-
 -- administrators (see the operability section) isolate tenants and reset their statistics
 GRANT EXECUTE ON FUNCTION
 	pg_catalog.shardext_isolate_tenant(regclass, text, int, text),
@@ -422,3 +374,54 @@ GRANT EXECUTE ON FUNCTION
 	pg_catalog.shardext_promote_replica(text, int, int),
 	pg_catalog.shardext_update_node(int, text, int)
 	TO shardext_admin;
+
+-- ==== hot shard report (issue 13; after the read replicas, whose column it reads) ====
+-- skew at a glance: each node's share of the statements routed to shards
+-- (shardext.stat_shards) next to the share its weight asks for, then the
+-- busiest shards and the busiest tenants (shardext.stat_tenants)
+CREATE FUNCTION pg_catalog.shardext_hot_shard_report(top int DEFAULT 5,
+													 OUT kind text, OUT rank int,
+													 OUT node_id int, OUT node_port int,
+													 OUT shard_id bigint, OUT table_name regclass,
+													 OUT tenant_value text, OUT statements bigint,
+													 OUT share_percent numeric,
+													 OUT weight_share_percent numeric)
+	RETURNS SETOF record
+	LANGUAGE sql STABLE
+	AS $$
+	WITH s AS (SELECT st.shard_id, st.table_name, st.node_id, st.queries
+			   FROM shardext.stat_shards st),
+	total AS (SELECT nullif(sum(s.queries), 0) AS n FROM s),
+	workers AS (SELECT * FROM shardext.node n WHERE n.primary_nodeid IS NULL),
+	weights AS (SELECT sum(n.weight) AS w FROM workers n WHERE n.active),
+	per_node AS (
+		SELECT n.nodeid, n.port, n.active, n.weight, coalesce(sum(s.queries), 0)::bigint AS q
+		FROM workers n LEFT JOIN s ON s.node_id = n.nodeid
+		GROUP BY n.nodeid, n.port, n.active, n.weight),
+	nodes AS (
+		SELECT 'node'::text AS kind,
+			   (row_number() OVER (ORDER BY p.q DESC, p.nodeid))::int AS rank,
+			   p.nodeid, p.port, NULL::bigint AS shard_id, NULL::regclass AS table_name,
+			   NULL::text AS tenant_value, p.q,
+			   round(100.0 * p.q / total.n, 2) AS share,
+			   CASE WHEN p.active THEN round((100.0 * p.weight / weights.w)::numeric, 2) END AS fair
+		FROM per_node p, total, weights),
+	shards AS (
+		SELECT 'shard'::text, (row_number() OVER (ORDER BY s.queries DESC, s.shard_id))::int,
+			   s.node_id, n.port, s.shard_id, s.table_name, NULL::text, s.queries,
+			   round(100.0 * s.queries / total.n, 2), NULL::numeric
+		FROM s CROSS JOIN total LEFT JOIN shardext.node n ON n.nodeid = s.node_id
+		ORDER BY s.queries DESC, s.shard_id LIMIT greatest(top, 0)),
+	tenants AS (
+		SELECT 'tenant'::text, (row_number() OVER (ORDER BY t.statements DESC, t.hash_value))::int,
+			   t.node_id, t.node_port, t.shard_id, t.table_name, t.tenant_value, t.statements,
+			   t.share_percent, NULL::numeric
+		FROM shardext.stat_tenants t WHERE t.statements > 0
+		ORDER BY t.statements DESC, t.hash_value LIMIT greatest(top, 0))
+	SELECT * FROM (SELECT * FROM nodes UNION ALL SELECT * FROM shards
+				   UNION ALL SELECT * FROM tenants) r
+	ORDER BY CASE r.kind WHEN 'node' THEN 1 WHEN 'shard' THEN 2 ELSE 3 END, r.rank
+	$$;
+COMMENT ON FUNCTION pg_catalog.shardext_hot_shard_report(int)
+	IS 'share of statements per node (against the share its weight asks for), with the busiest shards and tenants';
+

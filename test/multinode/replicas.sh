@@ -116,6 +116,13 @@ expect_eq "adding a replica again returns its id" "$R1_ID" \
 expect_eq "shardext.nodes shows roles and primaries" \
 	"primary||primary||replica|$W1_ID|replica|$W2_ID" \
 	"$(coord "SELECT string_agg(role || '|' || coalesce(primary_node_id::text, ''), '|' ORDER BY node_id) FROM shardext.nodes")"
+expect_eq "shardext_check_cluster checks the replicas as standbys" "2" \
+	"$(coord "SELECT count(*) FROM shardext_check_cluster() WHERE check_name = 'recovery'
+		AND status = 'ok' AND node_id IN ($R1_ID, $R2_ID)")"
+expect_eq "the hot shard report weighs workers only" "2|100.00" \
+	"$(coord "SELECT count(*) || '|' || sum(weight_share_percent) FROM shardext_hot_shard_report() WHERE kind = 'node'")"
+expect_eq "shardext_check_cluster: no errors with replicas" "" \
+	"$(coord "SELECT string_agg(node_id || ' ' || check_name || ': ' || detail, '; ') FROM shardext_check_cluster() WHERE status = 'error'")"
 expect_error_like "promoting a primary is refused" "is a primary, not a read replica" \
 	coord "SELECT shardext_promote_replica('127.0.0.1', $WORKER_1_PORT)"
 expect_error_like "a replica is no shard move target" "is a read replica" \

@@ -147,7 +147,16 @@ extern AttrNumber ReadTargetThroughRowsQuery(Query *source, Index rtindex, Bitma
 											 List *quals);
 extern Bitmapset *TargetColumns(Node *node, Index rtindex, Oid relid, Bitmapset *attnos);
 extern List *PushableTargetConditions(List *conjuncts, Index rtindex, RangeTblEntry *target);
+/* the columns a write through the coordinator carries through its row source */
+typedef struct RowSourceColumns
+{
+	List	  **targetList;		/* of the row source, extended as needed */
+	List	   *carried;		/* expressions carried ... */
+	List	   *carriedRefs;	/* ... and their row source columns */
+} RowSourceColumns;
+
 extern Node *AddRowSourceColumn(List **targetList, Expr *expr, const char *name);
+extern Node *CarryRowSourceColumn(RowSourceColumns *columns, Node *expr);
 extern void CheckDistributionColumnUnchanged(DistTableCacheEntry *entry, AttrNumber attno);
 extern void RejectShardCtidReferences(Query *query);
 

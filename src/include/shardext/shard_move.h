@@ -95,6 +95,7 @@ extern ShardMoveState *RunSingleShardMove(const char *function, int64 shardId,
 										  MoveOperation operation,
 										  const SplitPieces *pieces);
 extern void CheckTargetNodeIdArgument(int32 targetNodeId);
+extern WorkerNode *CheckPlacementTarget(int32 nodeId);
 extern MoveMode ParseMoveMode(const char *mode);
 extern bool MoveWasCommitted(int64 moveId);
 extern void EnsureOutsideTransactionBlock(const char *function);
