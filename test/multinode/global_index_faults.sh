@@ -9,11 +9,20 @@
 #     transaction commits, recovery commits the worker's part once it is
 #     back;
 #  3. the coordinator dies after PREPARE (recovery rolls everything back) and
-#     after its local commit (recovery commits everything).
+#     after its local commit (recovery commits everything);
+#  4. rows whose last writer committed on their worker but is still prepared
+#     on the worker of their index entries (COMMIT PREPARED reaches the
+#     nodes one after the other; here worker 2 stops in between and recovery
+#     is held off): an UPDATE of their indexed columns and a DELETE see the
+#     new values and wait for that writer before they remove its entries,
+#     which would otherwise stay behind once recovery commits it.
 # After each, shardext_check_global_index finds no mismatch.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/moves.sh"
-trap 'cluster start-node coordinator >/dev/null 2>&1; cluster start-node worker2 >/dev/null 2>&1; moves_drop_database; rm -rf "$WORK"' EXIT
+# (a failure in 4. leaves a prepared transaction that only recovery resolves)
+trap 'cluster start-node coordinator >/dev/null 2>&1; cluster start-node worker2 >/dev/null 2>&1
+	reset_recovery_interval; coord "SELECT shardext_recover_prepared_transactions()" >/dev/null 2>&1
+	moves_drop_database; rm -rf "$WORK"' EXIT
 WORK=$(mktemp -d)
 chmod 777 "$WORK"
 
@@ -39,14 +48,18 @@ index_port() {
 	coord "SELECT node_port FROM shardext.shards WHERE shard_id =
 		shardext_shard_for_value('shardext_gidx.users_email_gidx', '$1')"
 }
-# wait_for_waiter PORT: a backend of that node waits for a lock (30 s at most)
+# wait_for_waiter PORT [N]: N (1) backends of that node wait for a lock (30 s at most)
 wait_for_waiter() {
 	for _ in $(seq 1 300); do
 		[ "$(psql_at "$1" -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-			AND datname = current_database()")" -ge 1 ] && return 0
+			AND datname = current_database()")" -ge "${2:-1}" ] && return 0
 		sleep 0.1
 	done
-	fail "no session waited on node $1"
+	fail "fewer than ${2:-1} sessions waited on node $1"
+}
+reset_recovery_interval() {
+	coord "ALTER SYSTEM RESET shardext.recovery_interval" >/dev/null 2>&1
+	coord "SELECT pg_reload_conf()" >/dev/null 2>&1
 }
 # first_session EMAIL END: BEGIN, insert ID_A with EMAIL, hold 30 s at most
 # until $WORK/release appears, then END (COMMIT or ROLLBACK)
@@ -183,3 +196,58 @@ expect_eq "coordinator died after its commit: all of it" "20|10|0" \
 checks "coordinator died after its local commit"
 expect_eq "lookups by the index find the recovered rows" "7007" \
 	"$(coord "SELECT id FROM users WHERE email = 'f7007@x'")"
+
+# 4. writers whose commit reached the row's node but not the index shard's
+on_worker() {	# TABLE PORT CANDIDATES: the first candidate whose shard is on PORT
+	coord "SELECT v FROM unnest(ARRAY[$3]) v WHERE (SELECT node_port FROM shardext.shards
+		WHERE shard_id = shardext_shard_for_value('$1', v::text)) = $2 LIMIT 1"
+}
+ID_C=$(coord "SELECT g FROM generate_series(8000, 9000) g WHERE (SELECT node_port FROM shardext.shards
+	WHERE shard_id = shardext_shard_for_value('users', g::text)) = $WORKER_1_PORT ORDER BY g LIMIT 1")
+ID_D=$(coord "SELECT g FROM generate_series($ID_C + 1, 9000) g WHERE (SELECT node_port FROM shardext.shards
+	WHERE shard_id = shardext_shard_for_value('users', g::text)) = $WORKER_1_PORT ORDER BY g LIMIT 1")
+EMAIL_C=$(on_worker shardext_gidx.users_email_gidx "$WORKER_2_PORT" \
+	"$(seq -s, -f "'c%g@x'" 1 50)")
+EMAIL_D=$(on_worker shardext_gidx.users_email_gidx "$WORKER_2_PORT" \
+	"$(seq -s, -f "'d%g@x'" 1 50)")
+TAG=$(on_worker shardext_gidx.users_tag_gidx "$WORKER_2_PORT" "$(seq -s, 100 150)")
+[ -n "$ID_D" ] && [ -n "$EMAIL_C" ] && [ -n "$EMAIL_D" ] && [ -n "$TAG" ] ||
+	fail "no rows and values with the placements this case needs"
+coord "INSERT INTO users VALUES ($ID_C, 'c@x', 1), ($ID_D, 'd@x', 1)" >/dev/null
+coord "ALTER SYSTEM SET shardext.recovery_interval = -1" >/dev/null
+coord "SELECT pg_reload_conf()" >/dev/null
+psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'pause_after_prepare'" \
+	-c "UPDATE users SET email = CASE id WHEN $ID_C THEN '$EMAIL_C' ELSE '$EMAIL_D' END, tag = $TAG
+		WHERE id IN ($ID_C, $ID_D)" >"$WORK/fault.out" 2>&1 &
+FAULT_PID=$!
+for _ in $(seq 1 100); do
+	[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] && break
+	sleep 0.1
+done
+[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] ||
+	fail "no PREPARE on worker 2: $(cat "$WORK/fault.out")"
+cluster stop-node worker2 immediate
+wait "$FAULT_PID" || fail "the transaction failed though every node prepared: $(cat "$WORK/fault.out")"
+cluster start-node worker2
+expect_eq "the writer is committed on worker 1, prepared on worker 2" "2|1" \
+	"$(coord "SELECT count(*) FROM users WHERE id IN ($ID_C, $ID_D) AND tag = $TAG")|$(worker2 \
+		"SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")"
+psql_at "$COORDINATOR_PORT" -c "UPDATE users SET email = 'c2@x', tag = 2 WHERE id = $ID_C" \
+	>"$WORK/update.out" 2>&1 &
+UPDATE_PID=$!
+psql_at "$COORDINATOR_PORT" -c "DELETE FROM users WHERE id = $ID_D" >"$WORK/delete.out" 2>&1 &
+DELETE_PID=$!
+wait_for_waiter "$WORKER_2_PORT" 2
+kill -0 "$UPDATE_PID" 2>/dev/null && kill -0 "$DELETE_PID" 2>/dev/null ||
+	fail "the UPDATE and DELETE did not wait: $(cat "$WORK/update.out" "$WORK/delete.out")"
+echo "ok - an UPDATE and a DELETE wait for the writer prepared on the index shard's node"
+coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
+wait "$UPDATE_PID" || fail "the UPDATE failed: $(cat "$WORK/update.out")"
+wait "$DELETE_PID" || fail "the DELETE failed: $(cat "$WORK/delete.out")"
+reset_recovery_interval
+expect_eq "the UPDATE and the DELETE went through" "c2@x|2|0" \
+	"$(coord "SELECT (SELECT email || '|' || tag FROM users WHERE id = $ID_C) || '|' ||
+		(SELECT count(*) FROM users WHERE id = $ID_D)")"
+checks "rows read before their writer committed on the index shard's node"
+expect_eq "lookups by the old values find nothing" "0" \
+	"$(coord "SELECT count(*) FROM users WHERE email IN ('$EMAIL_C', '$EMAIL_D')")"
