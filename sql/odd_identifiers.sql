@@ -209,6 +209,15 @@ SELECT index_name, table_name, columns, is_unique FROM shardext.global_indexes;
 SELECT "Key ""Col""" FROM "Sup ""er" WHERE "Größe ""x""" = 'row 3' AND "Ünïcödé" = 'é3';
 INSERT INTO "Sup ""er" VALUES (1001, 1, 'row 3', 'é3');
 UPDATE "Sup ""er" SET "Größe ""x""" = 'row 3 bis' WHERE "Key ""Col""" = 3;
+-- the index table's shards move and split like any others
+SELECT shard_id AS index_shard, node_id AS index_node FROM shardext.shards
+WHERE logicalrelid = 'shardext_gidx."Glob ""idx"" ü"'::regclass ORDER BY hash_min LIMIT 1 \gset
+SELECT node_id AS index_target FROM shardext.nodes WHERE node_id <> :index_node \gset
+SET client_min_messages TO warning;
+SELECT shardext_move_shard(:index_shard, :index_target);
+SELECT cardinality(shardext_split_shard(:index_shard)) AS new_index_shards;
+RESET client_min_messages;
+SELECT pg_temp.shard_names('shardext_gidx."Glob ""idx"" ü"');
 SELECT "Key ""Col""" FROM "Sup ""er" WHERE "Größe ""x""" = 'row 3 bis' AND "Ünïcödé" = 'é3';
 SELECT shardext_check_global_index('Glob "idx" ü') AS index_differences;
 SELECT shardext_drop_global_index('Glob "idx" ü');

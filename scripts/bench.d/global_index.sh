@@ -9,6 +9,9 @@
 #     both tables have a plain index on email in each shard;
 #   - single-row INSERTs of new users: with the index (its entry is written
 #     in the same transaction) against without (target: >= 0.5x);
+#   - UPDATEs of a user's email by id: with the index (the row is read and
+#     locked, updated by ctid, its old entry claimed and deleted, the new one
+#     inserted) against without;
 #   - the time to build the index over the rows (writes through the
 #     coordinator wait meanwhile, reads go on).
 # Each pair is measured in turns, BENCH_ROUNDS times, best round counts.
@@ -87,6 +90,12 @@ PGB
 \set id random(10000000000, 9000000000000000000)
 INSERT INTO $t VALUES (:id, 'new' || :id || '@example.com', 'new user');
 PGB
+	# each id has emails of its own: no two ids ever trade values
+	cat >"$TMP/update_$t.sql" <<PGB
+\set k random(1, $ROWS)
+\set n random(1, 1000000000)
+UPDATE $t SET email = 'user' || :k || '-' || :n || '@example.com' WHERE id = :k;
+PGB
 done
 record() {	# key tps latency: keeps the best round
 	if [ -z "${TPS[$1]:-}" ] || awk -v a="$2" -v b="${TPS[$1]}" 'BEGIN { exit !(a > b) }'; then
@@ -96,22 +105,23 @@ record() {	# key tps latency: keeps the best round
 }
 for round in $(seq 1 "$ROUNDS"); do
 	echo "round $round of $ROUNDS ..."
-	for test in lookup insert; do
+	for test in lookup insert update; do
 		for t in gi_local gi_scatter gi_indexed; do
 			read -r tps lat < <(run_pgbench "$TMP/${test}_$t.sql" "$CLIENTS" "$SECONDS_PER_RUN")
 			record "${test}_$t" "$tps" "$lat"
 		done
 	done
 done
-echo "mismatches after the inserts: $($PSQL -p $PORT -d $DB -c "SELECT shardext_check_global_index('gi_indexed_email_gidx')")"
+echo "mismatches after the inserts and updates: $($PSQL -p $PORT -d $DB -c "SELECT shardext_check_global_index('gi_indexed_email_gidx')")"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 echo
 echo "$ROWS users, 32 shards on 2 workers; $CLIENTS clients; best of $ROUNDS runs of ${SECONDS_PER_RUN}s"
 printf '%-30s %14s %16s %16s %16s %16s\n' "test" "local" "shardext no gidx" "shardext gidx" "gidx/no gidx" "gidx/local"
-for test in lookup insert; do
+for test in lookup insert update; do
 	name="lookup by email"
 	[ $test = insert ] && name="insert a new user"
+	[ $test = update ] && name="update a user's email"
 	printf '%-30s %10.0f tps %12.0f tps %12.0f tps %16s %16s\n' "$name" \
 		"${TPS[${test}_gi_local]}" "${TPS[${test}_gi_scatter]}" "${TPS[${test}_gi_indexed]}" \
 		"$(ratio "${TPS[${test}_gi_indexed]}" "${TPS[${test}_gi_scatter]}")" \

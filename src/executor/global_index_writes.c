@@ -23,6 +23,20 @@
  * Deletes go first so that a statement that moves a value from one row to
  * another (two rows trading values) does not trip over itself.
  *
+ * A removal must find an entry whose insertion is not visible yet.  The
+ * writer of a row commits on the row's node and on the index shard's node
+ * separately (COMMIT PREPARED reaches them one after the other), so a
+ * statement may see the row of a transaction that is still prepared on the
+ * index shard, and read its indexed value there; a plain DELETE or UPDATE
+ * of the entry skips the invisible new entry and the entry stays behind
+ * when that transaction's commit arrives.  So removals go through
+ * INSERT ... ON CONFLICT, whose unique check waits for the transaction
+ * that inserted the entry (as a unique index makes an inserter wait):
+ * a unique index's entries are first claimed (ON CONFLICT DO NOTHING:
+ * afterwards the entry exists and is visible) and then deleted, and a
+ * non-unique index's row counts are lowered by an upsert of the negative
+ * count before the entries that reach zero are deleted.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -99,8 +113,11 @@ static List *ShardBatchTasks(IndexChangeSet *set, DistTableCacheEntry *entry, Sh
 static RemoteTask *EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples,
 							 int first, int count, int kind);
 struct ParamSql;
+static void AppendEntryInsert(struct ParamSql *sql, RemoteParams *params, IndexChangeSet *set,
+							  const char *shardName, List *tuples, int first, int count,
+							  int kind);
 static void AppendValuesList(struct ParamSql *sql, RemoteParams *params, IndexChangeSet *set,
-							 List *tuples, int first, int count, bool withDelta);
+							 List *tuples, int first, int count, bool withDelta, bool negate);
 static void NoteUniqueShard(RemoteTask *task, IndexChangeSet *set, ShardInterval *shard);
 static void AppendEntryMatch(StringInfo sql, IndexChangeSet *set, const char *left,
 							 const char *right);
@@ -111,10 +128,11 @@ static RemoteTask *ArbiterTask(IndexChangeSet *set, ShardInterval *shard,
 static void AdmitReturnedRow(RemoteTask *task, PGresult *row, void *arg);
 
 /* what an EntryTask does */
-#define ENTRY_INSERT 0
-#define ENTRY_DELETE 1
-#define ENTRY_DECREMENT 2
-#define ENTRY_DELETE_EMPTY 3
+#define ENTRY_INSERT 0			/* add entries (a non-unique one's count) */
+#define ENTRY_DELETE 1			/* delete unique entries */
+#define ENTRY_DECREMENT 2		/* lower a non-unique entry's count (upsert) */
+#define ENTRY_DELETE_EMPTY 3	/* delete non-unique entries of count <= 0 */
+#define ENTRY_CLAIM 4			/* wait for unique entries' inserters */
 
 /* the global index of baseRelid whose index table is indexRelid */
 static GlobalIndex *
@@ -522,9 +540,14 @@ ShardBatchTasks(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *bat
 	{
 		int			count = Min(INDEX_BATCH_ROWS, list_length(batch->removed) - first);
 
+		/* see the header comment: first wait for the entries' inserters */
 		if (set->isUnique)
+		{
+			tasks = lappend(tasks, EntryTask(set, batch->shard, batch->removed, first, count,
+											 ENTRY_CLAIM));
 			tasks = lappend(tasks, EntryTask(set, batch->shard, batch->removed, first, count,
 											 ENTRY_DELETE));
+		}
 		else
 		{
 			tasks = lappend(tasks, EntryTask(set, batch->shard, batch->removed, first, count,
@@ -607,48 +630,27 @@ EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples, int first, in
 	bool		withDelta = !set->isUnique && kind != ENTRY_DELETE_EMPTY;
 	RemoteParams *params = MakeRemoteParams(count * (columns + (withDelta ? 1 : 0)));
 	char	   *shardName = QualifiedShardName(set->indexRelid, shard->shardId);
-	const char *countColumn = set->columnNames[columns];
 	ParamSql	sql;
-	StringInfo	buf = &sql.buf;
 
-	initStringInfo(buf);
+	initStringInfo(&sql.buf);
 	sql.parts = NIL;
-	if (kind == ENTRY_INSERT)
-	{
-		appendStringInfo(buf, "INSERT INTO %s AS i (", shardName);
-		for (int c = 0; c < columns; c++)
-			appendStringInfo(buf, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
-		if (withDelta)
-			appendStringInfo(buf, ", %s", countColumn);
-		appendStringInfoString(buf, ") VALUES ");
-		AppendValuesList(&sql, params, set, tuples, first, count, withDelta);
-		if (!set->isUnique)
-		{
-			appendStringInfoString(buf, " ON CONFLICT (");
-			for (int c = 0; c < columns; c++)
-				appendStringInfo(buf, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
-			appendStringInfo(buf, ") DO UPDATE SET %s = i.%s OPERATOR(pg_catalog.+) excluded.%s",
-							 countColumn, countColumn, countColumn);
-		}
-		else
-			NoteUniqueShard(task, set, shard);
-	}
+	if (kind == ENTRY_INSERT || kind == ENTRY_CLAIM || kind == ENTRY_DECREMENT)
+		AppendEntryInsert(&sql, params, set, shardName, tuples, first, count, kind);
 	else
 	{
-		if (kind == ENTRY_DECREMENT)
-			appendStringInfo(buf, "UPDATE %s i SET %s = i.%s OPERATOR(pg_catalog.-) v.n FROM (VALUES ",
-							 shardName, countColumn, countColumn);
-		else
-			appendStringInfo(buf, "DELETE FROM %s i USING (VALUES ", shardName);
-		AppendValuesList(&sql, params, set, tuples, first, count, withDelta);
-		appendStringInfoString(buf, ") v (");
+		appendStringInfo(&sql.buf, "DELETE FROM %s i USING (VALUES ", shardName);
+		AppendValuesList(&sql, params, set, tuples, first, count, false, false);
+		appendStringInfoString(&sql.buf, ") v (");
 		for (int c = 0; c < columns; c++)
-			appendStringInfo(buf, "%sc%d", c > 0 ? ", " : "", c + 1);
-		appendStringInfo(buf, "%s) WHERE ", withDelta ? ", n" : "");
-		AppendEntryMatch(buf, set, "i", "v");
+			appendStringInfo(&sql.buf, "%sc%d", c > 0 ? ", " : "", c + 1);
+		appendStringInfoString(&sql.buf, ") WHERE ");
+		AppendEntryMatch(&sql.buf, set, "i", "v");
 		if (kind == ENTRY_DELETE_EMPTY)
-			appendStringInfo(buf, " AND i.%s OPERATOR(pg_catalog.<=) 0", countColumn);
+			appendStringInfo(&sql.buf, " AND i.%s OPERATOR(pg_catalog.<=) 0",
+							 set->columnNames[columns]);
 	}
+	if (kind == ENTRY_INSERT && set->isUnique)
+		NoteUniqueShard(task, set, shard);
 	FlushParamSql(&sql);
 	task->sql = AssembleParamSql(sql.parts, 0);
 	task->taskPrivate = sql.parts;
@@ -662,6 +664,41 @@ EntryTask(IndexChangeSet *set, ShardInterval *shard, List *tuples, int first, in
 	task->nodeId = shard->placementNodeIds[0];
 	task->returnsRows = false;
 	return task;
+}
+
+/*
+ * AppendEntryInsert appends the INSERT of an EntryTask of kind
+ * ENTRY_INSERT (a unique index's entries plainly, a non-unique one's adding
+ * to the row counts), ENTRY_CLAIM (a unique index's entries, ON CONFLICT DO
+ * NOTHING: only the unique check's wait matters) or ENTRY_DECREMENT (a
+ * non-unique index's row counts lowered by an upsert of their negative).
+ */
+static void
+AppendEntryInsert(ParamSql *sql, RemoteParams *params, IndexChangeSet *set,
+				  const char *shardName, List *tuples, int first, int count, int kind)
+{
+	StringInfo	buf = &sql->buf;
+	int			columns = set->keyCount + 1;
+	const char *countColumn = set->columnNames[columns];
+
+	appendStringInfo(buf, "INSERT INTO %s AS i (", shardName);
+	for (int c = 0; c < columns; c++)
+		appendStringInfo(buf, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
+	if (!set->isUnique)
+		appendStringInfo(buf, ", %s", countColumn);
+	appendStringInfoString(buf, ") VALUES ");
+	AppendValuesList(sql, params, set, tuples, first, count, !set->isUnique,
+					 kind == ENTRY_DECREMENT);
+	if (kind == ENTRY_CLAIM)
+		appendStringInfoString(buf, " ON CONFLICT DO NOTHING");
+	else if (!set->isUnique)
+	{
+		appendStringInfoString(buf, " ON CONFLICT (");
+		for (int c = 0; c < columns; c++)
+			appendStringInfo(buf, "%s%s", c > 0 ? ", " : "", set->columnNames[c]);
+		appendStringInfo(buf, ") DO UPDATE SET %s = i.%s OPERATOR(pg_catalog.+) excluded.%s",
+						 countColumn, countColumn, countColumn);
+	}
 }
 
 /*
@@ -680,11 +717,12 @@ NoteUniqueShard(RemoteTask *task, IndexChangeSet *set, ShardInterval *shard)
 
 /*
  * AppendValuesList appends "($1::t1, $2::t2, ...), (...)" for the entries
- * and sets their parameters; withDelta adds each entry's count.
+ * and sets their parameters; withDelta adds each entry's count (negated
+ * with negate).
  */
 static void
 AppendValuesList(ParamSql *sql, RemoteParams *params, IndexChangeSet *set, List *tuples,
-				 int first, int count, bool withDelta)
+				 int first, int count, bool withDelta, bool negate)
 {
 	int			columns = set->keyCount + 1;
 	int			n = 0;
@@ -700,6 +738,8 @@ AppendValuesList(ParamSql *sql, RemoteParams *params, IndexChangeSet *set, List 
 			Oid			type = c < columns ? set->types[c] : INT8OID;
 			Datum		value = heap_getattr(tuple, c + 2, set->desc, &isnull);
 
+			if (c == columns && negate)
+				value = Int64GetDatum(-DatumGetInt64(value));
 			if (c > 0)
 				appendStringInfoString(&sql->buf, ", ");
 			AppendParamPart(sql, n, type);

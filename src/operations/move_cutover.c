@@ -42,7 +42,7 @@ static void WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq,
 						  bool inSnapshot, long timeoutMs);
 static void AcquireCutoverLock(ShardMoveState *state);
 static void ReleaseCutoverLock(ShardMoveState *state);
-static void WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand);
+static bool WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand);
 static void CommitCutover(ShardMoveState *state, TimestampTz pauseStart);
 static char *ChecksumQuery(MoveShard *shard, const char *tableName, int32 lo, int32 hi,
 						   bool filter);
@@ -278,9 +278,10 @@ ReleaseCutoverLock(ShardMoveState *state)
  * failed and awaits recovery; the latter may hold writes to our shards that
  * would be committed after the switch and lost, so the move gives up.
  * firstCommand ("" for none) travels in the same round trip as the query
- * for them.
+ * for them.  Returns whether there were any (they ended after
+ * firstCommand).
  */
-static void
+static bool
 WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand)
 {
 	TimestampTz start = GetCurrentTimestamp();
@@ -300,7 +301,7 @@ WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand)
 		list = pstrdup(PQgetvalue(gids, 0, 0));
 	PQclear(gids);
 	if (list == NULL)
-		return;
+		return false;
 
 	for (;;)
 	{
@@ -310,7 +311,7 @@ WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand)
 											   "WHERE gid = ANY ($1::text[])", 1, params);
 
 		if (left != NULL && strcmp(left, "0") == 0)
-			return;
+			return true;
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), 2000))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -545,10 +546,19 @@ MoveCutover(ShardMoveState *state)
 	pauseStart = GetCurrentTimestamp();
 	MoveTestPause(state, "writes paused");
 
-	WaitForPreparedTransactions(state,
-								psprintf("INSERT INTO shardext.move_marker (move_id, seq) "
-										 "VALUES (" INT64_FORMAT ", %d); ",
-										 state->moveId, seq));
+	if (WaitForPreparedTransactions(state,
+									psprintf("INSERT INTO shardext.move_marker (move_id, seq) "
+											 "VALUES (" INT64_FORMAT ", %d); ",
+											 state->moveId, seq)))
+	{
+		/*
+		 * Those committed (recovery may have committed one of ours) after
+		 * the marker, so the target may have the marker without their
+		 * changes: wait for a marker written after them.
+		 */
+		seq = ++state->markerSeq;
+		InsertMarker(state, seq);
+	}
 
 	WaitForMarker(state, state->targetConn, seq, false, ShardextMoveCutoverTimeout);
 	/* the apply worker commits asynchronously: flush its commits */

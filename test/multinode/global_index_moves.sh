@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Global indexes while shards move under a write load.  A table with a
-# unique global index and a non-unique one (whose columns have spaces and
-# upper case in their names; the table name stays plain: moves of shards of
-# tables whose names need quotes fail in the move code itself); pgbench clients insert rows, change indexed values
-# by key, look rows up by the index, and record what they did in ledger
-# tables on the coordinator in the same transaction.  While they run: an
+# unique global index and a non-unique one -- the table, its schema, the
+# indexes and their columns have names with quotes, spaces, upper case and
+# non-ASCII characters, the table's of 63 bytes (its shards get hashed
+# names) -- whose pgbench clients insert rows, change indexed values by key,
+# look rows up by the index, and record what they did in ledger tables on
+# the coordinator in the same transaction.  While they run: an
 # online move of a table shard, of an index shard, a split of each, a
 # rebalance that moves shards of both, and a split of an index shard onto
 # the other node.  After each: no client transaction
@@ -17,16 +18,18 @@ trap 'moves_drop_database; rm -rf "$WORK"' EXIT
 WORK=$(mktemp -d)
 chmod 777 "$WORK"
 
-T='load_users'
-IDX='load_email_idx'
-IDXT='shardext_gidx.load_email_idx'
+T='"Mové ""Sch"" Ü"."Läd ""Users"" mit Ümlauten, Leerzeichen und Namen aus 63 Bytes!"'
+IDX='Läd "E Mail" idx ü'
+IDXT='shardext_gidx."Läd ""E Mail"" idx ü"'
+TAG_IDX='Tag "idx" Ä'
 moves_database gidx_moves
 coord "SET client_min_messages = warning;
+	   CREATE SCHEMA \"Mové \"\"Sch\"\" Ü\";
 	   CREATE TABLE $T (\"User Id\" bigint PRIMARY KEY, \"E Mail\" text, \"Tag\" int, counter int NOT NULL);
 	   INSERT INTO $T SELECT g, 'seed' || g, g % 13, 0 FROM generate_series(1, 2000) g;
 	   SELECT create_distributed_table('$T', 'User Id', shard_count => 4);
 	   SELECT shardext_create_global_index('$T', '\"E Mail\"', true, '$IDX');
-	   SELECT shardext_create_global_index('$T', '\"Tag\"', false, 'load_tag_idx');
+	   SELECT shardext_create_global_index('$T', '\"Tag\"', false, '$TAG_IDX');
 	   CREATE TABLE ledger_rows (id bigint PRIMARY KEY);
 	   CREATE TABLE ledger_counts (id bigint PRIMARY KEY, n int NOT NULL);
 	   INSERT INTO ledger_counts SELECT g, 0 FROM generate_series(1, 2000) g;" >/dev/null ||
@@ -80,7 +83,7 @@ check_all() {	# WHAT
 		"$(coord "SELECT md5(string_agg(\"User Id\" || ':' || counter, ',' ORDER BY \"User Id\")) FROM $T WHERE \"User Id\" < 1000000")"
 	expect_eq "$1: unique index matches the table" "0" "$(coord "SELECT shardext_check_global_index('$IDX')")"
 	expect_eq "$1: non-unique index matches the table" "0" \
-		"$(coord "SELECT shardext_check_global_index('load_tag_idx')")"
+		"$(coord "SELECT shardext_check_global_index('$TAG_IDX')")"
 	expect_eq "$1: index entries in the shards their hashes belong to" "t" \
 		"$(coord "SELECT coalesce(bool_and(split_part(r.result, ',', 1)::int >= s.hash_min
 				AND split_part(r.result, ',', 2)::int <= s.hash_max), true)

@@ -51,9 +51,11 @@ table_state() {
 
 # moves_leftovers: what moves left on the nodes of the test database: slots,
 # publications, subscriptions, markers, changed replica identities, tables
-# in public that the catalog does not place there ('' when nothing)
+# (of any schema but shardext's own and the system's) that the catalog does
+# not place there ('' when nothing)
 moves_leftovers() {
 	local port placed found out=""
+	local user_schemas="n.nspname NOT IN ('shardext', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'"
 	for port in $(coord "SELECT node_port FROM shardext.nodes ORDER BY 1"); do
 		placed=$(coord "SELECT coalesce(string_agg(quote_literal(shard_name), ','), '''''')
 			FROM shardext.shards WHERE node_port = $port")
@@ -65,10 +67,12 @@ moves_leftovers() {
 				WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			UNION ALL SELECT 'marker ' || move_id FROM shardext.move_marker
 			UNION ALL SELECT 'marker ' || move_id FROM shardext.move_marker_applied
-			UNION ALL SELECT 'identity ' || relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-				WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relreplident <> 'd'
-			UNION ALL SELECT 'table ' || relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-				WHERE n.nspname = 'public' AND c.relkind = 'r'
+			UNION ALL SELECT 'identity ' || quote_ident(n.nspname) || '.' || quote_ident(relname)
+				FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE $user_schemas AND c.relkind = 'r' AND c.relreplident <> 'd'
+			UNION ALL SELECT 'table ' || quote_ident(n.nspname) || '.' || quote_ident(relname)
+				FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE $user_schemas AND c.relkind = 'r'
 				  AND quote_ident(n.nspname) || '.' || quote_ident(c.relname) NOT IN ($placed)) s(x)" 2>&1)
 		[ -n "$found" ] && out="$out$port: $found; "
 	done
