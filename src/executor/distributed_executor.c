@@ -13,6 +13,12 @@
  * loop drives everything, connection attempts included: results arrive in
  * single-row mode and are returned as they come.
  *
+ * A task that opens its connection's remote transaction sends BEGIN in
+ * the same round trip.  An implicit transaction's write on several nodes
+ * also sends PREPARE TRANSACTION with each connection's (first and last)
+ * task (PrepareWithTasks): two-phase commit then costs one round trip
+ * less, the commit record and COMMIT PREPARED follow as usual.
+ *
  * A connection serves one task at a time.  When another scan (for example
  * the inner side of a nested loop) needs a connection that a scan is still
  * reading from, the rest of that task's rows are read into a tuplestore
@@ -98,6 +104,7 @@ static void StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresu
 static void BufferTaskRows(DistributedScanState *owner, TaskConnection *tc);
 static void AbandonExecution(DistributedScanState *state);
 static bool IsWholeTopLevelStatement(EState *estate);
+static bool PrepareWithTasks(DistributedScanState *state, EState *estate);
 static bool AnyRemoteTransactionOpen(void);
 static void ExecutorXactCallback(XactEvent event, void *arg);
 static void NoteFailedNode(int32 nodeId);
@@ -579,6 +586,45 @@ AnyRemoteTransactionOpen(void)
 }
 
 /*
+ * PrepareWithTasks tells whether a write that opens the remote transactions
+ * of an implicit transaction (the whole top-level statement) and writes on
+ * two nodes or more can send PREPARE TRANSACTION together with the task of
+ * each connection (SendTask): the two-phase commit it needs then costs no
+ * round trip of its own before the commit record, and the connections
+ * prepare in parallel with the other nodes' statements.  Only writes whose
+ * tasks are all known now, that return no rows (no RETURNING expression
+ * can run more remote work), and that are allowed to commit on several
+ * nodes qualify, and not under EXPLAIN ANALYZE (which asks the nodes for
+ * their plans afterwards).  The prepared connections take no further
+ * command (RemoteTransactionBeginCommand refuses); the commit record and
+ * COMMIT PREPARED follow at commit as usual (remote_xact.c).
+ */
+static bool
+PrepareWithTasks(DistributedScanState *state, EState *estate)
+{
+	DistributedJob *job = state->job;
+	int32		firstNode = 0;
+	ListCell   *cell;
+
+	if ((job->kind != JOB_INSERT && job->kind != JOB_MODIFY) || job->hasReturning ||
+		job->insertFromSubplan || job->locksRows ||
+		(job->gindexMode != GINDEX_NONE && job->gindexMode != GINDEX_INSERT_ROWS) ||
+		ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT ||
+		estate->es_instrument != 0 || !IsWholeTopLevelStatement(estate))
+		return false;
+	foreach(cell, state->tasks)
+	{
+		RemoteTask *task = lfirst(cell);
+
+		if (firstNode == 0)
+			firstNode = task->nodeId;
+		else if (task->nodeId != firstNode)
+			return true;
+	}
+	return false;
+}
+
+/*
  * StartExecution builds the tasks, puts them on connections and sends the
  * first task of each connection.
  */
@@ -588,6 +634,7 @@ StartExecution(DistributedScanState *state)
 	EState	   *estate = state->css.ss.ps.state;
 	DistributedJob *job = state->job;
 	bool		modifies = job->kind != JOB_SELECT || job->locksRows;
+	bool		firstRemote;
 	MemoryContext oldContext;
 
 	BuildDistributedTasks(state);
@@ -602,11 +649,14 @@ StartExecution(DistributedScanState *state)
 	 * snapshot of a REPEATABLE READ or SERIALIZABLE transaction block.  A
 	 * READ COMMITTED read takes a new snapshot per statement anyway.
 	 */
-	state->inTransaction = AnyRemoteTransactionOpen() ||
+	firstRemote = !AnyRemoteTransactionOpen();
+	state->inTransaction = !firstRemote ||
 		(IsTransactionBlock() && IsolationUsesXactSnapshot()) ||
 		(job->gindexMode != GINDEX_NONE && job->gindexMode != GINDEX_INSERT_ROWS) ||
 		(modifies && !(list_length(state->tasks) == 1 && !job->insertFromSubplan &&
 					   IsWholeTopLevelStatement(estate)));
+	state->prepareWithTasks = state->inTransaction && firstRemote &&
+		PrepareWithTasks(state, estate);
 	state->subxactLevel = GetCurrentTransactionNestLevel();
 
 	/* replicas that cannot be reached leave their tasks to the primaries */
@@ -765,6 +815,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	ConnectionExecState *es;
 	char	   *statementName = NULL;
 	char	   *beginCommand = NULL;
+	char	   *prepareCommand = NULL;
 	int			ok;
 
 	MakeConnectionAvailable(state, tc);
@@ -774,6 +825,14 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		if (state->job->kind != JOB_SELECT)
 			RemoteTransactionMarkModified(conn);
 		beginCommand = RemoteTransactionBeginCommand(conn);
+
+		/*
+		 * The connection's first and last task of the statement: its remote
+		 * transaction ends with it (see PrepareWithTasks).
+		 */
+		if (state->prepareWithTasks && beginCommand != NULL &&
+			strchr(beginCommand, ';') == NULL && tc->node->pending == NIL)
+			prepareCommand = RemoteTransactionPrepareCommand(conn);
 	}
 	else if ((beginCommand = ReplicaWaitCommand(task)) != NULL)
 		task->waitPending = true;	/* runs ahead like BEGIN */
@@ -798,7 +857,9 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	if (beginCommand != NULL)
 	{
 		/* BEGIN (and savepoints) travel with the statement: no round trip */
-		char	   *combined = psprintf("%s;%s", beginCommand, task->sql);
+		char	   *combined = psprintf("%s;%s%s%s", beginCommand, task->sql,
+										prepareCommand != NULL ? ";" : "",
+										prepareCommand != NULL ? prepareCommand : "");
 
 		ok = PQsendQuery(conn->pgConn, combined);
 		pfree(combined);
@@ -810,7 +871,13 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		ok = PQsendQueryParams(conn->pgConn, task->sql, params->count, params->types,
 							   params->values, params->lengths, params->formats, 0);
 	if (conn->pipelineStage != PIPELINE_NONE)
+	{
+		/* PipelineResult reads PREPARE's result after the statement's */
+		if (prepareCommand != NULL)
+			ok = ok && PQsendQueryParams(conn->pgConn, prepareCommand, 0, NULL, NULL, NULL,
+										 NULL, 0);
 		ok = ok && PQpipelineSync(conn->pgConn);
+	}
 	if (!ok || (task->primaryNodeId != 0 && !FlushOutput(conn)))
 	{
 		tc->current = task;
@@ -939,10 +1006,12 @@ UseSingleRowMode(NodeConnection *conn)
 }
 
 /*
- * PipelineResult follows a pipelined BEGIN and statement through their
- * results: it consumes those of BEGIN, the ends of commands and the Sync,
- * and returns true for what is the statement's (*result), or true with a
- * NULL *result at the end of the pipeline, as for a statement sent alone.
+ * PipelineResult follows a pipelined BEGIN and statement (and PREPARE
+ * TRANSACTION, when the connection was prepared with its task) through
+ * their results: it consumes those of BEGIN and PREPARE, the ends of
+ * commands and the Sync, and returns true for what is the statement's
+ * (*result) or an error of PREPARE, or true with a NULL *result at the end
+ * of the pipeline, as for a statement sent alone.
  */
 static bool
 PipelineResult(NodeConnection *conn, PGresult **result)
@@ -965,7 +1034,17 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 		case PIPELINE_STATEMENT:
 			if (r != NULL)
 				return true;
-			conn->pipelineStage = PIPELINE_SYNC;
+			/* PREPARE TRANSACTION was sent after the statement (SendTask) */
+			conn->pipelineStage = conn->xactState == REMOTE_XACT_PREPARED ?
+				PIPELINE_PREPARE : PIPELINE_SYNC;
+			return false;
+		case PIPELINE_PREPARE:
+			if (r == NULL)
+				conn->pipelineStage = PIPELINE_SYNC;
+			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+				return true;	/* the caller raises the error */
+			else
+				PQclear(r);
 			return false;
 		case PIPELINE_SYNC:
 			if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
@@ -1064,6 +1143,9 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					return false;
 				if (PQstatus(conn->pgConn) == CONNECTION_BAD)
 					NoteFailedNode(conn->nodeId);
+				/* an error ends the query: PREPARE sent with it did not run */
+				else if (state->prepareWithTasks && conn->xactState == REMOTE_XACT_PREPARED)
+					RemoteTransactionPrepareFailed(conn);
 				if (task->uniqueShards != NIL)
 					ReportUniqueViolation(conn, result, task);
 				ReportRemoteError(conn, result, ERROR, task->sql);

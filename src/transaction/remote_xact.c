@@ -12,7 +12,11 @@
  *	  record per prepared transaction is inserted into shardext.transaction
  *	  in the local transaction, and COMMIT PREPARED follows the local commit.
  *	  If the coordinator dies in between, the commit records tell recovery
- *	  which way to resolve each prepared transaction.
+ *	  which way to resolve each prepared transaction.  A write of an
+ *	  implicit transaction on several nodes has its connections prepared
+ *	  by the executor together with their statements
+ *	  (RemoteTransactionPrepareCommand): pre-commit then only records
+ *	  their commit decisions; such a connection takes no further command.
  * At abort every remote transaction is cancelled and rolled back (with
  * bounded waits; a connection that cannot be cleaned is closed).
  *
@@ -149,6 +153,15 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 						   "or its work could not be rolled back to a savepoint."),
 				 errhint("Roll back the transaction.")));
 
+	/* prepared with the last statement of an implicit transaction */
+	if (conn->xactState == REMOTE_XACT_PREPARED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot run another command on node %s:%d after its part of "
+						"the transaction was prepared", conn->host, conn->port),
+				 errdetail("The statement's write on the node was prepared for "
+						   "two-phase commit together with the statement."),
+				 errhint("Run the statements in an explicit transaction block.")));
 	if (conn->xactState != REMOTE_XACT_NONE && conn->remoteLevel >= level &&
 		conn->pendingReleaseLevel == 0)
 		return NULL;
@@ -473,34 +486,26 @@ RemoteTransactionMarkSchemaChange(void)
 static void
 PrepareRemoteTransactions(List *connections)
 {
+	List	   *targets = NIL;
 	List	   *commands = NIL;
 	ListCell   *cell;
-	char	   *prefix = RemotePreparedGidPrefix();
-	FullTransactionId xid = GetTopFullTransactionId();
 
 	foreach(cell, connections)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (!conn->xactModified)
-		{
-			commands = lappend(commands, "COMMIT");
+		/* prepared with its statement already (RemoteTransactionPrepareCommand) */
+		if (conn->xactState == REMOTE_XACT_PREPARED)
 			continue;
-		}
-		snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s" UINT64_FORMAT "_%d",
-				 prefix, U64FromFullTransactionId(xid), conn->serial);
-		commands = lappend(commands,
-						   psprintf("PREPARE TRANSACTION %s",
-									quote_literal_cstr(conn->preparedGid)));
-
-		/*
-		 * Mark it prepared before sending: if any PREPARE fails, the abort
-		 * callback then tries ROLLBACK PREPARED, which is harmless where the
-		 * PREPARE did not happen (it falls back to a plain ROLLBACK).
-		 */
-		conn->xactState = REMOTE_XACT_PREPARED;
+		targets = lappend(targets, conn);
+		if (!conn->xactModified)
+			commands = lappend(commands, "COMMIT");
+		else
+			commands = lappend(commands, RemoteTransactionPrepareCommand(conn));
 	}
-	ExecuteRemoteCommandsInParallel(connections, commands);
+	if (targets != NIL)
+		ExecuteRemoteCommandsInParallel(targets, commands);
+	list_free(targets);
 
 	foreach(cell, connections)
 	{
@@ -514,6 +519,46 @@ PrepareRemoteTransactions(List *connections)
 
 	/* make sure recovery runs in this database should we not get to finish */
 	EnsureMaintenanceDaemon();
+}
+
+/*
+ * RemoteTransactionPrepareCommand returns the PREPARE TRANSACTION command
+ * of a connection that wrote, gives the connection its gid and marks it
+ * prepared (which assigns the local transaction its xid, part of the gid).
+ * The caller must send the command next on the connection and raise an
+ * error if it fails.  Being marked before the command runs is what makes a
+ * failure safe: the abort callback then tries ROLLBACK PREPARED, which is
+ * harmless where the PREPARE did not happen (it falls back to a plain
+ * ROLLBACK).  Pre-commit records the commit decision of every prepared
+ * connection, including those the executor prepared together with the
+ * last statement of an implicit transaction (see SendTask).
+ */
+char *
+RemoteTransactionPrepareCommand(NodeConnection *conn)
+{
+	FullTransactionId xid = GetTopFullTransactionId();
+	char	   *prefix = RemotePreparedGidPrefix();
+
+	Assert(conn->xactModified && conn->xactState == REMOTE_XACT_OPEN);
+	snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s" UINT64_FORMAT "_%d",
+			 prefix, U64FromFullTransactionId(xid), conn->serial);
+	pfree(prefix);
+	conn->xactState = REMOTE_XACT_PREPARED;
+	return psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(conn->preparedGid));
+}
+
+/*
+ * RemoteTransactionPrepareFailed records that the PREPARE TRANSACTION sent
+ * with a connection's statement did not happen: the statement failed (the
+ * rest of its query was skipped) or PREPARE itself did.  The abort callback
+ * then rolls the connection back the plain way.
+ */
+void
+RemoteTransactionPrepareFailed(NodeConnection *conn)
+{
+	Assert(conn->xactState == REMOTE_XACT_PREPARED);
+	conn->xactState = REMOTE_XACT_OPEN;
+	conn->preparedGid[0] = '\0';
 }
 
 /*
@@ -641,7 +686,15 @@ AbortRemoteTransactions(void)
 		if (conn->queryInProgress)
 			clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 
-		if (clean && conn->xactState == REMOTE_XACT_PREPARED)
+		/*
+		 * A PREPARE sent with a statement that was cancelled may not have
+		 * run: then the remote transaction block is still open.
+		 */
+		if (clean && conn->xactState == REMOTE_XACT_PREPARED &&
+			PQtransactionStatus(conn->pgConn) != PQTRANS_IDLE)
+			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
+													REMOTE_CLEANUP_TIMEOUT_MS);
+		else if (clean && conn->xactState == REMOTE_XACT_PREPARED)
 		{
 			char	   *command = psprintf("ROLLBACK PREPARED %s",
 										   quote_literal_cstr(conn->preparedGid));

@@ -3,7 +3,10 @@
  * wait_graph.c
  *	  Reading the lock waits of the coordinator and of the nodes for the
  *	  distributed deadlock detector (deadlock_detection.c), and mapping
- *	  each node backend to the coordinator transaction it works for.
+ *	  each node backend to the coordinator transaction it works for.  A
+ *	  wait for a prepared transaction whose coordinator transaction still
+ *	  runs (an implicit transaction's write prepares with its statement
+ *	  while other nodes still work) is a wait for that transaction.
  *
  * The nodes are asked over connections of the maintenance daemon's own,
  * with bounded waits (shardext.connect_timeout to connect,
@@ -17,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
@@ -62,6 +66,21 @@
 	"LEFT JOIN pg_catalog.pg_stat_activity h ON h.pid = b.pid " \
 	"WHERE %s AND b.pid <> 0"
 
+/*
+ * The waits of a node's backends for prepared transactions (which have no
+ * backend: pg_blocking_pids shows them as 0): waiter pid and
+ * application_name, and the gid of the prepared transaction.  A prepared
+ * transaction is known by its own transaction id lock, which every wait
+ * for its rows or index entries waits for.  %s filters the waiters.
+ */
+#define PREPARED_WAITS_QUERY \
+	"SELECT w.pid, coalesce(w.application_name, ''), p.gid " \
+	"FROM pg_catalog.pg_stat_activity w " \
+	"JOIN pg_catalog.pg_locks l ON l.pid = w.pid AND NOT l.granted " \
+	"AND l.locktype = 'transactionid' " \
+	"JOIN pg_catalog.pg_prepared_xacts p ON p.transaction = l.transactionid " \
+	"WHERE %s"
+
 /* the daemon's connection to a node */
 typedef struct DetectorConnection
 {
@@ -81,6 +100,7 @@ static void ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix
 static DetectorConnection *DetectorConnectionFor(WorkerNode *node);
 static PGresult *RunNodeQuery(DetectorConnection *dc, const char *query, int timeoutMs);
 static void NodeFailed(DetectorConnection *dc);
+static int32 PreparedTransactionOwner(const char *gid, const char *prefix);
 static void CloseDetectorConnection(DetectorConnection *dc);
 static WaitVertex MapNodeBackend(int32 nodeId, int32 pid, const char *appName,
 								 const char *prefix);
@@ -230,6 +250,50 @@ ReadNodeWaits(WaitGraph *graph, WorkerNode *node, const char *prefix)
 					pg_strtoint32(PQgetvalue(result, i, 2)), PQgetvalue(result, i, 3),
 					strcmp(PQgetvalue(result, i, 4), "t") == 0, prefix);
 	PQclear(result);
+
+	result = RunNodeQuery(dc, psprintf(PREPARED_WAITS_QUERY, "w.wait_event_type = 'Lock'"),
+						  NODE_QUERY_TIMEOUT_MS);
+	if (result == NULL)
+		return;					/* the connection failed: warned about next round */
+	for (int i = 0; i < PQntuples(result); i++)
+	{
+		int32		coordinatorPid = PreparedTransactionOwner(PQgetvalue(result, i, 2),
+															  prefix);
+
+		/* the prepared transaction's locks stay until its session ends it */
+		if (coordinatorPid != 0)
+			AddWaitEdge(graph, node->nodeId, pg_strtoint32(PQgetvalue(result, i, 0)),
+						PQgetvalue(result, i, 1), 0, psprintf("%s%d", prefix, coordinatorPid),
+						true, prefix);
+	}
+	PQclear(result);
+}
+
+/*
+ * PreparedTransactionOwner returns the pid of this database's coordinator
+ * backend whose transaction prepared the transaction gid on a node (see
+ * RemotePreparedGidPrefix: <prefix><full xid>_<serial>; a statement of an
+ * implicit transaction prepares with its tasks, and its session may still
+ * wait for other nodes), or 0 when that transaction no longer runs or the
+ * gid is not ours.
+ */
+static int32
+PreparedTransactionOwner(const char *gid, const char *prefix)
+{
+	size_t		prefixLength = strlen(prefix);
+	FullTransactionId next = ReadNextFullTransactionId();
+	char	   *end;
+	uint64		fullXid;
+
+	if (strncmp(gid, prefix, prefixLength) != 0)
+		return 0;
+	errno = 0;
+	fullXid = strtou64(gid + prefixLength, &end, 10);
+	if (errno != 0 || end == gid + prefixLength || *end != '_' ||
+		fullXid >= U64FromFullTransactionId(next) ||
+		U64FromFullTransactionId(next) - fullXid > MaxTransactionId / 2)
+		return 0;
+	return BackendXidGetPid(XidFromFullTransactionId(FullTransactionIdFromU64(fullXid)));
 }
 
 /*

@@ -15,7 +15,17 @@
 #     nodes one after the other; here worker 2 stops in between and recovery
 #     is held off): an UPDATE of their indexed columns and a DELETE see the
 #     new values and wait for that writer before they remove its entries,
-#     which would otherwise stay behind once recovery commits it.
+#     which would otherwise stay behind once recovery commits it;
+#  5. a single-row INSERT (autocommit) whose row and index entry are on
+#     different workers prepares each part together with its statement:
+#     a. while its entry waits for another session's, its row is already
+#        prepared; when the other commits, it fails with the unique violation
+#        and its prepared row is rolled back at once;
+#     b. the coordinator dies while it waits: recovery rolls the row back;
+#     c. a deadlock through its prepared row (the other session then wants
+#        that row) is found by the distributed deadlock detector;
+#     d. the coordinator dies after PREPARE / after its local commit;
+#     e. EXPLAIN ANALYZE of such an insert works (it prepares at commit).
 # After each, shardext_check_global_index finds no mismatch.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/moves.sh"
@@ -251,3 +261,109 @@ expect_eq "the UPDATE and the DELETE went through" "c2@x|2|0" \
 checks "rows read before their writer committed on the index shard's node"
 expect_eq "lookups by the old values find nothing" "0" \
 	"$(coord "SELECT count(*) FROM users WHERE email IN ('$EMAIL_C', '$EMAIL_D')")"
+
+# 5. autocommit INSERTs prepare with their statements (see SendTask)
+ID_E=$(coord "SELECT g FROM generate_series(1000, 2000) g WHERE g <> $ID_A AND (SELECT node_port FROM
+	shardext.shards WHERE shard_id = shardext_shard_for_value('users', g::text)) = $WORKER_1_PORT LIMIT 1")
+# emails whose index shard is on worker 2 (rows ID_A and ID_E are on worker 1)
+email_on_worker2() {	# N: the Nth such email
+	coord "SELECT 'w2_' || g || '@x' FROM generate_series(1, 2000) g WHERE (SELECT node_port FROM shardext.shards
+		WHERE shard_id = shardext_shard_for_value('shardext_gidx.users_email_gidx', 'w2_' || g || '@x'))
+		= $WORKER_2_PORT ORDER BY g OFFSET $1 LIMIT 1"
+}
+prepared_on() { psql_at "$1" -c "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'"; }
+coord "DELETE FROM users WHERE id IN ($ID_A, $ID_B, $ID_E)" >/dev/null
+
+# 5a. the row is prepared while the entry waits; the unique violation rolls it back
+E1=$(email_on_worker2 0)
+first_session "$E1" COMMIT
+second_session "INSERT INTO users VALUES ($ID_E, '$E1', 3)"
+wait_for_waiter "$WORKER_2_PORT"
+expect_eq "the waiting insert's row is prepared already" "1" "$(prepared_on "$WORKER_1_PORT")"
+touch "$WORK/release"
+wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
+wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
+grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
+	fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+grep -q WARNING "$WORK/second.out" && fail "warnings after the unique violation: $(cat "$WORK/second.out")"
+expect_eq "its prepared row is rolled back at once" "0|0" \
+	"$(prepared_on "$WORKER_1_PORT")|$(prepared_on "$WORKER_2_PORT")"
+expect_eq "only the first row has the email" "$ID_A" \
+	"$(coord "SELECT string_agg(id::text, ',') FROM users WHERE email = '$E1'")"
+expect_eq "no row $ID_E" "0" "$(coord "SELECT count(*) FROM users WHERE id = $ID_E")"
+checks "autocommit insert prepared with its statement, then a unique violation"
+
+# 5b. the coordinator dies while the insert waits with its row prepared
+coord "DELETE FROM users WHERE id = $ID_A" >/dev/null
+E2=$(email_on_worker2 1)
+first_session "$E2" COMMIT
+second_session "INSERT INTO users VALUES ($ID_E, '$E2', 3)"
+wait_for_waiter "$WORKER_2_PORT"
+expect_eq "the waiting insert's row is prepared" "1" "$(prepared_on "$WORKER_1_PORT")"
+cluster stop-node coordinator immediate
+wait "$FIRST_PID" 2>/dev/null
+wait "$SECOND_PID" 2>/dev/null
+cluster start-node coordinator
+wait_for_coordinator
+wait_for_no_prepared
+expect_eq "coordinator died during the statement: neither row" "0" \
+	"$(coord "SELECT count(*) FROM users WHERE id IN ($ID_A, $ID_E) OR email = '$E2'")"
+checks "coordinator died while an autocommit insert waited with its row prepared"
+
+# 5c. a distributed deadlock through the prepared row: the other session holds
+# the email, then inserts the row id; the detector cancels the younger one
+E3=$(email_on_worker2 2)
+rm -f "$WORK/release"
+psql_at "$COORDINATOR_PORT" >"$WORK/first.out" 2>&1 <<SQL &
+BEGIN;
+INSERT INTO users VALUES ($ID_B, '$E3', 1);
+SELECT 'inserted';
+DO \$\$ BEGIN FOR i IN 1..300 LOOP
+	EXIT WHEN (pg_stat_file('$WORK/release', true)).size IS NOT NULL; PERFORM pg_sleep(0.1); END LOOP; END \$\$;
+INSERT INTO users VALUES ($ID_E, 'other_$E3', 1);
+COMMIT;
+SQL
+FIRST_PID=$!
+for _ in $(seq 1 300); do grep -q inserted "$WORK/first.out" && break; sleep 0.1; done
+grep -q inserted "$WORK/first.out" || fail "the first session did not insert: $(cat "$WORK/first.out")"
+# (bounded: an undetected deadlock would hold it forever)
+PGOPTIONS="-c statement_timeout=60000" second_session "INSERT INTO users VALUES ($ID_E, '$E3', 3)"
+wait_for_waiter "$WORKER_2_PORT"
+touch "$WORK/release"
+wait "$SECOND_PID" && fail "both inserts of row $ID_E succeeded: $(cat "$WORK/second.out")"
+grep -q "canceling the transaction to resolve a distributed deadlock" "$WORK/second.out" ||
+	fail "not the distributed deadlock: $(cat "$WORK/second.out")"
+wait "$FIRST_PID" || fail "the other transaction failed: $(cat "$WORK/first.out")"
+grep -q "ERROR" "$WORK/first.out" && fail "the other transaction failed: $(cat "$WORK/first.out")"
+echo "ok - the deadlock through a prepared row was found and resolved"
+expect_eq "the other transaction's rows" "$ID_B:$E3,$ID_E:other_$E3" \
+	"$(coord "SELECT string_agg(id || ':' || email, ',' ORDER BY id) FROM users WHERE id IN ($ID_B, $ID_E)")"
+expect_eq "nothing left prepared" "0|0" "$(prepared_on "$WORKER_1_PORT")|$(prepared_on "$WORKER_2_PORT")"
+checks "distributed deadlock through a prepared row"
+
+# 5d. the coordinator dies after PREPARE / after its local commit
+coord "DELETE FROM users WHERE id IN ($ID_B, $ID_E)" >/dev/null
+E4=$(email_on_worker2 3)
+out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'crash_after_prepare'" \
+	-c "INSERT INTO users VALUES ($ID_E, '$E4', 3)" 2>&1) && fail "the crashing insert succeeded: $out"
+wait_for_coordinator
+wait_for_no_prepared
+expect_eq "coordinator died after an autocommit PREPARE: nothing of it" "0" \
+	"$(coord "SELECT count(*) FROM users WHERE id = $ID_E OR email = '$E4'")"
+checks "coordinator died after an autocommit insert's PREPARE"
+out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'crash_after_local_commit'" \
+	-c "INSERT INTO users VALUES ($ID_E, '$E4', 3)" 2>&1) && fail "the crashing insert succeeded: $out"
+wait_for_coordinator
+wait_for_no_prepared
+expect_eq "coordinator died after an autocommit insert's commit: all of it" "$ID_E" \
+	"$(coord "SELECT id FROM users WHERE email = '$E4'")"
+checks "coordinator died after an autocommit insert's local commit"
+
+# 5e. EXPLAIN ANALYZE of such an insert asks the nodes for plans afterwards:
+# it does not prepare with the statement, and works
+coord "DELETE FROM users WHERE id = $ID_E" >/dev/null
+E5=$(email_on_worker2 4)
+coord "EXPLAIN (ANALYZE, COSTS off, TIMING off, SUMMARY off) INSERT INTO users VALUES ($ID_E, '$E5', 3)" \
+	>"$WORK/explain.out" 2>&1 || fail "EXPLAIN ANALYZE of a cross-node insert failed: $(cat "$WORK/explain.out")"
+expect_eq "EXPLAIN ANALYZE inserted the row" "$ID_E" "$(coord "SELECT id FROM users WHERE email = '$E5'")"
+checks "EXPLAIN ANALYZE of an autocommit insert on two nodes"

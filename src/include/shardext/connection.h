@@ -38,6 +38,7 @@ typedef enum RemotePipelineStage
 	PIPELINE_NONE,				/* not in pipeline mode */
 	PIPELINE_BEGIN,				/* reading the results of BEGIN */
 	PIPELINE_STATEMENT,			/* reading the statement's results */
+	PIPELINE_PREPARE,			/* reading the result of PREPARE TRANSACTION */
 	PIPELINE_SYNC				/* waiting for the end of the pipeline */
 } RemotePipelineStage;
 
@@ -52,7 +53,7 @@ typedef struct NodeConnection
 
 	/* set while a command was sent and its results are not all read */
 	bool		queryInProgress;
-	/* BEGIN sent in one pipeline with a statement: see SendTask */
+	/* BEGIN sent in one pipeline with a statement (and PREPARE): see SendTask */
 	RemotePipelineStage pipelineStage;
 	/*
 	 * Local transaction that last asked for the connection: connections

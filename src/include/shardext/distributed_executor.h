@@ -111,6 +111,7 @@ typedef struct DistributedScanState
 	TupleTableSlot *sourceSlot;
 	MemoryContext batchContext; /* rows and tasks of one INSERT batch */
 	bool		inTransaction;	/* tasks run inside remote transactions */
+	bool		prepareWithTasks;	/* PREPARE goes with each connection's task */
 	int			subxactLevel;	/* nesting level the execution started at */
 	List	   *tasks;
 	List	   *nodeQueues;		/* NodeTaskQueue *, by node id */

@@ -15,6 +15,8 @@
 extern void InitializeRemoteTransactions(void);
 extern void RemoteTransactionBegin(NodeConnection *conn);
 extern char *RemoteTransactionBeginCommand(NodeConnection *conn);
+extern char *RemoteTransactionPrepareCommand(NodeConnection *conn);
+extern void RemoteTransactionPrepareFailed(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
 extern void RemoteTransactionMarkSchemaChange(void);
 extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
