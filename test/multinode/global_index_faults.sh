@@ -163,15 +163,21 @@ wait_for_coordinator() {
 	fail "coordinator did not come back"
 }
 
+# wait_for_prepare_on_worker2: the paused writer (output in $WORK/fault.out)
+# has prepared on worker 2
+wait_for_prepare_on_worker2() {
+	local _
+	for _ in $(seq 1 100); do
+		[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] && return 0
+		sleep 0.1
+	done
+	fail "no PREPARE on worker 2: $(cat "$WORK/fault.out")"
+}
+
 # 2. worker 2 stops between PREPARE and COMMIT PREPARED
 fault_transaction pause_after_prepare 5000 >"$WORK/fault.out" 2>&1 &
 FAULT_PID=$!
-for _ in $(seq 1 100); do
-	[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] && break
-	sleep 0.1
-done
-[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] ||
-	fail "no PREPARE on worker 2: $(cat "$WORK/fault.out")"
+wait_for_prepare_on_worker2
 cluster stop-node worker2 immediate
 wait "$FAULT_PID" || fail "the transaction failed though every node prepared: $(cat "$WORK/fault.out")"
 cluster start-node worker2
@@ -230,12 +236,7 @@ psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'pause_after_prepare'"
 	-c "UPDATE users SET email = CASE id WHEN $ID_C THEN '$EMAIL_C' ELSE '$EMAIL_D' END, tag = $TAG
 		WHERE id IN ($ID_C, $ID_D)" >"$WORK/fault.out" 2>&1 &
 FAULT_PID=$!
-for _ in $(seq 1 100); do
-	[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] && break
-	sleep 0.1
-done
-[ "$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardext%'")" -ge 1 ] ||
-	fail "no PREPARE on worker 2: $(cat "$WORK/fault.out")"
+wait_for_prepare_on_worker2
 cluster stop-node worker2 immediate
 wait "$FAULT_PID" || fail "the transaction failed though every node prepared: $(cat "$WORK/fault.out")"
 cluster start-node worker2
