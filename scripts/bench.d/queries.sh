@@ -15,19 +15,12 @@
 # PG_CONFIG, BENCH_ROWS (default 1000000), BENCH_SECONDS per run (default 5),
 # BENCH_ROUNDS (default 3), BENCH_CLIENTS (default 4).
 set -euo pipefail
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BINDIR=$("$PG_CONFIG" --bindir)
-PORT=${SHARDEXT_PORT:-9700}
-W1=$((PORT + 1))
-W2=$((PORT + 2))
+source "$(dirname "$0")/lib/env.sh"
 ROWS=${BENCH_ROWS:-1000000}
 SECONDS_PER_RUN=${BENCH_SECONDS:-5}
 ROUNDS=${BENCH_ROUNDS:-3}
 CLIENTS=${BENCH_CLIENTS:-4}
 DB=bench_queries
-PSQL="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres"
-PGBENCH="$BINDIR/pgbench"
-[ -x "$PGBENCH" ] || PGBENCH=pgbench
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -94,7 +87,7 @@ run_pgbench() {	# script clients seconds
 		{ echo "$out" >&2; exit 1; }
 	local tps lat
 	tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-	lat=$(echo "$out" | sed -n 's/^latency average = \([0-9.]*\) ms/\1/p')
+	lat=$(echo "$out" | sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p')
 	echo "$tps $lat"
 }
 

@@ -24,11 +24,7 @@
 # BENCH_SECONDS per run (default 3), BENCH_ROUNDS (default 7), BENCH_CLIENTS
 # (default 4).
 set -euo pipefail
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BINDIR=$("$PG_CONFIG" --bindir)
-PORT=${SHARDEXT_PORT:-9700}
-W1=$((PORT + 1))
-W2=$((PORT + 2))
+source "$(dirname "$0")/lib/env.sh"
 R1=$((PORT + 11))
 R2=$((PORT + 12))
 ROWS=${BENCH_ROWS:-100000}
@@ -36,9 +32,6 @@ SECONDS_PER_RUN=${BENCH_SECONDS:-3}
 ROUNDS=${BENCH_ROUNDS:-7}
 CLIENTS=${BENCH_CLIENTS:-4}
 DB=bench_replicas
-PSQL="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres"
-PGBENCH="$BINDIR/pgbench"
-[ -x "$PGBENCH" ] || PGBENCH=pgbench
 CLUSTER="$(dirname "$0")/../cluster"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -108,7 +101,7 @@ run_pgbench() {	# script settings
 	local out
 	out=$(PGOPTIONS="$2" "$PGBENCH" -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" \
 		-f "$1" -h 127.0.0.1 -p $PORT -U postgres $DB 2>&1) || { echo "$out" >&2; exit 1; }
-	echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")"
+	echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out")"
 }
 counters() {	# "replica_reads fallbacks primary_reads" summed over the replicas
 	$PSQL -p $PORT -d $DB -F ' ' -c "SELECT sum(replica_reads), sum(fallbacks),

@@ -21,20 +21,14 @@
 # (default 8), BENCH_ROUNDS (default 5), BENCH_CLIENTS (default 4); BENCH_SKIP_MIX=1
 # runs part 1 only.
 set -euo pipefail
+source "$(dirname "$0")/lib/env.sh"
 cd "$(dirname "$0")/../.."
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BINDIR=$("$PG_CONFIG" --bindir)
-PORT=${SHARDEXT_PORT:-9700}
-W1=$((PORT + 1))
-W2=$((PORT + 2))
 W3=$((PORT + 3))
 SCALE=${BENCH_SCALE:-10}
 SECONDS_PER_RUN=${BENCH_SECONDS:-8}
 ROUNDS=${BENCH_ROUNDS:-5}
 CLIENTS=${BENCH_CLIENTS:-4}
 DB=bench_tenants
-PSQL="$BINDIR/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres"
-PGBENCH="$BINDIR/pgbench"
 TMP=$(mktemp -d)
 cleanup() {
 	$PSQL -p "$PORT" -d postgres -c "ALTER SYSTEM RESET shardext.stat_tenants_sample_rate" \
