@@ -123,23 +123,35 @@ RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
 }
 
 /*
- * InsertWorkerNode records a node and returns its new node id.
+ * InsertNode records a node (a read replica of primaryNodeId when that is
+ * not 0) and returns its new node id.
  */
-int32
-InsertWorkerNode(const char *host, int32 port, double weight)
+static int32
+InsertNode(const char *host, int32 port, double weight, int32 primaryNodeId)
 {
-	Oid			argtypes[3] = {TEXTOID, INT4OID, FLOAT8OID};
-	Datum		values[3];
+	Oid			argtypes[4] = {TEXTOID, INT4OID, FLOAT8OID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', primaryNodeId == 0 ? 'n' : ' '};
 	Datum		nodeId;
 
 	values[0] = CStringGetTextDatum(host);
 	values[1] = Int32GetDatum(port);
 	values[2] = Float8GetDatum(weight);
-	RunCatalogSPI("INSERT INTO shardext.node (host, port, weight) "
-				  "VALUES ($1, $2, $3) RETURNING nodeid",
-				  3, argtypes, values, NULL, SPI_OK_INSERT_RETURNING, &nodeId, NULL);
+	values[3] = Int32GetDatum(primaryNodeId);
+	RunCatalogSPI("INSERT INTO shardext.node (host, port, weight, primary_nodeid) "
+				  "VALUES ($1, $2, $3, $4) RETURNING nodeid",
+				  4, argtypes, values, nulls, SPI_OK_INSERT_RETURNING, &nodeId, NULL);
 	InvalidateNodeCache();
 	return DatumGetInt32(nodeId);
+}
+
+/*
+ * InsertWorkerNode records a node and returns its new node id.
+ */
+int32
+InsertWorkerNode(const char *host, int32 port, double weight)
+{
+	return InsertNode(host, port, weight, 0);
 }
 
 /* DeleteWorkerNode forgets a node; the caller checked it holds nothing */
@@ -642,18 +654,7 @@ InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid, int columnCou
 int32
 InsertReplicaNode(const char *host, int32 port, int32 primaryNodeId)
 {
-	Oid			argtypes[3] = {TEXTOID, INT4OID, INT4OID};
-	Datum		values[3];
-	Datum		nodeId;
-
-	values[0] = CStringGetTextDatum(host);
-	values[1] = Int32GetDatum(port);
-	values[2] = Int32GetDatum(primaryNodeId);
-	RunCatalogSPI("INSERT INTO shardext.node (host, port, primary_nodeid) "
-				  "VALUES ($1, $2, $3) RETURNING nodeid",
-				  3, argtypes, values, NULL, SPI_OK_INSERT_RETURNING, &nodeId, NULL);
-	InvalidateNodeCache();
-	return DatumGetInt32(nodeId);
+	return InsertNode(host, port, 1.0, primaryNodeId);
 }
 
 /* SetNodeActive marks a node (in practice a replica) in or out of use */
