@@ -45,19 +45,20 @@ static void DeparseFrameBound(RemoteSql *sql, int options, int offsetPreceding,
 							  Node *offset, const char *unboundedText);
 
 /*
- * DeparseCaseWithOperand prints CASE x WHEN v THEN ...  as a searched CASE:
- * the parser made each WHEN "CaseTestExpr = v", and CaseTestExpr is printed
- * as the operand (see DeparseCaseTestExpr), so every comparison keeps its
- * exact operator.  The operand is then evaluated once per WHEN, which is
- * only the same when it has no volatile functions.
+ * DeparseCaseExpr prints CASE WHEN ... THEN ... [ELSE ...] END.  CASE x
+ * WHEN v THEN ... is printed as a searched CASE: the parser made each WHEN
+ * "CaseTestExpr = v", and CaseTestExpr is printed as the operand (see
+ * DeparseCaseTestExpr), so every comparison keeps its exact operator.  The
+ * operand is then evaluated once per WHEN, which is only the same when it
+ * has no volatile functions.
  */
 void
-DeparseCaseWithOperand(RemoteSql *sql, CaseExpr *c)
+DeparseCaseExpr(RemoteSql *sql, CaseExpr *c)
 {
 	StringInfo	buf = &sql->buf;
 	ListCell   *cell;
 
-	if (contain_volatile_functions((Node *) c->arg))
+	if (c->arg != NULL && contain_volatile_functions((Node *) c->arg))
 	{
 		RemoteSqlFail(sql, "a CASE whose operand has a volatile function");
 		return;
@@ -68,9 +69,11 @@ DeparseCaseWithOperand(RemoteSql *sql, CaseExpr *c)
 		CaseWhen   *when = lfirst(cell);
 
 		appendStringInfoString(buf, " WHEN ");
-		sql->caseOperands = lcons(c->arg, sql->caseOperands);
+		if (c->arg != NULL)
+			sql->caseOperands = lcons(c->arg, sql->caseOperands);
 		DeparseRemoteExpr(sql, (Node *) when->expr);
-		sql->caseOperands = list_delete_first(sql->caseOperands);
+		if (c->arg != NULL)
+			sql->caseOperands = list_delete_first(sql->caseOperands);
 		appendStringInfoString(buf, " THEN ");
 		DeparseRemoteExpr(sql, (Node *) when->result);
 	}

@@ -62,7 +62,6 @@ static void DeparseScalarArrayOpExpr(RemoteSql *sql, ScalarArrayOpExpr *op);
 static void DeparseBoolExpr(RemoteSql *sql, BoolExpr *b);
 static void DeparseTestExpr(RemoteSql *sql, Node *node);
 static void DeparseCoercion(RemoteSql *sql, Node *node);
-static void DeparseCaseExpr(RemoteSql *sql, CaseExpr *c);
 static void DeparseAggref(RemoteSql *sql, Aggref *aggref);
 static void DeparseWindowFunc(RemoteSql *sql, WindowFunc *wfunc);
 static void DeparseSubLink(RemoteSql *sql, SubLink *sublink);
@@ -585,36 +584,6 @@ DeparseCoercion(RemoteSql *sql, Node *node)
 		DeparseRemoteExpr(sql, (Node *) c->arg);
 		appendStringInfo(buf, " COLLATE %s)", generate_collation_name(c->collOid));
 	}
-}
-
-/* CASE WHEN ... THEN ... [ELSE ...] END (with an operand: remote_expr.c) */
-static void
-DeparseCaseExpr(RemoteSql *sql, CaseExpr *c)
-{
-	StringInfo	buf = &sql->buf;
-	ListCell   *cell;
-
-	if (c->arg != NULL)
-	{
-		DeparseCaseWithOperand(sql, c);
-		return;
-	}
-	appendStringInfoString(buf, "(CASE");
-	foreach(cell, c->args)
-	{
-		CaseWhen   *when = lfirst(cell);
-
-		appendStringInfoString(buf, " WHEN ");
-		DeparseRemoteExpr(sql, (Node *) when->expr);
-		appendStringInfoString(buf, " THEN ");
-		DeparseRemoteExpr(sql, (Node *) when->result);
-	}
-	if (c->defresult != NULL)
-	{
-		appendStringInfoString(buf, " ELSE ");
-		DeparseRemoteExpr(sql, (Node *) c->defresult);
-	}
-	appendStringInfoString(buf, " END)");
 }
 
 void

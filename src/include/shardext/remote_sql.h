@@ -77,7 +77,7 @@ extern Node *SubplanValueExpr(Node *node);
 extern Node *SubplanValueExprs(Node *node);
 
 /* remote_expr.c */
-extern void DeparseCaseWithOperand(RemoteSql *sql, CaseExpr *c);
+extern void DeparseCaseExpr(RemoteSql *sql, CaseExpr *c);
 extern void DeparseCaseTestExpr(RemoteSql *sql, CaseTestExpr *test);
 extern void DeparseRowExpr(RemoteSql *sql, RowExpr *row);
 extern void DeparseRowCompareExpr(RemoteSql *sql, RowCompareExpr *rc);
