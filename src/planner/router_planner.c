@@ -57,6 +57,8 @@ static void DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheE
 								   bool byLockedCtids);
 static bool ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 								 const char *command, bool raise);
+static List *InitModifyJob(DistributedJob *job, RemoteSql *sql, Query *query,
+						   DistTableCacheEntry *entry, bool hasReturning);
 static PlannedStmt *PlanModifyWithGlobalIndexes(Query *query, DistTableCacheEntry *entry,
 												DistributedJob *gindex, const char *command);
 static void AnalyzeRouterLevel(Query *query, RouterLevel *parent, RouterContext *context);
@@ -863,9 +865,7 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 	RemoteSql	sql;
 	DistributedJob job;
 	DistributedJob gindex;
-	List	   *values = NIL;
-	List	   *kinds = NIL;
-	List	   *indexes = NIL;
+	List	   *values;
 	List	   *customExprs;
 	CustomScan *scan;
 
@@ -895,19 +895,7 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 				 get_rel_name(target->relid));
 		}
 	}
-	FindPruningValues(shipped, shipped->resultRelation, entry, shipped->jointree->quals,
-					  &values, &kinds);
-	FindGlobalIndexPruning(shipped, shipped->resultRelation, entry, shipped->jointree->quals,
-						   &values, &kinds, &indexes);
-
-	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
-					   list_length(sql.paramExprs));
-	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
-	job.pruneCount = list_length(values);
-	job.pruneKinds = kinds;
-	job.pruneIndexes = indexes;
-	job.hasReturning = query->returningList != NIL;
-	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
+	values = InitModifyJob(&job, &sql, shipped, entry, query->returningList != NIL);
 	job.paramsFromSubplan = (shipped != query);
 	/* pruning values may be subquery values: their plan's columns */
 	customExprs = list_concat(PlanExprs((List *) SubplanValueExprs((Node *) values)),
@@ -917,6 +905,35 @@ PlanDistributedModify(Query *query, int cursorOptions, ParamListInfo boundParams
 		return PlanWithSublinkParams(shipped, sublinkColumns, scan, query->returningList,
 									 cursorOptions, boundParams);
 	return MakeDistributedPlannedStmt(query, scan, query->returningList);
+}
+
+/*
+ * InitModifyJob sets up the job of an UPDATE or DELETE deparsed into sql:
+ * its shards are pruned by the conditions of query (the statement as
+ * shipped) on the distribution column and on global indexes.  Returns the
+ * pruning values, which the caller adds to the scan's expressions.
+ */
+static List *
+InitModifyJob(DistributedJob *job, RemoteSql *sql, Query *query, DistTableCacheEntry *entry,
+			  bool hasReturning)
+{
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+	List	   *indexes = NIL;
+
+	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+					  &values, &kinds);
+	FindGlobalIndexPruning(query, query->resultRelation, entry, query->jointree->quals,
+						   &values, &kinds, &indexes);
+	InitDistributedJob(job, JOB_MODIFY, sql->parts, sql->relations,
+					   list_length(sql->paramExprs));
+	job->anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
+	job->pruneCount = list_length(values);
+	job->pruneKinds = kinds;
+	job->pruneIndexes = indexes;
+	job->hasReturning = hasReturning;
+	job->usePrepared = (values != NIL && sql->paramExprs != NIL);
+	return values;
 }
 
 /*
@@ -932,9 +949,7 @@ PlanModifyWithGlobalIndexes(Query *query, DistTableCacheEntry *entry, Distribute
 	RemoteSql	sql;
 	RemoteSql	lock;
 	DistributedJob job;
-	List	   *values = NIL;
-	List	   *kinds = NIL;
-	List	   *indexes = NIL;
+	List	   *values;
 	List	   *customExprs;
 	bool		lockFirst = gindex->gindexMode == GINDEX_LOCK_THEN_UPDATE;
 
@@ -961,19 +976,7 @@ PlanModifyWithGlobalIndexes(Query *query, DistTableCacheEntry *entry, Distribute
 		RemoteSqlFail(&sql, "a volatile function");
 	RejectUnshippable(&sql, query, command);
 	ModifyReadsColocated(query, entry, sql.relations, command, true);
-	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
-					  &values, &kinds);
-	FindGlobalIndexPruning(query, query->resultRelation, entry, query->jointree->quals,
-						   &values, &kinds, &indexes);
-
-	InitDistributedJob(&job, JOB_MODIFY, sql.parts, sql.relations,
-					   list_length(sql.paramExprs));
-	job.anchor = entry->method == DISTRIBUTE_BY_HASH ? 0 : -1;
-	job.pruneCount = list_length(values);
-	job.pruneKinds = kinds;
-	job.pruneIndexes = indexes;
-	job.hasReturning = query->returningList != NIL;
-	job.usePrepared = (values != NIL && sql.paramExprs != NIL);
+	values = InitModifyJob(&job, &sql, query, entry, query->returningList != NIL);
 	job.gindexMode = gindex->gindexMode;
 	job.gindexRelids = gindex->gindexRelids;
 	job.hiddenLead = gindex->hiddenLead;
