@@ -94,7 +94,13 @@ set_rate() {
 	"$BINDIR/psql" -X -q -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d postgres \
 		-c "ALTER SYSTEM SET shardext.stat_tenants_sample_rate = $1" -c "SELECT pg_reload_conf()" \
 		>/dev/null || fail "set the sample rate"
-	sleep 0.2
+	# new sessions (pgbench's) start with the new rate once the postmaster reloaded
+	local _
+	for _ in $(seq 1 100); do
+		[ "$(coord "SHOW shardext.stat_tenants_sample_rate")" = "$1" ] && return 0
+		sleep 0.1
+	done
+	fail "the sample rate $1 was not taken up"
 }
 
 # 1. the hot tenant is found, with its share, sampling one statement in ten
