@@ -389,11 +389,15 @@ PlanDistributedInsert(Query *query, int cursorOptions, ParamListInfo boundParams
 
 	InitInsertJob(&job, query, entry, columns, distColumn, &paramExprs);
 	/*
-	 * A single row's statement is prepared per connection -- but not with
-	 * global index entries joining it: its text then names two shards, and
-	 * each pair would be prepared once before it pays off.
+	 * A single row's statement is prepared per connection, and so are the
+	 * statements of its global index entries, also where row and entry
+	 * share a node (MergeIndexTasks): such a text names a pair of shards,
+	 * prepared at its first use on a connection, and saves parsing and
+	 * planning from then on.  Once a connection has MAX_PREPARED_STATEMENTS,
+	 * further texts go unnamed.
 	 */
-	job.usePrepared = (list_length(rows) == 1 && job.gindexMode == GINDEX_NONE);
+	job.usePrepared = (list_length(rows) == 1 &&
+					   (job.gindexMode == GINDEX_NONE || job.gindexMode == GINDEX_INSERT_ROWS));
 	job.insertRowCount = list_length(rows);
 
 	foreach(cell, paramExprs)
