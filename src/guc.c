@@ -35,6 +35,7 @@ bool		ShardextEnableDDLPropagation = true;
 bool		ShardextExplainAllTasks = false;
 bool		ShardextEnablePushdown = true;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
+bool		ShardextLastParticipantCommit = true;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextDistributedDeadlockTimeout = 1000;
 int			ShardextMoveMaxLag = 1024;
@@ -87,6 +88,7 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
 	{"pause_after_prepare", TEST_FAULT_PAUSE_AFTER_PREPARE, false},
+	{"lose_decider_answer", TEST_FAULT_LOSE_DECIDER_ANSWER, false},
 	{NULL, 0, false}
 };
 #endif
@@ -282,6 +284,20 @@ RegisterTransactionGucs(void)
 							 &ShardextMultiNodeCommit,
 							 MULTI_NODE_COMMIT_2PC,
 							 multi_node_commit_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.last_participant_commit",
+							 "Commits one node of a multi-node write in one phase, as the last "
+							 "participant.",
+							 "The other nodes prepare, then that node commits together with the "
+							 "transaction's commit decision, which recovery reads there; this "
+							 "saves a prepared transaction and the coordinator's commit record. "
+							 "Transactions that also wrote on the coordinator use the full "
+							 "two-phase commit in any case.",
+							 &ShardextLastParticipantCommit,
+							 true,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

@@ -832,7 +832,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		 */
 		if (state->prepareWithTasks && beginCommand != NULL &&
 			strchr(beginCommand, ';') == NULL && tc->node->pending == NIL)
-			prepareCommand = RemoteTransactionPrepareCommand(conn);
+			prepareCommand = RemoteTransactionPrepareWithStatement(conn);
 	}
 	else if ((beginCommand = ReplicaWaitCommand(task)) != NULL)
 		task->waitPending = true;	/* runs ahead like BEGIN */

@@ -425,3 +425,68 @@ CREATE FUNCTION pg_catalog.shardext_hot_shard_report(top int DEFAULT 5,
 COMMENT ON FUNCTION pg_catalog.shardext_hot_shard_report(int)
 	IS 'share of statements per node (against the share its weight asks for), with the busiest shards and tenants';
 
+
+-- ==== last-participant commit of multi-node writes (issue 11) ====
+
+-- On a worker: the commit decisions of distributed transactions that this
+-- node committed in one phase as their last participant (remote_xact.c).
+-- The decider's own transaction inserts (coordinator, incarnation, xid,
+-- owner, true), so the row exists exactly when that transaction committed;
+-- recovery resolving the other nodes' prepared transactions inserts a
+-- tombstone (committed = false) where none is, which also keeps a commit
+-- that is still on its way from ever succeeding.  A coordinator
+-- transaction is named by its xid and the incarnation of the coordinator
+-- (an xid can come again after a crash).  Rows are keyed by the role that
+-- ran the transaction: nobody can decide for another role's transactions.
+CREATE TABLE shardext.commit_decision (
+	coordinator text NOT NULL,		-- the gid prefix of the coordinator database
+	incarnation bigint NOT NULL,	-- when the coordinator's shared memory was set up
+	xid bigint NOT NULL,			-- the coordinator transaction's full xid
+	owner name NOT NULL,
+	committed bool NOT NULL,
+	PRIMARY KEY (coordinator, incarnation, xid, owner)
+);
+SELECT pg_catalog.pg_extension_config_dump('shardext.commit_decision', '');
+GRANT SELECT ON shardext.commit_decision TO PUBLIC;
+
+CREATE FUNCTION shardext.record_commit_decision(coordinator text, incarnation bigint, xid bigint)
+	RETURNS void LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_record_commit_decision';
+COMMENT ON FUNCTION shardext.record_commit_decision(text, bigint, bigint)
+	IS 'on a worker: record, in the caller''s transaction, that a distributed transaction commits with it';
+
+CREATE FUNCTION shardext.resolve_commit_decision(coordinator text, incarnation bigint, xid bigint,
+												 owner name)
+	RETURNS bool LANGUAGE plpgsql STRICT VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	-- waits for a decider that is still inserting; blocks it if it has not yet
+	INSERT INTO shardext.commit_decision VALUES (coordinator, incarnation, xid, owner, false)
+		ON CONFLICT DO NOTHING;
+	RETURN (SELECT d.committed FROM shardext.commit_decision d
+			WHERE d.coordinator = resolve_commit_decision.coordinator
+			  AND d.incarnation = resolve_commit_decision.incarnation
+			  AND d.xid = resolve_commit_decision.xid AND d.owner = resolve_commit_decision.owner);
+END
+$$;
+COMMENT ON FUNCTION shardext.resolve_commit_decision(text, bigint, bigint, name)
+	IS 'on a worker, for recovery: whether a distributed transaction committed here as its last participant (fixes it as aborted if not)';
+REVOKE ALL ON FUNCTION shardext.resolve_commit_decision(text, bigint, bigint, name) FROM PUBLIC;
+
+CREATE FUNCTION shardext.forget_commit_decisions(coordinator text, incarnation bigint,
+												 below_xid bigint)
+	RETURNS bigint LANGUAGE sql STRICT VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	WITH gone AS (DELETE FROM shardext.commit_decision d
+				  WHERE d.coordinator = $1
+					AND (d.incarnation < $2 OR (d.incarnation = $2 AND d.xid < $3))
+				  RETURNING 1)
+	SELECT count(*) FROM gone
+	$$;
+COMMENT ON FUNCTION shardext.forget_commit_decisions(text, bigint, bigint)
+	IS 'on a worker, for recovery: delete the commit decisions no prepared transaction needs any more';
+REVOKE ALL ON FUNCTION shardext.forget_commit_decisions(text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION shardext.resolve_commit_decision(text, bigint, bigint, name),
+	shardext.forget_commit_decisions(text, bigint, bigint) TO shardext_admin;

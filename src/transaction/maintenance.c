@@ -99,6 +99,7 @@ typedef struct MaintenanceShared
 	pid_t		launcherPid;
 	Latch	   *launcherLatch;
 	MaintainedDatabase databases[MAX_MAINTAINED_DATABASES];
+	uint64		incarnation;	/* see CoordinatorIncarnation */
 } MaintenanceShared;
 
 static MaintenanceShared *Maintenance = NULL;
@@ -136,8 +137,21 @@ MaintenanceShmemInit(void)
 	{
 		memset(Maintenance, 0, MaintenanceShmemSize());
 		SpinLockInit(&Maintenance->mutex);
+		Maintenance->incarnation = (uint64) GetCurrentTimestamp();
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * CoordinatorIncarnation identifies this lifetime of the server's shared
+ * memory: the time it was set up, new after every (crash) restart.  An xid
+ * that reached no WAL may be handed out again after a crash; together with
+ * the incarnation it names one transaction for good.
+ */
+uint64
+CoordinatorIncarnation(void)
+{
+	return Maintenance->incarnation;
 }
 
 /* RegisterMaintenanceLauncher registers the launcher; called from _PG_init */

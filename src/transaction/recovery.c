@@ -20,6 +20,15 @@
  * are deleted afterwards, judged by a second look at the node taken after
  * the records were read.
  *
+ * A gid that ends in _d<node id> belongs to a transaction that commits
+ * with a decider (last-participant commit, remote_xact.c): without a
+ * commit record, the decider's node says how it ended
+ * (shardext.resolve_commit_decision, which fixes "aborted" where the
+ * decider did not commit, so that a commit still on its way fails).  Once
+ * every node answered, the decisions of coordinator transactions that had
+ * ended before recovery started, and that no prepared transaction still
+ * needs, are deleted on each node.
+ *
  * Runs of recovery are serialised by a self-conflicting lock on
  * shardext.transaction that committing transactions (which only insert)
  * do not conflict with.  Nodes that cannot be reached are skipped with a
@@ -47,12 +56,14 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "shardext/connection.h"
+#include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
@@ -76,6 +87,29 @@ typedef struct FailingNode
 
 static List *failingNodes = NIL;
 
+/* a prepared transaction of this coordinator database on a node */
+typedef struct PreparedXact
+{
+	char	   *gid;
+	char	   *owner;
+} PreparedXact;
+
+/* what the gid of a transaction that commits with a decider names */
+typedef struct DeciderRef
+{
+	int32		nodeId;			/* the deciding node */
+	uint64		xid;			/* the coordinator transaction */
+	uint64		incarnation;	/* of the coordinator (CoordinatorIncarnation) */
+} DeciderRef;
+
+/* which decisions a deciding node must keep for the prepared ones left */
+typedef struct DecisionFloor
+{
+	int32		nodeId;
+	uint64		xid;			/* none of this incarnation from here on */
+	bool		olderNeeded;	/* one of an older incarnation too */
+} DecisionFloor;
+
 /* a commit record read from shardext.transaction */
 typedef struct CommitRecord
 {
@@ -84,9 +118,15 @@ typedef struct CommitRecord
 } CommitRecord;
 
 static int	RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix,
-						bool *reached);
+						bool *reached, List **floors);
 static int	RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
-								const char *prefix, bool *reached);
+								const char *prefix, bool *reached, List **floors);
+static bool DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref);
+static bool AskDecider(const char *gid, const char *owner, const char *prefix,
+					   bool *committed);
+static void RaiseDecisionFloors(List **floors, List *stillPrepared, const char *prefix);
+static void ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon);
+static uint64 OldestRunningFullXid(void);
 static bool SkipFailingNode(int32 nodeId);
 static void NoteNodeOutcome(int32 nodeId, bool reached);
 static List *PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix,
@@ -120,8 +160,11 @@ RecoverShardextPreparedTransactions(bool skipFailing)
 	Relation	recordRel;
 	char	   *prefix;
 	List	   *nodes;
+	List	   *floors = NIL;
 	ListCell   *cell;
 	int			resolved = 0;
+	bool		everyNode = true;
+	uint64		horizon;
 
 	if (!ShardextExtensionLoaded())
 		return 0;
@@ -131,17 +174,24 @@ RecoverShardextPreparedTransactions(bool skipFailing)
 
 	prefix = RemotePreparedGidPrefix();
 	recordRel = table_open(ShardextCatalogRelid("transaction"), ShareUpdateExclusiveLock);
+	horizon = OldestRunningFullXid();
 	foreach(cell, nodes)
 	{
 		WorkerNode *node = lfirst(cell);
 		bool		reached = false;
 
 		if (skipFailing && SkipFailingNode(node->nodeId))
+		{
+			everyNode = false;
 			continue;
-		resolved += RecoverNode(node, recordRel, prefix, &reached);
+		}
+		resolved += RecoverNode(node, recordRel, prefix, &reached, &floors);
 		NoteNodeOutcome(node->nodeId, reached);
+		everyNode &= reached;
 		CHECK_FOR_INTERRUPTS();
 	}
+	if (everyNode)
+		ForgetDecisions(nodes, floors, prefix, horizon);
 	DeleteRecordsOfRemovedNodes(recordRel, nodes);
 	table_close(recordRel, NoLock);
 	return resolved;
@@ -153,7 +203,8 @@ RecoverShardextPreparedTransactions(bool skipFailing)
  * whether the node answered everything.
  */
 static int
-RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reached)
+RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reached,
+			List **floors)
 {
 	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
 	int			resolved = 0;
@@ -168,7 +219,7 @@ RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reac
 	}
 	PG_TRY();
 	{
-		resolved = RecoverOnConnection(conn, node, recordRel, prefix, reached);
+		resolved = RecoverOnConnection(conn, node, recordRel, prefix, reached, floors);
 	}
 	PG_FINALLY();
 	{
@@ -178,10 +229,13 @@ RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reac
 	return resolved;
 }
 
-/* RecoverOnConnection: RecoverNode once connected */
+/*
+ * RecoverOnConnection: RecoverNode once connected.  *floors learns which
+ * decisions the node's remaining prepared transactions still need.
+ */
 static int
 RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
-					const char *prefix, bool *reached)
+					const char *prefix, bool *reached, List **floors)
 {
 	List	   *prepared;
 	List	   *undecided = NIL;
@@ -190,6 +244,7 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 	ListCell   *cell;
 	int			resolved = 0;
 	bool		ok;
+	bool		allDecided = true;
 
 	prepared = PreparedGidsOnNode(conn, node, prefix, &ok);
 	if (!ok)
@@ -198,25 +253,32 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 	/* first "still running?", then the records (see the file header) */
 	foreach(cell, prepared)
 	{
-		char	   *gid = lfirst(cell);
+		PreparedXact *xact = lfirst(cell);
 
-		if (!CoordinatorTransactionRunning(gid, prefix))
-			undecided = lappend(undecided, gid);
+		if (!CoordinatorTransactionRunning(xact->gid, prefix))
+			undecided = lappend(undecided, xact);
 	}
 	records = ReadCommitRecords(recordRel, node->nodeId);
 
 	foreach(cell, undecided)
 	{
-		char	   *gid = lfirst(cell);
+		PreparedXact *xact = lfirst(cell);
 		bool		committed = false;
 		ListCell   *recordCell;
+		DeciderRef	ref;
 
 		foreach(recordCell, records)
-			committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, gid) == 0);
+			committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, xact->gid) == 0);
+		if (!committed && DecidedByDecider(xact->gid, prefix, &ref) &&
+			!AskDecider(xact->gid, xact->owner, prefix, &committed))
+		{
+			allDecided = false;	/* the decider cannot tell now: next round */
+			continue;
+		}
 
 		if (RunResolution(conn, node,
 						  psprintf("%s PREPARED %s", committed ? "COMMIT" : "ROLLBACK",
-								   quote_literal_cstr(gid))))
+								   quote_literal_cstr(xact->gid))))
 			resolved++;
 		if (conn->queryInProgress)
 			return resolved;	/* the node stopped answering */
@@ -233,8 +295,200 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 		if (!GidInList(stillPrepared, record->gid))
 			simple_heap_delete(recordRel, &record->tid);
 	}
-	*reached = true;
+	RaiseDecisionFloors(floors, stillPrepared, prefix);
+	*reached = allDecided;
 	return resolved;
+}
+
+/*
+ * DecidedByDecider tells whether gid names a deciding node (suffix
+ * _d<node id>_<incarnation>), and returns what it names.
+ */
+static bool
+DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref)
+{
+	const char *rest = gid + strlen(prefix);
+	const char *suffix = strstr(rest, "_d");
+	char	   *end;
+
+	if (suffix == NULL)
+		return false;
+	ref->xid = strtou64(rest, &end, 10);
+	ref->nodeId = (int32) strtol(suffix + 2, &end, 10);
+	if (*end != '_' || ref->nodeId <= 0)
+		return false;
+	ref->incarnation = strtou64(end + 1, &end, 10);
+	return *end == '\0';
+}
+
+/*
+ * AskDecider asks the deciding node of gid whether the transaction
+ * committed there (see the file header).  Returns false, with a warning,
+ * when the node cannot answer now.
+ */
+static bool
+AskDecider(const char *gid, const char *owner, const char *prefix, bool *committed)
+{
+	DeciderRef	ref;
+	WorkerNode *node;
+	NodeConnection *conn;
+	char	   *value = NULL;
+	char	   *failure = NULL;
+
+	if (!DecidedByDecider(gid, prefix, &ref) || (node = LookupWorkerNode(ref.nodeId)) == NULL)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the node that decides prepared transaction %s is not registered", gid)));
+		return false;
+	}
+	conn = OpenDedicatedConnection(node->host, node->port, false, false);
+	if (conn != NULL)
+	{
+		PG_TRY();
+		{
+			const char *params[4] = {prefix, psprintf(UINT64_FORMAT, ref.incarnation),
+			psprintf(UINT64_FORMAT, ref.xid), owner};
+			PGresult   *result = ExecuteRemoteQueryBounded(conn,
+														   "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
+														   4, params, RECOVERY_COMMAND_TIMEOUT_MS,
+														   &failure);
+
+			if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK &&
+				PQntuples(result) == 1)
+				value = pstrdup(PQgetvalue(result, 0, 0));
+			PQclear(result);
+		}
+		PG_FINALLY();
+		{
+			CloseDedicatedConnection(conn);
+		}
+		PG_END_TRY();
+	}
+	if (value == NULL)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not ask node %s:%d how prepared transaction %s ended",
+						node->host, node->port, gid),
+				 errdetail_internal("%s", failure ? failure : "no connection")));
+		return false;
+	}
+	*committed = (strcmp(value, "t") == 0);
+	return true;
+}
+
+/*
+ * RaiseDecisionFloors notes, per deciding node, which decisions the
+ * prepared transactions left on a node still need: the smallest xid of
+ * this coordinator incarnation, and whether an older incarnation's.
+ */
+static void
+RaiseDecisionFloors(List **floors, List *stillPrepared, const char *prefix)
+{
+	ListCell   *cell;
+
+	foreach(cell, stillPrepared)
+	{
+		PreparedXact *xact = lfirst(cell);
+		DecisionFloor *floor = NULL;
+		DeciderRef	ref;
+		ListCell   *floorCell;
+
+		if (!DecidedByDecider(xact->gid, prefix, &ref))
+			continue;
+		foreach(floorCell, *floors)
+		{
+			if (((DecisionFloor *) lfirst(floorCell))->nodeId == ref.nodeId)
+				floor = lfirst(floorCell);
+		}
+		if (floor == NULL)
+		{
+			floor = palloc0(sizeof(DecisionFloor));
+			floor->nodeId = ref.nodeId;
+			floor->xid = PG_UINT64_MAX;
+			*floors = lappend(*floors, floor);
+		}
+		if (ref.incarnation != CoordinatorIncarnation())
+			floor->olderNeeded = true;
+		else
+			floor->xid = Min(floor->xid, ref.xid);
+	}
+}
+
+/*
+ * ForgetDecisions deletes, on every node, the commit decisions that no
+ * prepared transaction needs any more: those of earlier incarnations of
+ * the coordinator (every transaction of theirs has ended), and those of
+ * transactions older than horizon (all of them had ended when recovery
+ * started, so whatever they prepared was listed).  Failures are warnings;
+ * the next round retries.
+ */
+static void
+ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon)
+{
+	ListCell   *cell;
+
+	foreach(cell, nodes)
+	{
+		WorkerNode *node = lfirst(cell);
+		uint64		below = horizon;
+		ListCell   *floorCell;
+		NodeConnection *conn;
+		bool		olderNeeded = false;
+
+		if (NodeIsReplica(node))
+			continue;
+		foreach(floorCell, floors)
+		{
+			DecisionFloor *floor = lfirst(floorCell);
+
+			if (floor->nodeId == node->nodeId)
+			{
+				below = Min(below, floor->xid);
+				olderNeeded = floor->olderNeeded;
+			}
+		}
+		if (olderNeeded)
+			continue;			/* left for a round after they are resolved */
+		conn = OpenDedicatedConnection(node->host, node->port, false, false);
+		if (conn == NULL)
+			continue;
+		PG_TRY();
+		{
+			const char *params[3] = {prefix, psprintf(UINT64_FORMAT, CoordinatorIncarnation()),
+			psprintf(UINT64_FORMAT, below)};
+			char	   *failure = NULL;
+
+			PQclear(ExecuteRemoteQueryBounded(conn,
+											  "SELECT shardext.forget_commit_decisions($1, $2, $3)",
+											  3, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure));
+			if (failure != NULL)
+				ereport(WARNING,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not delete old commit decisions on node %s:%d",
+								node->host, node->port),
+						 errdetail_internal("%s", failure)));
+		}
+		PG_FINALLY();
+		{
+			CloseDedicatedConnection(conn);
+		}
+		PG_END_TRY();
+	}
+}
+
+/*
+ * OldestRunningFullXid returns the full xid below which every transaction
+ * of this coordinator has ended: the oldest running one, or the next xid.
+ */
+static uint64
+OldestRunningFullXid(void)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId oldest = GetOldestActiveTransactionId();
+
+	return U64FromFullTransactionId(next) - (uint32) (XidFromFullTransactionId(next) - oldest);
 }
 
 /*
@@ -296,7 +550,7 @@ NoteNodeOutcome(int32 nodeId, bool reached)
 }
 
 /*
- * PreparedGidsOnNode lists the gids of the node's prepared transactions
+ * PreparedGidsOnNode lists the node's prepared transactions (PreparedXact)
  * that this coordinator database made; *ok is false (and the list empty)
  * when the node could not answer.
  */
@@ -309,7 +563,7 @@ PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix, b
 	List	   *gids = NIL;
 
 	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT gid FROM pg_catalog.pg_prepared_xacts "
+									   "SELECT gid, owner FROM pg_catalog.pg_prepared_xacts "
 									   "WHERE database = pg_catalog.current_database() "
 									   "AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
 									   1, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure);
@@ -325,7 +579,13 @@ PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix, b
 		return NIL;
 	}
 	for (int i = 0; i < PQntuples(result); i++)
-		gids = lappend(gids, pstrdup(PQgetvalue(result, i, 0)));
+	{
+		PreparedXact *xact = palloc(sizeof(PreparedXact));
+
+		xact->gid = pstrdup(PQgetvalue(result, i, 0));
+		xact->owner = pstrdup(PQgetvalue(result, i, 1));
+		gids = lappend(gids, xact);
+	}
 	PQclear(result);
 	return gids;
 }
@@ -374,9 +634,14 @@ CoordinatorTransactionRunning(const char *gid, const char *prefix)
 	char	   *end;
 	uint64		fullXid = strtou64(xidString, &end, 10);
 	TransactionId xid = (TransactionId) fullXid;
+	DeciderRef	ref;
 
 	if (end == xidString || *end != '_' || !TransactionIdIsNormal(xid))
 		return true;			/* not ours after all: leave it */
+
+	/* of an earlier incarnation: its xid may belong to another one now */
+	if (DecidedByDecider(gid, prefix, &ref) && ref.incarnation != CoordinatorIncarnation())
+		return false;
 
 	/*
 	 * An xid at or beyond the next one was lost in a crash before any of its
@@ -421,14 +686,15 @@ RunResolution(NodeConnection *conn, WorkerNode *node, const char *command)
 	return false;
 }
 
+/* is gid among the PreparedXacts of a list? */
 static bool
-GidInList(List *gids, const char *gid)
+GidInList(List *xacts, const char *gid)
 {
 	ListCell   *cell;
 
-	foreach(cell, gids)
+	foreach(cell, xacts)
 	{
-		if (strcmp(lfirst(cell), gid) == 0)
+		if (strcmp(((PreparedXact *) lfirst(cell))->gid, gid) == 0)
 			return true;
 	}
 	return false;

@@ -12,7 +12,19 @@
  *	  record per prepared transaction is inserted into shardext.transaction
  *	  in the local transaction, and COMMIT PREPARED follows the local commit.
  *	  If the coordinator dies in between, the commit records tell recovery
- *	  which way to resolve each prepared transaction.  A write of an
+ *	  which way to resolve each prepared transaction;
+ *	- or, when the coordinator wrote nothing itself (shardext.
+ *	  last_participant_commit), one writing connection is left unprepared
+ *	  (the decider): the others prepare, then the decider runs
+ *	  shardext.record_commit_decision() and COMMIT in one round trip, and
+ *	  COMMIT PREPARED follows.  The decision row commits with the decider's
+ *	  work, so the decider's commit is the transaction's; the other gids
+ *	  name the decider's node and the coordinator's incarnation (suffix
+ *	  _d<node id>_<incarnation>) for recovery, and no
+ *	  commit record is written (one prepared transaction and two flushes
+ *	  fewer than the full protocol).  Should the decider's answer be lost,
+ *	  the outcome is in doubt: the prepared parts are left to recovery,
+ *	  which asks the decider's node (commit_decision.c).  A write of an
  *	  implicit transaction on several nodes has its connections prepared
  *	  by the executor together with their statements
  *	  (RemoteTransactionPrepareCommand): pre-commit then only records
@@ -80,17 +92,37 @@ static int	connectionsInTransaction = 0;
 static bool schemaChangeInXact = false;
 static List *changedNodeIds = NIL;	/* BeginReplicaChange done for these */
 
+/*
+ * Last-participant commit: the connection that commits in one phase after
+ * the others prepared (NULL while none is chosen), and what is known of
+ * its commit.
+ */
+typedef enum DeciderState
+{
+	DECIDER_OPEN,				/* not committed (or rolled back) */
+	DECIDER_IN_DOUBT,			/* COMMIT sent, no answer */
+	DECIDER_COMMITTED
+} DeciderState;
+
+static NodeConnection *decider = NULL;
+static DeciderState deciderState = DECIDER_OPEN;
+
 static void RemoteXactCallback(XactEvent event, void *arg);
 static void RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 								  SubTransactionId parentSubid, void *arg);
 static List *ConnectionsInTransaction(void);
 static void PreCommitRemoteTransactions(void);
 static void CommitRemoteTransactions(List *connections);
-static void PrepareRemoteTransactions(List *connections);
+static void PrepareRemoteTransactions(List *connections, bool recordDecisions);
+static bool LastParticipantAllowed(void);
+static bool ChooseDecider(List *connections);
+static void CommitDecider(void);
+static void CommitAfterLocalFailure(void);
 static void FinishPreparedTransactions(List *connections);
 static void GiveUpCommitPrepared(NodeConnection *conn);
 static void AbortRemoteTransactions(void);
 static void ResetRemoteTransaction(NodeConnection *conn);
+static void LeavePreparedToRecovery(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
 static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
 #ifdef SHARDEXT_TEST_HOOKS
@@ -326,13 +358,16 @@ RemoteXactCallback(XactEvent event, void *arg)
 				 * insert position is no valid flush target: it may lie past
 				 * what was written, and an error here is a PANIC.)
 				 */
-				if (AnyConnectionPrepared(connections) &&
+				if (deciderState != DECIDER_COMMITTED &&
+					AnyConnectionPrepared(connections) &&
 					!XLogRecPtrIsInvalid(XactLastCommitEnd))
 					XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
+			decider = NULL;
+			deciderState = DECIDER_OPEN;
 			ForgetCommitLsns();
 			ConnectionsAtTransactionEnd();
 			break;
@@ -345,8 +380,13 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_ABORT:
-			AbortRemoteTransactions();
+			if (deciderState == DECIDER_COMMITTED)
+				CommitAfterLocalFailure();
+			else
+				AbortRemoteTransactions();
 			connectionsInTransaction = 0;
+			decider = NULL;
+			deciderState = DECIDER_OPEN;
 			ForgetCommitLsns();
 			ConnectionsAtTransactionEnd();
 			break;
@@ -359,7 +399,9 @@ RemoteXactCallback(XactEvent event, void *arg)
 /*
  * PreCommitRemoteTransactions runs phase one: one-phase commit when at most
  * one participant wrote (the local transaction counts as one when it has an
- * xid), PREPARE TRANSACTION plus commit records otherwise.
+ * xid); otherwise PREPARE TRANSACTION on all writers but the decider, which
+ * then commits (last-participant commit), or, where that is not allowed,
+ * PREPARE on all of them plus commit records.
  */
 static void
 PreCommitRemoteTransactions(void)
@@ -388,11 +430,141 @@ PreCommitRemoteTransactions(void)
 	if (modifiedCount == 0 ||
 		(modifiedCount == 1 && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
 		CommitRemoteTransactions(connections);
+	else if (ChooseDecider(connections))
+	{
+		PrepareRemoteTransactions(connections, false);
+		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		CommitDecider();
+	}
 	else
 	{
-		PrepareRemoteTransactions(connections);
+		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
 	}
+}
+
+/*
+ * LastParticipantAllowed tells whether the transaction may commit with a
+ * decider: the setting allows it, and the coordinator wrote no WAL of its
+ * own, whose commit would then not be atomic with the nodes' (local
+ * writes commit with commit records instead).
+ */
+static bool
+LastParticipantAllowed(void)
+{
+	return ShardextLastParticipantCommit && XLogRecPtrIsInvalid(XactLastRecEnd);
+}
+
+/*
+ * ChooseDecider, at pre-commit, keeps the decider the executor chose or
+ * chooses a writer that is not prepared yet, and tells whether the
+ * transaction commits with it.  When that is not allowed (any more), the
+ * decider is forgotten: the gids already prepared that name its node are
+ * then decided by the commit records, which recovery reads first.
+ */
+static bool
+ChooseDecider(List *connections)
+{
+	ListCell   *cell;
+
+	if (!LastParticipantAllowed())
+	{
+		decider = NULL;
+		return false;
+	}
+	if (decider != NULL)
+		return true;
+	foreach(cell, connections)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->xactModified && conn->xactState == REMOTE_XACT_OPEN)
+		{
+			decider = conn;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * RemoteTransactionPrepareWithStatement is RemoteTransactionPrepareCommand
+ * for a connection whose statement ends an implicit transaction that
+ * writes on several nodes (see SendTask), except that the first such
+ * connection becomes the decider where last-participant commit is
+ * allowed: it returns NULL for it, and the connection stays open to commit
+ * last.
+ */
+char *
+RemoteTransactionPrepareWithStatement(NodeConnection *conn)
+{
+	if (decider == NULL && LastParticipantAllowed())
+	{
+		decider = conn;
+		return NULL;
+	}
+	return RemoteTransactionPrepareCommand(conn);
+}
+
+/*
+ * CommitDecider commits the decider together with the transaction's commit
+ * decision, once every other writer prepared.  An error the node reports
+ * means its transaction rolled back: the error aborts the transaction as
+ * usual.  A connection lost before the answer leaves the outcome in doubt
+ * (see AbortRemoteTransactions).
+ */
+static void
+CommitDecider(void)
+{
+	NodeConnection *conn = decider;
+	char	   *prefix = RemotePreparedGidPrefix();
+	char	   *command;
+	PGresult   *error = NULL;
+
+	command = psprintf("SELECT shardext.record_commit_decision(%s, '" UINT64_FORMAT "', '"
+					   UINT64_FORMAT "');COMMIT",
+					   quote_literal_cstr(prefix), CoordinatorIncarnation(),
+					   U64FromFullTransactionId(GetTopFullTransactionId()));
+	deciderState = DECIDER_IN_DOUBT;
+	SendRemoteCommand(conn, command);
+#ifdef SHARDEXT_TEST_HOOKS
+	if (ShardextTestFault == TEST_FAULT_LOSE_DECIDER_ANSWER)
+	{
+		ereport(LOG, (errmsg("shardext.test_fault: dropping the decider's connection")));
+		(void) WaitOnNodeConnection(conn, WL_SOCKET_READABLE, 5000);
+		CloseNodeConnection(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("shardext.test_fault: lost the connection to the deciding node")));
+	}
+#endif
+	PQclear(ReadRemoteResults(conn, &error));
+	if (error != NULL)
+	{
+		deciderState = DECIDER_OPEN;
+		ReportRemoteError(conn, error, ERROR, command);
+	}
+	deciderState = DECIDER_COMMITTED;
+	NoteNodeWrite(conn->nodeId, ReportedCommitLsn(conn));
+	ResetRemoteTransaction(conn);
+	pfree(command);
+	pfree(prefix);
+}
+
+/*
+ * CommitAfterLocalFailure: the local transaction failed after the decider
+ * committed (the rest of the local commit raised an error).  The nodes'
+ * outcome is decided already and the coordinator wrote nothing, so the
+ * prepared parts are committed too.
+ */
+static void
+CommitAfterLocalFailure(void)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+			 errmsg("the transaction's writes on the nodes were committed although its local commit failed")));
+	FinishPreparedTransactions(ConnectionsInTransaction());
+	AbortRemoteTransactions();	/* what is left open: nothing that wrote */
 }
 
 /*
@@ -479,12 +651,13 @@ RemoteTransactionMarkSchemaChange(void)
 
 /*
  * PrepareRemoteTransactions runs phase one of two-phase commit on every
- * connection that wrote and records the commit decisions locally; the
- * others just commit, in the same round trip (they wrote nothing, so their
- * outcome does not matter to atomicity).
+ * connection that wrote, except the decider, and with recordDecisions
+ * records the commit decisions locally; the others just commit, in the
+ * same round trip (they wrote nothing, so their outcome does not matter to
+ * atomicity).
  */
 static void
-PrepareRemoteTransactions(List *connections)
+PrepareRemoteTransactions(List *connections, bool recordDecisions)
 {
 	List	   *targets = NIL;
 	List	   *commands = NIL;
@@ -495,7 +668,7 @@ PrepareRemoteTransactions(List *connections)
 		NodeConnection *conn = lfirst(cell);
 
 		/* prepared with its statement already (RemoteTransactionPrepareCommand) */
-		if (conn->xactState == REMOTE_XACT_PREPARED)
+		if (conn->xactState == REMOTE_XACT_PREPARED || conn == decider)
 			continue;
 		targets = lappend(targets, conn);
 		if (!conn->xactModified)
@@ -511,10 +684,12 @@ PrepareRemoteTransactions(List *connections)
 	{
 		NodeConnection *conn = lfirst(cell);
 
-		if (conn->xactState == REMOTE_XACT_PREPARED)
-			RecordCommitDecision(conn);
-		else
+		if (conn == decider)
+			continue;
+		if (conn->xactState != REMOTE_XACT_PREPARED)
 			ResetRemoteTransaction(conn);
+		else if (recordDecisions)
+			RecordCommitDecision(conn);
 	}
 
 	/* make sure recovery runs in this database should we not get to finish */
@@ -539,9 +714,15 @@ RemoteTransactionPrepareCommand(NodeConnection *conn)
 	FullTransactionId xid = GetTopFullTransactionId();
 	char	   *prefix = RemotePreparedGidPrefix();
 
-	Assert(conn->xactModified && conn->xactState == REMOTE_XACT_OPEN);
-	snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s" UINT64_FORMAT "_%d",
-			 prefix, U64FromFullTransactionId(xid), conn->serial);
+	Assert(conn->xactModified && conn->xactState == REMOTE_XACT_OPEN && conn != decider);
+	if (decider != NULL)
+		snprintf(conn->preparedGid, sizeof(conn->preparedGid),
+				 "%s" UINT64_FORMAT "_%d_d%d_" UINT64_FORMAT, prefix,
+				 U64FromFullTransactionId(xid), conn->serial, decider->nodeId,
+				 CoordinatorIncarnation());
+	else
+		snprintf(conn->preparedGid, sizeof(conn->preparedGid), "%s" UINT64_FORMAT "_%d",
+				 prefix, U64FromFullTransactionId(xid), conn->serial);
 	pfree(prefix);
 	conn->xactState = REMOTE_XACT_PREPARED;
 	return psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(conn->preparedGid));
@@ -683,6 +864,12 @@ AbortRemoteTransactions(void)
 			ResetRemoteTransaction(conn);
 			continue;
 		}
+		if (deciderState == DECIDER_IN_DOUBT && conn->xactState == REMOTE_XACT_PREPARED &&
+			!conn->queryInProgress && PQtransactionStatus(conn->pgConn) == PQTRANS_IDLE)
+		{
+			LeavePreparedToRecovery(conn);
+			continue;
+		}
 		if (conn->queryInProgress)
 			clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 
@@ -722,6 +909,25 @@ AbortRemoteTransactions(void)
 		}
 	}
 	list_free(all);
+}
+
+/*
+ * LeavePreparedToRecovery leaves a prepared transaction whose decider did
+ * not answer its commit for recovery to resolve the way the decider's node
+ * decided; the connection itself is idle and stays usable.
+ */
+static void
+LeavePreparedToRecovery(NodeConnection *conn)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+			 errmsg("the outcome of prepared transaction %s on node %s:%d is not known yet",
+					conn->preparedGid, conn->host, conn->port),
+			 errdetail("The node that decides the transaction did not answer its commit."),
+			 errhint("shardext_recover_prepared_transactions() commits or rolls it back "
+					 "as that node decided, once it can be reached.")));
+	EnsureMaintenanceDaemon();
+	ResetRemoteTransaction(conn);
 }
 
 static void

@@ -17,7 +17,9 @@
 #     new values and wait for that writer before they remove its entries,
 #     which would otherwise stay behind once recovery commits it;
 #  5. a single-row INSERT (autocommit) whose row and index entry are on
-#     different workers prepares each part together with its statement:
+#     different workers prepares each part together with its statement
+#     (a-c with shardext.last_participant_commit off; with it on, one part
+#     commits last without PREPARE, f):
 #     a. while its entry waits for another session's, its row is already
 #        prepared; when the other commits, it fails with the unique violation
 #        and its prepared row is rolled back at once;
@@ -25,7 +27,9 @@
 #     c. a deadlock through its prepared row (the other session then wants
 #        that row) is found by the distributed deadlock detector;
 #     d. the coordinator dies after PREPARE / after its local commit;
-#     e. EXPLAIN ANALYZE of such an insert works (it prepares at commit).
+#     e. EXPLAIN ANALYZE of such an insert works (it prepares at commit);
+#     f. with last-participant commit, one part is written unprepared while
+#        the entry waits, and the unique violation rolls back both.
 # After each, shardext_check_global_index finds no mismatch.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/moves.sh"
@@ -278,7 +282,7 @@ coord "DELETE FROM users WHERE id IN ($ID_A, $ID_B, $ID_E)" >/dev/null
 # 5a. the row is prepared while the entry waits; the unique violation rolls it back
 E1=$(email_on_worker2 0)
 first_session "$E1" COMMIT
-second_session "INSERT INTO users VALUES ($ID_E, '$E1', 3)"
+PGOPTIONS="-c shardext.last_participant_commit=off" second_session "INSERT INTO users VALUES ($ID_E, '$E1', 3)"
 wait_for_waiter "$WORKER_2_PORT"
 expect_eq "the waiting insert's row is prepared already" "1" "$(prepared_on "$WORKER_1_PORT")"
 touch "$WORK/release"
@@ -298,7 +302,7 @@ checks "autocommit insert prepared with its statement, then a unique violation"
 coord "DELETE FROM users WHERE id = $ID_A" >/dev/null
 E2=$(email_on_worker2 1)
 first_session "$E2" COMMIT
-second_session "INSERT INTO users VALUES ($ID_E, '$E2', 3)"
+PGOPTIONS="-c shardext.last_participant_commit=off" second_session "INSERT INTO users VALUES ($ID_E, '$E2', 3)"
 wait_for_waiter "$WORKER_2_PORT"
 expect_eq "the waiting insert's row is prepared" "1" "$(prepared_on "$WORKER_1_PORT")"
 cluster stop-node coordinator immediate
@@ -328,7 +332,8 @@ FIRST_PID=$!
 for _ in $(seq 1 300); do grep -q inserted "$WORK/first.out" && break; sleep 0.1; done
 grep -q inserted "$WORK/first.out" || fail "the first session did not insert: $(cat "$WORK/first.out")"
 # (bounded: an undetected deadlock would hold it forever)
-PGOPTIONS="-c statement_timeout=60000" second_session "INSERT INTO users VALUES ($ID_E, '$E3', 3)"
+PGOPTIONS="-c statement_timeout=60000 -c shardext.last_participant_commit=off" \
+	second_session "INSERT INTO users VALUES ($ID_E, '$E3', 3)"
 wait_for_waiter "$WORKER_2_PORT"
 touch "$WORK/release"
 wait "$SECOND_PID" && fail "both inserts of row $ID_E succeeded: $(cat "$WORK/second.out")"
@@ -368,3 +373,23 @@ coord "EXPLAIN (ANALYZE, COSTS off, TIMING off, SUMMARY off) INSERT INTO users V
 	>"$WORK/explain.out" 2>&1 || fail "EXPLAIN ANALYZE of a cross-node insert failed: $(cat "$WORK/explain.out")"
 expect_eq "EXPLAIN ANALYZE inserted the row" "$ID_E" "$(coord "SELECT id FROM users WHERE email = '$E5'")"
 checks "EXPLAIN ANALYZE of an autocommit insert on two nodes"
+
+# 5f. last-participant commit (the default): one part of the waiting insert
+# is prepared at most, and the unique violation leaves nothing of it
+coord "DELETE FROM users WHERE id IN ($ID_A, $ID_E)" >/dev/null
+E6=$(email_on_worker2 5)
+first_session "$E6" COMMIT
+second_session "INSERT INTO users VALUES ($ID_E, '$E6', 3)"
+wait_for_waiter "$WORKER_2_PORT"
+n=$(($(prepared_on "$WORKER_1_PORT") + $(prepared_on "$WORKER_2_PORT")))
+[ "$n" -le 1 ] || fail "both parts of the waiting insert are prepared ($n)"
+echo "ok - $n part(s) of the waiting insert prepared"
+touch "$WORK/release"
+wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
+wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
+grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
+	fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+expect_eq "nothing of it is left prepared" "0|0" \
+	"$(prepared_on "$WORKER_1_PORT")|$(prepared_on "$WORKER_2_PORT")"
+expect_eq "no row $ID_E after the violation" "0" "$(coord "SELECT count(*) FROM users WHERE id = $ID_E")"
+checks "last-participant commit of an autocommit insert, then a unique violation"

@@ -7,9 +7,15 @@
 #     stopped and started: recovery rolls the prepared transactions back;
 #  3. a worker is stopped (immediate) in the middle of a multi-node
 #     transaction: the next statement fails naming the node, everything rolls
-#     back, no prepared transaction is left, the session goes on.
-# Each with COPY and with plain DML (multi-shard and router UPDATE, INSERT,
-# DELETE in one transaction that writes on both workers).
+#     back, no prepared transaction is left, the session goes on;
+#  4. last-participant commit: of a transaction that wrote on both workers
+#     only one prepares (the other commits with the decision), no commit
+#     record is written, recovery forgets the decisions once they are not
+#     needed; when the coordinator also wrote locally both prepare; when the
+#     decider's answer is lost, the client hears that the outcome is not
+#     known, and recovery resolves the prepared part as the decider did.
+# 1-3 each with COPY and with plain DML (multi-shard and router UPDATE,
+# INSERT, DELETE in one transaction that writes on both workers).
 source "$(dirname "$0")/lib/common.sh"
 trap 'cluster start-node coordinator >/dev/null 2>&1; cluster start-node worker2 >/dev/null 2>&1' EXIT
 
@@ -147,4 +153,62 @@ expect_eq "nothing of the failed DML on any worker" "0|0" "$(rows_with_value_per
 expect_eq "worker 2 back, no prepared transactions there after the DML" "0" \
 	"$(worker2 "SELECT count(*) FROM pg_prepared_xacts")"
 expect_eq "rows unchanged after the failed DML" "92" "$(rows)"
-coord "DROP TABLE tpc_t"
+
+# 4. last-participant commit
+decisions() {
+	echo $(($(worker1 "SELECT count(*) FROM shardext.commit_decision") +
+		$(worker2 "SELECT count(*) FROM shardext.commit_decision")))
+}
+# prepared_while_paused SQL...: the most transactions prepared on the workers
+# at once while the transaction of SQL pauses after PREPARE
+prepared_while_paused() {
+	local most=0 n
+	psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'pause_after_prepare'" -c "BEGIN" \
+		"$@" -c "COMMIT" >"$WORK/paused.out" 2>&1 &
+	local pid=$!
+	for _ in $(seq 1 40); do
+		n=$(prepared_on_workers)
+		[ "$n" -gt "$most" ] && most=$n
+		[ "$most" -gt 0 ] && sleep 1 && break
+		sleep 0.25
+	done
+	n=$(prepared_on_workers)
+	[ "$n" -gt "$most" ] && most=$n
+	wait "$pid" || fail "the paused transaction failed: $(cat "$WORK/paused.out")"
+	echo "$most"
+}
+WORK=$(mktemp -d)
+chmod 777 "$WORK"
+expect_eq "of a transaction on both workers one prepares" "1" \
+	"$(prepared_while_paused -c "UPDATE tpc_t SET v = 'decided' WHERE id <= 50")"
+expect_eq "the decided transaction committed on both workers" "50" \
+	"$(coord "SELECT sum(result::int) FROM shardext_run_on_shards('tpc_t', 'SELECT count(*) FROM %s WHERE v = ''decided''')")"
+expect_eq "no commit record for it" "0" "$(coord "SELECT count(*) FROM shardext.transaction")"
+coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
+expect_eq "recovery forgot the decisions" "0" "$(decisions)"
+coord "CREATE TABLE tpc_local (v text)"
+expect_eq "with a local write too, both prepare" "2" \
+	"$(prepared_while_paused -c "INSERT INTO tpc_local VALUES ('local')" \
+		-c "UPDATE tpc_t SET v = 'with local' WHERE id <= 50")"
+expect_eq "the transaction with the local write committed" "1|50" \
+	"$(coord "SELECT (SELECT count(*) FROM tpc_local) || '|' || (SELECT sum(result::int)
+		FROM shardext_run_on_shards('tpc_t', 'SELECT count(*) FROM %s WHERE v = ''with local'''))")"
+
+# 4b. the decider's answer is lost after it committed
+out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = 'lose_decider_answer'" -c "BEGIN" \
+	-c "UPDATE tpc_t SET v = 'in doubt' WHERE id <= 50" -c "COMMIT" 2>&1) &&
+	fail "the transaction without an answer succeeded: $out"
+grep -q "is not known yet" <<<"$out" || fail "no word of the unknown outcome: $out"
+echo "ok - the client hears that the outcome is not known yet"
+coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
+wait_for_no_prepared
+per_node=$(rows_with_value_per_node "in doubt")
+IFS='|' read -r on1 on2 <<<"$per_node"
+[ "$((on1 + on2))" = 50 ] && [ "$on1" -gt 0 ] && [ "$on2" -gt 0 ] ||
+	fail "the transaction its decider committed is not on both workers in full: $per_node"
+echo "ok - recovery committed the prepared part as the decider did ($per_node)"
+expect_eq "rows after the in-doubt transaction" "92" "$(rows)"
+coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
+expect_eq "recovery forgot the decisions at last" "0" "$(decisions)"
+rm -rf "$WORK"
+coord "DROP TABLE tpc_t, tpc_local"

@@ -4,7 +4,7 @@
 -- subtransaction undoes its remote work while the transaction goes on.
 BEGIN;
 SET LOCAL client_min_messages = warning;
-SELECT plan(24);
+SELECT plan(35);
 
 CREATE TABLE tap_w_ref (code text PRIMARY KEY);
 SELECT create_reference_table('tap_w_ref');
@@ -70,6 +70,34 @@ SET LOCAL ROLE pg_monitor;
 SELECT throws_ok($$SELECT shardext_recover_prepared_transactions()$$, '42501', NULL,
 				 'recovery is for superusers');
 RESET ROLE;
+
+-- last-participant commit: the decisions a deciding node keeps
+SELECT is(current_setting('shardext.last_participant_commit'), 'on',
+		  'last-participant commit is on by default');
+SELECT ok(has_function_privilege('pg_monitor', 'shardext.record_commit_decision(text,bigint,bigint)',
+								 'EXECUTE'), 'any role can record the decision of its transaction');
+SELECT ok(NOT has_table_privilege('pg_monitor', 'shardext.commit_decision', 'INSERT'),
+		  'but nobody can write decisions directly');
+SELECT ok(NOT has_function_privilege('pg_monitor',
+									 'shardext.resolve_commit_decision(text,bigint,bigint,name)',
+									 'EXECUTE')
+		  AND NOT has_function_privilege('pg_monitor',
+										 'shardext.forget_commit_decisions(text,bigint,bigint)',
+										 'EXECUTE'), 'resolving and forgetting are for recovery');
+SELECT lives_ok($$SELECT shardext.record_commit_decision('tap_', 1, 42)$$, 'record a decision');
+SELECT is((SELECT owner::text || ':' || committed FROM shardext.commit_decision
+		   WHERE coordinator = 'tap_'), current_user || ':true', 'it is the caller''s commit');
+SELECT throws_ok($$SELECT shardext.record_commit_decision('tap_', 1, 42)$$, '23505', NULL,
+				 'one decision per transaction');
+SELECT is(shardext.resolve_commit_decision('tap_', 1, 42, current_user), true,
+		  'recovery reads a recorded decision as committed');
+SELECT is(shardext.resolve_commit_decision('tap_', 1, 43, current_user), false,
+		  'and fixes a transaction without one as aborted');
+SELECT throws_ok($$SELECT shardext.record_commit_decision('tap_', 1, 43)$$, '23505', NULL,
+				 'a decider that comes after recovery fails, so its transaction aborts');
+SELECT is(shardext.forget_commit_decisions('tap_', 1, 43) || ':' ||
+		  shardext.forget_commit_decisions('tap_', 2, 0), '1:1',
+		  'decisions below an xid go, then those of an earlier incarnation');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -22,6 +22,7 @@ extern bool ShardextEnableDDLPropagation;
 extern bool ShardextExplainAllTasks;
 extern bool ShardextEnablePushdown;
 extern int	ShardextMultiNodeCommit;
+extern bool ShardextLastParticipantCommit;
 extern int	ShardextRecoveryInterval;
 extern int	ShardextDistributedDeadlockTimeout;
 
@@ -49,6 +50,7 @@ extern int	ShardextSnowflakeMaxClockSkew;
 #define TEST_FAULT_CRASH_AFTER_PREPARE 1
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
 #define TEST_FAULT_PAUSE_AFTER_PREPARE 3
+#define TEST_FAULT_LOSE_DECIDER_ANSWER 4
 extern int	ShardextTestFault;
 extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;

@@ -12,6 +12,7 @@
 
 extern Size MaintenanceShmemSize(void);
 extern void MaintenanceShmemInit(void);
+extern uint64 CoordinatorIncarnation(void);
 extern void RegisterMaintenanceLauncher(void);
 extern void EnsureMaintenanceDaemon(void);
 extern void StopMaintenanceDaemon(Oid databaseId);

@@ -16,6 +16,7 @@ extern void InitializeRemoteTransactions(void);
 extern void RemoteTransactionBegin(NodeConnection *conn);
 extern char *RemoteTransactionBeginCommand(NodeConnection *conn);
 extern char *RemoteTransactionPrepareCommand(NodeConnection *conn);
+extern char *RemoteTransactionPrepareWithStatement(NodeConnection *conn);
 extern void RemoteTransactionPrepareFailed(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
 extern void RemoteTransactionMarkSchemaChange(void);
