@@ -17,7 +17,9 @@
  * the same round trip.  An implicit transaction's write on several nodes
  * also sends PREPARE TRANSACTION with each connection's (first and last)
  * task (PrepareWithTasks): two-phase commit then costs one round trip
- * less, the commit record and COMMIT PREPARED follow as usual.
+ * less; the first such connection is left unprepared where it can commit
+ * last as the decider (remote_xact.c), and the rest of the commit follows
+ * as usual.
  *
  * A connection serves one task at a time.  When another scan (for example
  * the inner side of a nested loop) needs a connection that a scan is still
@@ -596,8 +598,9 @@ AnyRemoteTransactionOpen(void)
  * can run more remote work), and that are allowed to commit on several
  * nodes qualify, and not under EXPLAIN ANALYZE (which asks the nodes for
  * their plans afterwards).  The prepared connections take no further
- * command (RemoteTransactionBeginCommand refuses); the commit record and
- * COMMIT PREPARED follow at commit as usual (remote_xact.c).
+ * command (RemoteTransactionBeginCommand refuses); one connection may stay
+ * unprepared to commit last (RemoteTransactionPrepareWithStatement), and
+ * the rest of the commit follows as usual (remote_xact.c).
  */
 static bool
 PrepareWithTasks(DistributedScanState *state, EState *estate)

@@ -20,9 +20,11 @@
  * are deleted afterwards, judged by a second look at the node taken after
  * the records were read.
  *
- * A gid that ends in _d<node id> belongs to a transaction that commits
- * with a decider (last-participant commit, remote_xact.c): without a
- * commit record, the decider's node says how it ended
+ * A gid that ends in _d<node id>_<incarnation> belongs to a transaction
+ * that commits with a decider (last-participant commit, remote_xact.c):
+ * one of an earlier incarnation of the coordinator no longer runs (its xid
+ * may have been handed out again since), and without a commit record the
+ * decider's node says how it ended
  * (shardext.resolve_commit_decision, which fixes "aborted" where the
  * decider did not commit, so that a commit still on its way fails).  Once
  * every node answered, the decisions of coordinator transactions that had
