@@ -45,6 +45,15 @@ rows_with_value_per_node() {
 		SELECT node_id, sum(result::int) n FROM shardext_run_on_shards('tpc_t',
 			'SELECT count(*) FROM %s WHERE v = ''$1''') GROUP BY node_id) s"
 }
+# expect_on_both_workers VALUE N WHAT: N rows have VALUE, on both workers
+expect_on_both_workers() {
+	local per_node on1 on2
+	per_node=$(rows_with_value_per_node "$1")
+	IFS='|' read -r on1 on2 <<<"$per_node"
+	[ "$((on1 + on2))" = "$2" ] && [ "$on1" -gt 0 ] && [ "$on2" -gt 0 ] ||
+		fail "$3: not on both workers in full: $per_node ($2 rows expected)"
+	echo "ok - $3 ($per_node)"
+}
 # the DML transaction of the crash tests: it writes on both workers
 dml_transaction() {	# fault value
 	psql_at "$COORDINATOR_PORT" -c "SET shardext.test_fault = '$1'" -c "BEGIN" \
@@ -79,11 +88,7 @@ out=$(dml_transaction crash_after_local_commit "dml committed") &&
 grep -Eq "server closed the connection|terminated" <<<"$out" || fail "no crash: $out"
 wait_for_coordinator
 wait_for_no_prepared
-per_node=$(rows_with_value_per_node "dml committed")
-IFS='|' read -r on1 on2 <<<"$per_node"
-[ "$((on1 + on2))" = 54 ] && [ "$on1" -gt 0 ] && [ "$on2" -gt 0 ] ||
-	fail "the committed DML is not on both workers in full: $per_node (54 rows expected)"
-echo "ok - committed DML on both workers after recovery ($per_node)"
+expect_on_both_workers "dml committed" 54 "committed DML on both workers after recovery"
 expect_eq "its DELETE too" "92" "$(rows)"
 expect_eq "commit records cleaned up after the DML" "0" "$(coord "SELECT count(*) FROM shardext.transaction")"
 
@@ -202,11 +207,7 @@ grep -q "is not known yet" <<<"$out" || fail "no word of the unknown outcome: $o
 echo "ok - the client hears that the outcome is not known yet"
 coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
 wait_for_no_prepared
-per_node=$(rows_with_value_per_node "in doubt")
-IFS='|' read -r on1 on2 <<<"$per_node"
-[ "$((on1 + on2))" = 50 ] && [ "$on1" -gt 0 ] && [ "$on2" -gt 0 ] ||
-	fail "the transaction its decider committed is not on both workers in full: $per_node"
-echo "ok - recovery committed the prepared part as the decider did ($per_node)"
+expect_on_both_workers "in doubt" 50 "recovery committed the prepared part as the decider did"
 expect_eq "rows after the in-doubt transaction" "92" "$(rows)"
 coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
 expect_eq "recovery forgot the decisions at last" "0" "$(decisions)"
