@@ -115,22 +115,24 @@ echo "ok - at most $most connections per worker (limit $limit); sessions waited 
 expect_eq "no wait timed out" "0" \
 	"$(coord "SELECT coalesce(sum(wait_timeouts), 0) FROM shardext.connection_stats WHERE node_id IS NOT NULL")"
 
-# the machine may be shared: when the ratio misses, measure both once more
-# and compare the better runs
-if ! awk -v a="$tps200" -v b="$tps50" 'BEGIN { exit !(a >= 0.8 * b) }'; then
-	echo "ratio $(awk -v a="$tps200" -v b="$tps50" 'BEGIN { printf "%.2f", a / b }'); measuring again"
+# the machine may be shared and its speed drifts: when the ratio misses,
+# measure both once more, and take the better of the two pairs (each pair
+# ran back to back, so a slower machine slows both of its runs alike)
+ratio=$(awk -v a="$tps200" -v b="$tps50" 'BEGIN { printf "%.2f", a / b }')
+if awk -v r="$ratio" 'BEGIN { exit !(r < 0.8) }'; then
+	echo "ratio $ratio ($tps200 against $tps50 tps); measuring again"
 	run_mix 50 10
 	echo "50 clients: $tps tps, $failed failed"
 	expect_eq "50 clients again: no failed transaction" "0" "${failed:-0}"
-	tps50=$(awk -v a="$tps" -v b="$tps50" 'BEGIN { print (a > b ? a : b) }')
+	tps50=$tps
 	run_mix 200 20
 	echo "200 clients: $tps tps, $failed failed"
 	expect_eq "200 clients again: no failed transaction" "0" "${failed:-0}"
-	tps200=$(awk -v a="$tps" -v b="$tps200" 'BEGIN { print (a > b ? a : b) }')
+	ratio=$(awk -v a="$tps" -v b="$tps50" -v r="$ratio" 'BEGIN { x = a / b; printf "%.2f", x > r ? x : r }')
 fi
-awk -v a="$tps200" -v b="$tps50" 'BEGIN { exit !(a >= 0.8 * b) }' ||
-	fail "200 clients: $tps200 tps is less than 80% of the $tps50 tps of 50 clients"
-echo "ok - 200 clients: $tps200 tps, $(awk -v a="$tps200" -v b="$tps50" 'BEGIN { printf "%.2f", a / b }')x the 50-client throughput"
+awk -v r="$ratio" 'BEGIN { exit !(r >= 0.8) }' ||
+	fail "200 clients: less than 80% of the throughput of 50 clients in both pairs of runs (best $ratio)"
+echo "ok - 200 clients: ${ratio}x the 50-client throughput"
 
 # the count goes back to what sessions keep: nothing once they are gone ...
 count_now() {
