@@ -100,17 +100,22 @@ second_session() {
 	psql_at "$COORDINATOR_PORT" -c "$1" >"$WORK/second.out" 2>&1 &
 	SECOND_PID=$!
 }
+# release_first_expect_violation: the first session ends, the waiting second
+# one then fails with the unique violation of the global index
+release_first_expect_violation() {
+	touch "$WORK/release"
+	wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
+	wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
+	grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
+		fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+}
 
 # 1a. the first commits: the second waited and fails like a local unique index
 first_session "same@x" COMMIT
 second_session "INSERT INTO users VALUES ($ID_B, 'same@x', 2)"
 wait_for_waiter "$(index_port same@x)"
 kill -0 "$SECOND_PID" 2>/dev/null || fail "the second insert did not wait: $(cat "$WORK/second.out")"
-touch "$WORK/release"
-wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
-wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
-grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
-	fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+release_first_expect_violation
 grep -q 'Key (email)=(same@x) already exists.' "$WORK/second.out" ||
 	fail "no DETAIL naming the key: $(cat "$WORK/second.out")"
 echo "ok - the second insert waited, then failed with the global index's unique violation"
@@ -285,11 +290,7 @@ first_session "$E1" COMMIT
 PGOPTIONS="-c shardext.last_participant_commit=off" second_session "INSERT INTO users VALUES ($ID_E, '$E1', 3)"
 wait_for_waiter "$WORKER_2_PORT"
 expect_eq "the waiting insert's row is prepared already" "1" "$(prepared_on "$WORKER_1_PORT")"
-touch "$WORK/release"
-wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
-wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
-grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
-	fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+release_first_expect_violation
 grep -q WARNING "$WORK/second.out" && fail "warnings after the unique violation: $(cat "$WORK/second.out")"
 expect_eq "its prepared row is rolled back at once" "0|0" \
 	"$(prepared_on "$WORKER_1_PORT")|$(prepared_on "$WORKER_2_PORT")"
@@ -384,11 +385,7 @@ wait_for_waiter "$WORKER_2_PORT"
 n=$(($(prepared_on "$WORKER_1_PORT") + $(prepared_on "$WORKER_2_PORT")))
 [ "$n" -le 1 ] || fail "both parts of the waiting insert are prepared ($n)"
 echo "ok - $n part(s) of the waiting insert prepared"
-touch "$WORK/release"
-wait "$FIRST_PID" || fail "first session: $(cat "$WORK/first.out")"
-wait "$SECOND_PID" && fail "the second insert of the same email succeeded"
-grep -q 'duplicate key value violates unique constraint "users_email_gidx"' "$WORK/second.out" ||
-	fail "not the unique violation of the global index: $(cat "$WORK/second.out")"
+release_first_expect_violation
 expect_eq "nothing of it is left prepared" "0|0" \
 	"$(prepared_on "$WORKER_1_PORT")|$(prepared_on "$WORKER_2_PORT")"
 expect_eq "no row $ID_E after the violation" "0" "$(coord "SELECT count(*) FROM users WHERE id = $ID_E")"
