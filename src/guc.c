@@ -89,6 +89,7 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
 	{"pause_after_prepare", TEST_FAULT_PAUSE_AFTER_PREPARE, false},
 	{"lose_decider_answer", TEST_FAULT_LOSE_DECIDER_ANSWER, false},
+	{"exit_after_decision", TEST_FAULT_EXIT_AFTER_DECISION, false},
 	{NULL, 0, false}
 };
 #endif

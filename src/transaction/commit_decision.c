@@ -23,17 +23,55 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/indexing.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 
+#include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/remote_xact.h"
 
 PG_FUNCTION_INFO_V1(shardext_record_commit_decision);
+
+#ifdef SHARDEXT_TEST_HOOKS
+/* the transaction recorded a decision (test fault exit_after_decision) */
+static bool decisionRecorded = false;
+
+/*
+ * DecisionXactCallback kills the backend right after a transaction that
+ * recorded a decision committed, before its client hears of it, when
+ * shardext.test_fault asks for it (tests of a decider's lost answer).
+ */
+static void
+DecisionXactCallback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT && decisionRecorded &&
+		ShardextTestFault == TEST_FAULT_EXIT_AFTER_DECISION)
+	{
+		ereport(LOG, (errmsg("shardext.test_fault: killing the backend after its decision")));
+		kill(MyProcPid, SIGKILL);
+		pg_usleep(10L * 1000000L);	/* SIGKILL arrives before this ends */
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
+		decisionRecorded = false;
+}
+#endif
+
+/* registers the test build's callback; called from _PG_init */
+void
+InitializeCommitDecisions(void)
+{
+#ifdef SHARDEXT_TEST_HOOKS
+	RegisterXactCallback(DecisionXactCallback, NULL);
+#endif
+}
 
 /*
  * shardext_record_commit_decision(coordinator text, incarnation bigint,
@@ -61,5 +99,8 @@ shardext_record_commit_decision(PG_FUNCTION_ARGS)
 	CatalogTupleInsert(rel, tuple);
 	heap_freetuple(tuple);
 	table_close(rel, NoLock);
+#ifdef SHARDEXT_TEST_HOOKS
+	decisionRecorded = true;
+#endif
 	PG_RETURN_VOID();
 }

@@ -509,9 +509,11 @@ RemoteTransactionPrepareWithStatement(NodeConnection *conn)
 /*
  * CommitDecider commits the decider together with the transaction's commit
  * decision, once every other writer prepared.  An error the node reports
- * means its transaction rolled back: the error aborts the transaction as
- * usual.  A connection lost before the answer leaves the outcome in doubt
- * (see AbortRemoteTransactions).
+ * (the connection still up) means its transaction rolled back: the error
+ * aborts the transaction as usual.  A connection lost before the answer --
+ * libpq then reports an error of its own and the connection is bad -- or
+ * a wait cut short leaves the outcome in doubt (see
+ * AbortRemoteTransactions): the node may have committed.
  */
 static void
 CommitDecider(void)
@@ -539,6 +541,14 @@ CommitDecider(void)
 	}
 #endif
 	PQclear(ReadRemoteResults(conn, &error));
+	if (error != NULL && PQstatus(conn->pgConn) == CONNECTION_BAD)
+	{
+		PQclear(error);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("lost the connection to node %s:%d while it committed the transaction",
+						conn->host, conn->port)));
+	}
 	if (error != NULL)
 	{
 		deciderState = DECIDER_OPEN;

@@ -12,8 +12,10 @@
 #     only one prepares (the other commits with the decision), no commit
 #     record is written, recovery forgets the decisions once they are not
 #     needed; when the coordinator also wrote locally both prepare; when the
-#     decider's answer is lost, the client hears that the outcome is not
-#     known, and recovery resolves the prepared part as the decider did.
+#     decider's answer is lost (the coordinator drops the connection, or the
+#     decider's backend dies right after its commit), the client hears that
+#     the outcome is not known, and recovery resolves the prepared part as the
+#     decider did.
 # 1-3 each with COPY and with plain DML (multi-shard and router UPDATE,
 # INSERT, DELETE in one transaction that writes on both workers).
 source "$(dirname "$0")/lib/common.sh"
@@ -25,6 +27,13 @@ wait_for_coordinator() {
 		sleep 0.5
 	done
 	fail "coordinator did not come back"
+}
+wait_for_worker() {	# PORT
+	for _ in $(seq 1 60); do
+		psql_at "$1" -c "SELECT 1" >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	fail "worker $1 did not come back"
 }
 prepared_on_workers() {
 	echo $(($(worker1 "SELECT count(*) FROM pg_prepared_xacts") + $(worker2 "SELECT count(*) FROM pg_prepared_xacts")))
@@ -209,6 +218,24 @@ coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
 wait_for_no_prepared
 expect_on_both_workers "in doubt" 50 "recovery committed the prepared part as the decider did"
 expect_eq "rows after the in-doubt transaction" "92" "$(rows)"
+
+# 4c. the deciding worker's backend dies right after its commit, before it
+# answers (its server restarts): the connection breaks, the outcome is in
+# doubt, and recovery commits the other worker's prepared part
+for port in $WORKER_1_PORT $WORKER_2_PORT; do
+	psql_at "$port" -c "ALTER DATABASE $DB SET shardext.test_fault = 'exit_after_decision'"
+done
+out=$(psql_at "$COORDINATOR_PORT" -c "BEGIN" -c "UPDATE tpc_t SET v = 'decider died' WHERE id <= 50" \
+	-c "COMMIT" 2>&1) && fail "the transaction whose decider died succeeded: $out"
+grep -q "is not known yet" <<<"$out" || fail "no word of the unknown outcome after the decider died: $out"
+echo "ok - the decider's backend died after its commit: the client hears that the outcome is not known"
+for port in $WORKER_1_PORT $WORKER_2_PORT; do
+	wait_for_worker "$port"
+	psql_at "$port" -c "ALTER DATABASE $DB RESET shardext.test_fault"
+done
+coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
+wait_for_no_prepared
+expect_on_both_workers "decider died" 50 "recovery committed the prepared part as the dead decider had"
 coord "SELECT shardext_recover_prepared_transactions()" >/dev/null
 expect_eq "recovery forgot the decisions at last" "0" "$(decisions)"
 rm -rf "$WORK"

@@ -51,6 +51,7 @@ extern int	ShardextSnowflakeMaxClockSkew;
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
 #define TEST_FAULT_PAUSE_AFTER_PREPARE 3
 #define TEST_FAULT_LOSE_DECIDER_ANSWER 4
+#define TEST_FAULT_EXIT_AFTER_DECISION 5
 extern int	ShardextTestFault;
 extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;

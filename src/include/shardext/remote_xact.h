@@ -27,6 +27,9 @@ extern char *RemotePreparedGidPrefix(void);
 /* replica_monitor.c */
 extern bool PollReplicas(void);
 
+/* commit_decision.c */
+extern void InitializeCommitDecisions(void);
+
 /* recovery.c */
 extern int	RecoverShardextPreparedTransactions(bool skipFailing);
 
