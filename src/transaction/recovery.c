@@ -124,8 +124,10 @@ static int	RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix,
 static int	RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 								const char *prefix, bool *reached, List **floors);
 static bool DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref);
-static bool AskDecider(const char *gid, const char *owner, const char *prefix,
-					   bool *committed);
+static bool AskDecider(const DeciderRef *ref, const char *gid, const char *owner,
+					   const char *prefix, bool *committed);
+static char *NodeValueBounded(WorkerNode *node, const char *query, int nParams,
+							  const char *const *params, char **failure);
 static void RaiseDecisionFloors(List **floors, List *stillPrepared, const char *prefix);
 static void ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon);
 static uint64 OldestRunningFullXid(void);
@@ -272,7 +274,7 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 		foreach(recordCell, records)
 			committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, xact->gid) == 0);
 		if (!committed && DecidedByDecider(xact->gid, prefix, &ref) &&
-			!AskDecider(xact->gid, xact->owner, prefix, &committed))
+			!AskDecider(&ref, xact->gid, xact->owner, prefix, &committed))
 		{
 			allDecided = false;	/* the decider cannot tell now: next round */
 			continue;
@@ -324,60 +326,76 @@ DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref)
 }
 
 /*
- * AskDecider asks the deciding node of gid whether the transaction
- * committed there (see the file header).  Returns false, with a warning,
- * when the node cannot answer now.
+ * AskDecider asks the deciding node of gid (what ref names) whether the
+ * transaction committed there (see the file header).  Returns false, with
+ * a warning, when the node cannot answer now.
  */
 static bool
-AskDecider(const char *gid, const char *owner, const char *prefix, bool *committed)
+AskDecider(const DeciderRef *ref, const char *gid, const char *owner, const char *prefix,
+		   bool *committed)
 {
-	DeciderRef	ref;
-	WorkerNode *node;
-	NodeConnection *conn;
-	char	   *value = NULL;
+	WorkerNode *node = LookupWorkerNode(ref->nodeId);
+	const char *params[4] = {prefix, psprintf(UINT64_FORMAT, ref->incarnation),
+	psprintf(UINT64_FORMAT, ref->xid), owner};
 	char	   *failure = NULL;
+	char	   *value;
 
-	if (!DecidedByDecider(gid, prefix, &ref) || (node = LookupWorkerNode(ref.nodeId)) == NULL)
+	if (node == NULL)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("the node that decides prepared transaction %s is not registered", gid)));
 		return false;
 	}
-	conn = OpenDedicatedConnection(node->host, node->port, false, false);
-	if (conn != NULL)
-	{
-		PG_TRY();
-		{
-			const char *params[4] = {prefix, psprintf(UINT64_FORMAT, ref.incarnation),
-			psprintf(UINT64_FORMAT, ref.xid), owner};
-			PGresult   *result = ExecuteRemoteQueryBounded(conn,
-														   "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
-														   4, params, RECOVERY_COMMAND_TIMEOUT_MS,
-														   &failure);
-
-			if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK &&
-				PQntuples(result) == 1)
-				value = pstrdup(PQgetvalue(result, 0, 0));
-			PQclear(result);
-		}
-		PG_FINALLY();
-		{
-			CloseDedicatedConnection(conn);
-		}
-		PG_END_TRY();
-	}
+	value = NodeValueBounded(node, "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
+							 4, params, &failure);
 	if (value == NULL)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not ask node %s:%d how prepared transaction %s ended",
 						node->host, node->port, gid),
-				 errdetail_internal("%s", failure ? failure : "no connection")));
+				 errdetail_internal("%s", failure)));
 		return false;
 	}
 	*committed = (strcmp(value, "t") == 0);
 	return true;
+}
+
+/*
+ * NodeValueBounded runs a query with text parameters on a node over a
+ * connection of its own (closed on every path), waiting
+ * RECOVERY_COMMAND_TIMEOUT_MS at most, and returns the first value of its
+ * result; NULL, with *failure set, when it did not run.
+ */
+static char *
+NodeValueBounded(WorkerNode *node, const char *query, int nParams, const char *const *params,
+				 char **failure)
+{
+	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
+	char	   *value = NULL;
+
+	*failure = "no connection";
+	if (conn == NULL)
+		return NULL;
+	PG_TRY();
+	{
+		PGresult   *result = ExecuteRemoteQueryBounded(conn, query, nParams, params,
+													   RECOVERY_COMMAND_TIMEOUT_MS, failure);
+
+		if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK &&
+			PQntuples(result) == 1)
+			value = pstrdup(PQgetvalue(result, 0, 0));
+		else if (*failure == NULL)
+			*failure = "no row";
+		PQclear(result);
+	}
+	PG_FINALLY();
+	{
+		CloseDedicatedConnection(conn);
+	}
+	PG_END_TRY();
+	return value;
 }
 
 /*
@@ -429,6 +447,8 @@ RaiseDecisionFloors(List **floors, List *stillPrepared, const char *prefix)
 static void
 ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon)
 {
+	const char *params[3] = {prefix, psprintf(UINT64_FORMAT, CoordinatorIncarnation()), NULL};
+	char	   *failure;
 	ListCell   *cell;
 
 	foreach(cell, nodes)
@@ -436,7 +456,6 @@ ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon)
 		WorkerNode *node = lfirst(cell);
 		uint64		below = horizon;
 		ListCell   *floorCell;
-		NodeConnection *conn;
 		bool		olderNeeded = false;
 
 		if (NodeIsReplica(node))
@@ -453,30 +472,14 @@ ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon)
 		}
 		if (olderNeeded)
 			continue;			/* left for a round after they are resolved */
-		conn = OpenDedicatedConnection(node->host, node->port, false, false);
-		if (conn == NULL)
-			continue;
-		PG_TRY();
-		{
-			const char *params[3] = {prefix, psprintf(UINT64_FORMAT, CoordinatorIncarnation()),
-			psprintf(UINT64_FORMAT, below)};
-			char	   *failure = NULL;
-
-			PQclear(ExecuteRemoteQueryBounded(conn,
-											  "SELECT shardext.forget_commit_decisions($1, $2, $3)",
-											  3, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure));
-			if (failure != NULL)
-				ereport(WARNING,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("could not delete old commit decisions on node %s:%d",
-								node->host, node->port),
-						 errdetail_internal("%s", failure)));
-		}
-		PG_FINALLY();
-		{
-			CloseDedicatedConnection(conn);
-		}
-		PG_END_TRY();
+		params[2] = psprintf(UINT64_FORMAT, below);
+		if (NodeValueBounded(node, "SELECT shardext.forget_commit_decisions($1, $2, $3)",
+							 3, params, &failure) == NULL)
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not delete old commit decisions on node %s:%d",
+							node->host, node->port),
+					 errdetail_internal("%s", failure)));
 	}
 }
 
