@@ -22,6 +22,8 @@
 source "$(dirname "$0")/lib/common.sh"
 
 RELEASE_COMMIT=6d8126dbaa5c0fd78765a751ad6765df6e726618
+# the version this tree builds (default_version of shardext.control)
+CUR=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$ROOT/shardext.control")
 WORK="$SHARDEXT_CLUSTER_DIR/upgrade"
 COORD=$((SHARDEXT_PORT + 20))
 W1=$((COORD + 1))
@@ -132,13 +134,13 @@ private_cluster start 2 >/dev/null || fail "starting with the new library"
 expect_eq "the production build has no test settings" "" \
 	"$(pq $COORD upg -c "SELECT current_setting(name, true) FROM unnest(ARRAY['shardext.test_fault',
 		'shardext.move_test_pause_phase', 'shardext.snowflake_clock_offset']) name" | tr -d '\n')"
-expect_eq "library 1.1, catalog still 1.0" "1.1 1.0" \
+expect_eq "library $CUR, catalog still 1.0" "$CUR 1.0" \
 	"$(pq $COORD upg -c "SELECT current_setting('shardext.version') || ' ' || extversion
 		FROM pg_extension WHERE extname = 'shardext'")"
 
 # --- before ALTER EXTENSION UPDATE: a clear error, no crash ---
 expect_error_like "distributed tables before the update" \
-	"shardext library version 1.1 does not match the installed extension version 1.0" \
+	"shardext library version $CUR does not match the installed extension version 1.0" \
 	pq $COORD upg -c "SELECT count(*) FROM app.accounts"
 expect_error_like "... with a hint" "HINT:  Run ALTER EXTENSION shardext UPDATE" \
 	pq $COORD upg -c "SELECT count(*) FROM app.accounts"
@@ -164,7 +166,7 @@ expect_eq "workers still at 1.0 are reported" "2" \
 for port in $W1 $W2; do
 	pq $port upg -c "ALTER EXTENSION shardext UPDATE" || fail "ALTER EXTENSION shardext UPDATE on a worker"
 done
-expect_eq "every node at 1.1" "1.1 1.1 1.1" \
+expect_eq "every node at $CUR" "$CUR $CUR $CUR" \
 	"$(for port in $COORD $W1 $W2; do pq $port upg -c "SELECT extversion FROM pg_extension WHERE extname = 'shardext'"; done | tr '\n' ' ' | sed 's/ $//')"
 expect_eq "shardext_check_cluster: no errors" "" \
 	"$(pq $COORD upg -c "SELECT node_id || ' ' || check_name || ': ' || detail FROM shardext_check_cluster() WHERE status = 'error'")"
@@ -221,9 +223,9 @@ echo "ok - the upgraded extension equals a fresh install ($(grep -c 'ALTER EXTEN
 
 # --- mixed versions and missing settings are refused when adding a node ---
 pq $W1 postgres -c "CREATE DATABASE fresh"
-pq $W1 fresh -c "CREATE EXTENSION shardext VERSION '1.0'" || fail "1.0 extension with the 1.1 library"
+pq $W1 fresh -c "CREATE EXTENSION shardext VERSION '1.0'" || fail "1.0 extension with the $CUR library"
 expect_error_like "a node whose extension is 1.0 is refused" \
-	"cannot add node 127.0.0.1:$W1: extension shardext is at version 1.0 on the node, 1.1 on the coordinator" \
+	"cannot add node 127.0.0.1:$W1: extension shardext is at version 1.0 on the node, $CUR on the coordinator" \
 	pq $COORD fresh -c "SELECT shardext_add_node('127.0.0.1', $W1)"
 expect_eq "nothing recorded" "0" "$(pq $COORD fresh -c "SELECT count(*) FROM shardext.node")"
 pq $W1 fresh -c "ALTER EXTENSION shardext UPDATE"

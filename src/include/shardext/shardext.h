@@ -17,7 +17,7 @@
  * while the installed extension has another version (see
  * EnsureCatalogVersionMatches); SHOW shardext.version shows it.
  */
-#define SHARDEXT_LIBRARY_VERSION "1.1"
+#define SHARDEXT_LIBRARY_VERSION "1.2"
 
 /* the shared memory pieces of each module (shardext.c sums and initialises them) */
 extern Size SnowflakeShmemSize(void);
