@@ -49,11 +49,13 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
@@ -359,7 +361,7 @@ ComparePoolOrder(const void *a, const void *b)
 static bool
 PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait)
 {
-	conn->lastUsedLxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
+	conn->lastUsedLxid = MyProc != NULL ? ProcLocalXid(MyProc) : InvalidLocalTransactionId;
 	if (conn->pgConn != NULL && (conn->connecting || PQstatus(conn->pgConn) == CONNECTION_OK))
 		return true;
 
@@ -510,7 +512,7 @@ AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait)
 static void
 ReleaseIdleConnectionsAfter(PoolEntry *entry)
 {
-	LocalTransactionId lxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
+	LocalTransactionId lxid = MyProc != NULL ? ProcLocalXid(MyProc) : InvalidLocalTransactionId;
 	List	   *all = AllNodeConnections();
 	ListCell   *cell;
 

@@ -38,6 +38,7 @@
 #include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 
 /* how long a cancelled command may take to end before the connection is given up */
@@ -92,7 +93,7 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 
 	if (set == NULL)
 	{
-		set = CreateWaitEventSet(TopMemoryContext, 3);
+		set = CreateLongLivedWaitEventSet(3);
 		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		AddWaitEventToSet(set, socketEvents, PQsocket(conn->pgConn), NULL, NULL);
@@ -665,7 +666,7 @@ CancelRemoteCommand(NodeConnection *conn, int timeoutMs)
 	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
 		return false;
 
-	if (!SendCancelRequest(conn, Min(timeoutMs, ShardextConnectTimeout)))
+	if (!SendNodeCancelRequest(conn, Min(timeoutMs, ShardextConnectTimeout)))
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),

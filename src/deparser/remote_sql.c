@@ -43,6 +43,7 @@
 
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_sql.h"
 
 typedef struct DeparseLevel
@@ -1211,7 +1212,7 @@ DeparseRemoteFromItem(RemoteSql *sql, Node *item)
 		DeparseRemoteFromItem(sql, join->rarg);
 		appendStringInfoString(buf, " ON ");
 		if (join->quals != NULL)
-			DeparseRemoteExpr(sql, flatten_join_alias_vars(query, join->quals));
+			DeparseRemoteExpr(sql, FlattenAliasVars(query, join->quals));
 		else
 			appendStringInfoString(buf, "true");
 		appendStringInfoChar(buf, ')');
@@ -1291,7 +1292,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	}
 
 	RemoteSqlPushQuery(sql, query);
-	targetList = (List *) flatten_join_alias_vars(query, (Node *) query->targetList);
+	targetList = (List *) FlattenAliasVars(query, (Node *) query->targetList);
 
 	appendStringInfoString(buf, "SELECT ");
 	if (query->distinctClause != NIL)
@@ -1328,7 +1329,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	if (query->jointree->quals != NULL)
 	{
 		appendStringInfoString(buf, " WHERE ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->jointree->quals));
 	}
 	if (query->groupClause != NIL)
 	{
@@ -1343,7 +1344,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	if (query->havingQual != NULL)
 	{
 		appendStringInfoString(buf, " HAVING ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->havingQual));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->havingQual));
 	}
 	if (query->sortClause != NIL)
 	{

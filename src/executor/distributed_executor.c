@@ -228,8 +228,7 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 		fmgr_info(inputFunction, &state->inputFunctions[index]);
 		state->typmods[index] = attr->atttypmod;
 	}
-	state->bufferSlot = ExecAllocTableSlot(&estate->es_tupleTable, desc,
-										   &TTSOpsMinimalTuple);
+	state->bufferSlot = AllocTableSlot(&estate->es_tupleTable, desc, &TTSOpsMinimalTuple);
 }
 
 static TupleTableSlot *
@@ -1227,7 +1226,7 @@ WaitForConnections(DistributedScanState *state)
 		return;
 	}
 
-	set = CreateWaitEventSet(CurrentMemoryContext, waiting + 2);
+	set = CreateTransientWaitEventSet(waiting + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	foreach(cell, state->taskConns)

@@ -422,6 +422,7 @@ AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch,
 	bool		isnull;
 	int32		hash = DatumGetInt32(heap_getattr(tuple, 1, set->desc, &isnull));
 	ShardInterval *shard = FindShardIntervalForHash(entry, hash);
+	int64		count = net < 0 ? -net : net;
 	List	  **target;
 
 	if (batch->shard != shard)
@@ -434,7 +435,7 @@ AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch,
 	target = net < 0 ? &batch->removed : &batch->added;
 	if (set->isUnique)
 	{
-		for (int64 i = 0; i < Abs(net); i++)
+		for (int64 i = 0; i < count; i++)
 			*target = lappend(*target, tuple);
 	}
 	else
@@ -443,7 +444,7 @@ AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch,
 		bool	   *nulls = palloc(sizeof(bool) * set->desc->natts);
 
 		heap_deform_tuple(tuple, set->desc, values, nulls);
-		values[set->desc->natts - 1] = Int64GetDatum(Abs(net));
+		values[set->desc->natts - 1] = Int64GetDatum(count);
 		*target = lappend(*target, heap_form_tuple(set->desc, values, nulls));
 	}
 }

@@ -343,7 +343,7 @@ ResolveColocation(Oid relid, const char *colocateWith, int shardCount,
 		colocationId = FindColocationGroup(shardCount, distType, distCollation);
 	else if (pg_strcasecmp(colocateWith, "none") != 0)
 	{
-		List	   *names = stringToQualifiedNameList(colocateWith);
+		List	   *names = StringToQualifiedNameList(colocateWith);
 		Oid			otherRelid = RangeVarGetRelid(makeRangeVarFromNameList(names),
 												  AccessShareLock, false);
 		DistTableCacheEntry *other = GetDistTableCacheEntry(otherRelid);
@@ -575,7 +575,7 @@ MoveLocalRowsToShards(Relation rel)
 {
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	TableScanDesc scan = BeginTableScan(rel, snapshot, 0, NULL);
 	ShardCopyState *copyState = NULL;
 	uint64		rowCount = 0;
 
@@ -594,8 +594,8 @@ MoveLocalRowsToShards(Relation rel)
 		return;
 
 	rowCount = EndShardCopy(copyState);
-	ExecuteTruncateGuts(list_make1(rel), list_make1_oid(RelationGetRelid(rel)),
-						NIL, DROP_RESTRICT, false);
+	TruncateRelations(list_make1(rel), list_make1_oid(RelationGetRelid(rel)),
+					  NIL, DROP_RESTRICT, false);
 	ereport(NOTICE,
 			(errmsg("moved " UINT64_FORMAT " rows of \"%s\" into its shards",
 					rowCount, RelationGetRelationName(rel))));

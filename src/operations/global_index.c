@@ -59,6 +59,7 @@
 #include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/pg_compat.h"
 
 PG_FUNCTION_INFO_V1(shardext_create_global_index);
 PG_FUNCTION_INFO_V1(shardext_drop_global_index);

@@ -22,6 +22,7 @@
 #include "utils/typcache.h"
 
 #include "shardext/global_index.h"
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -375,7 +376,7 @@ DeparseLockingSelect(RemoteSql *sql, Query *query, DistributedJob *job)
 	if (query->jointree->quals != NULL)
 	{
 		appendStringInfoString(&sql->buf, " WHERE ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->jointree->quals));
 	}
 	appendStringInfo(&sql->buf, " FOR UPDATE OF %s", alias);
 	RemoteSqlPopQuery(sql);

@@ -58,6 +58,7 @@
 #include "utils/timestamp.h"
 
 #include "shardext/deadlock_detection.h"
+#include "shardext/pg_compat.h"
 #include "shardext/wait_graph.h"
 
 #define DEADLOCK_DETAIL_LEN 1024
@@ -167,16 +168,16 @@ CheckForDistributedDeadlockCancel(void)
 	bool		cancel;
 	char		detail[DEADLOCK_DETAIL_LEN];
 
-	if (Deadlock == NULL || MyProc == NULL || MyProc->pgprocno >= Deadlock->slotCount)
+	if (Deadlock == NULL || MyProc == NULL || ProcNumberOf(MyProc) >= Deadlock->slotCount)
 		return;
-	slot = &Deadlock->slots[MyProc->pgprocno];
+	slot = &Deadlock->slots[ProcNumberOf(MyProc)];
 	if (likely(!((volatile DeadlockCancelSlot *) slot)->cancelRequested))
 		return;
 	if (InterruptHoldoffCount > 0 || CritSectionCount > 0)
 		return;
 
 	SpinLockAcquire(&slot->mutex);
-	cancel = slot->cancelRequested && slot->lxid == MyProc->lxid;
+	cancel = slot->cancelRequested && slot->lxid == ProcLocalXid(MyProc);
 	slot->cancelRequested = false;
 	strlcpy(detail, slot->detail, sizeof(detail));
 	SpinLockRelease(&slot->mutex);
@@ -203,9 +204,9 @@ CancelVictim(CoordinatorBackend *victim, const char *detail)
 	DeadlockCancelSlot *slot;
 	bool		pending;
 
-	if (proc == NULL || proc->lxid != victim->lxid || proc->pgprocno >= Deadlock->slotCount)
+	if (proc == NULL || ProcLocalXid(proc) != victim->lxid || ProcNumberOf(proc) >= Deadlock->slotCount)
 		return;
-	slot = &Deadlock->slots[proc->pgprocno];
+	slot = &Deadlock->slots[ProcNumberOf(proc)];
 
 	SpinLockAcquire(&slot->mutex);
 	pending = slot->cancelRequested && slot->lxid == victim->lxid;

@@ -36,7 +36,7 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int nParams, const char *const *params,
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
-extern bool SendCancelRequest(NodeConnection *conn, int timeoutMs);
+extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
