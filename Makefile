@@ -5,6 +5,8 @@
 # CREATE EXTENSION of the newest version runs 1.0 and then the upgrades, so a
 # fresh install and an upgraded one are the same.
 
+PG_CONFIG ?= pg_config
+
 EXTENSION = shardext
 MODULE_big = shardext
 
@@ -20,12 +22,15 @@ SHLIB_LINK = -lpq
 
 # `make SHARDEXT_TEST_BUILD=1` (what scripts/test uses) adds the test-only
 # settings (crash injection, pauses, a shifted clock); the normal build has
-# none.  .build-flags changes when the flavour does, so objects are rebuilt.
+# none.  .build-flags changes when the flavour or the PostgreSQL installation
+# (PG_CONFIG) does, so objects are rebuilt: those of one PostgreSQL version
+# are never linked into a library for another.
 ifeq ($(SHARDEXT_TEST_BUILD),1)
 PG_CPPFLAGS += -DSHARDEXT_TEST_HOOKS
 endif
 BUILD_FLAGS = .build-flags
-$(shell echo 'test=$(SHARDEXT_TEST_BUILD)' | cmp -s - $(BUILD_FLAGS) || echo 'test=$(SHARDEXT_TEST_BUILD)' > $(BUILD_FLAGS))
+BUILD_FLAVOUR := test=$(SHARDEXT_TEST_BUILD) pg=$(shell $(PG_CONFIG) --version) $(shell $(PG_CONFIG) --includedir-server)
+$(shell echo '$(BUILD_FLAVOUR)' | cmp -s - $(BUILD_FLAGS) || echo '$(BUILD_FLAVOUR)' > $(BUILD_FLAGS))
 
 # pg_regress suite (sql/ + expected/, in the order of test/schedule).
 # `make installcheck` runs it against a running cluster started by
@@ -41,7 +46,6 @@ REGRESS_OPTS = --host=127.0.0.1 --port=$(SHARDEXT_PORT) --user=postgres
 REGRESS_PREP = installcheck-prepare
 EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS)
 
-PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

@@ -158,21 +158,6 @@ SELECT count(*) AS last_hour FROM sf_orders
 WHERE id >= snowflake_from_time(now() - interval '1 hour');
 DROP TABLE sf_orders;
 
--- parallel safe: parallel workers draw from the same generator as the leader
-CREATE TABLE sf_parallel AS SELECT generate_series(1, 100000) AS n;
-ANALYZE sf_parallel;
-BEGIN;
-SET LOCAL parallel_setup_cost = 0;
-SET LOCAL parallel_tuple_cost = 0;
-SET LOCAL min_parallel_table_scan_size = 0;
-SET LOCAL max_parallel_workers_per_gather = 2;
-SET LOCAL parallel_leader_participation = off;
-EXPLAIN (VERBOSE, COSTS OFF)
-SELECT count(DISTINCT id), count(*) FROM (SELECT snowflake_id() AS id FROM sf_parallel) s;
-SELECT count(DISTINCT id), count(*) FROM (SELECT snowflake_id() AS id FROM sf_parallel) s;
-COMMIT;
-DROP TABLE sf_parallel;
-
 -- on a distributed table every shard gets the default, so rows get the node
 -- id of whichever node runs the insert
 CREATE TABLE sf_events (

@@ -40,6 +40,7 @@ static char *SubscriptionConninfo(ShardMoveState *state);
 static void AppendSplitMapEntry(ShardMoveState *state, MoveShard *shard, StringInfo map);
 static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
 static char *MoveCreateSlotSnapshot(ShardMoveState *state);
+static char *SplitMapText(ShardMoveState *state);
 
 /* SplitHalfRange returns the hash range of a piece of a split (0: the first) */
 void
@@ -213,6 +214,11 @@ MoveCreateSlotSnapshot(ShardMoveState *state)
 			appendStringInfo(&set, "%s%s", name == copy ? "" : ", ", quote_literal_cstr(name));
 		ExecuteRemoteCommand(state->replication, set.data);
 	}
+	/* the slot keeps the split map of the session that creates it (split_decoder.c) */
+	if (state->operation == MOVE_OPERATION_SPLIT)
+		ExecuteRemoteCommand(state->replication,
+							 psprintf("SET shardext.split_map = %s",
+									  quote_literal_cstr(SplitMapText(state))));
 	result = ExecuteRemoteQueryParams(state->replication,
 									  psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
 											   quote_identifier(state->objectName),
@@ -452,20 +458,28 @@ SubscriptionConninfo(ShardMoveState *state)
 	AppendConninfoValue(&buf, "user", GetUserNameFromId(GetUserId(), false));
 	AppendConninfoValue(&buf, "application_name", state->objectName);
 	if (state->operation == MOVE_OPERATION_SPLIT)
-	{
-		StringInfoData map;
-		ListCell   *cell;
-
-		/* source:attnum:piece:lo:hi[:piece:lo:hi]...;... in relation OIDs of the source */
-		initStringInfo(&map);
-		foreach(cell, state->shards)
-			AppendSplitMapEntry(state, lfirst(cell), &map);
 		AppendConninfoValue(&buf, "options",
-							psprintf("-c shardext.split_map=%s%s%s", map.data,
+							psprintf("-c shardext.split_map=%s%s%s", SplitMapText(state),
 									 state->pluginLibraries ? " -c output_plugin_libraries=" : "",
 									 state->pluginLibraries ? state->pluginLibraries : ""));
-	}
 	return buf.data;
+}
+
+/*
+ * SplitMapText is the split map of the split's shards (split_decoder.c):
+ * source:attnum:piece:lo:hi[:piece:lo:hi]...;... in relation OIDs of the
+ * source.
+ */
+static char *
+SplitMapText(ShardMoveState *state)
+{
+	StringInfoData map;
+	ListCell   *cell;
+
+	initStringInfo(&map);
+	foreach(cell, state->shards)
+		AppendSplitMapEntry(state, lfirst(cell), &map);
+	return map.data;
 }
 
 /*

@@ -30,6 +30,8 @@ extern void ExecuteOnNodesInTransaction(List *nodeIds, List *commands);
 extern void CheckNewNode(const char *host, int32 port);
 
 /* node_management.c */
+struct NodeConnection;
 extern void ReplicateReferenceTablesToNode(int32 nodeId);
+extern void CheckSameMajorVersion(struct NodeConnection *conn, const char *host, int32 port);
 
 #endif							/* SHARDEXT_OPERATIONS_H */

@@ -206,6 +206,21 @@ SetPlannedStmtRangeTable(PlannedStmt *stmt, Query *query)
 #define MarkNullableByJoin(node, varno, joinIndex) ((void) (varno), (void) (joinIndex), (node))
 #endif
 
+/* ==== GUCs ==== */
+
+/*
+ * The memory of a check hook's extra, which the GUC machinery frees: 16
+ * keeps GUC memory in a memory context (guc_malloc, guc_free), before it
+ * was malloc's.  NULL when out of memory.
+ */
+#if PG_VERSION_NUM >= 160000
+#define GucExtraAlloc(size) guc_malloc(LOG, (size))
+#define GucExtraFree(ptr) guc_free(ptr)
+#else
+#define GucExtraAlloc(size) malloc(size)
+#define GucExtraFree(ptr) free(ptr)
+#endif
+
 /* ==== the planner ==== */
 
 /* 19 gave the planner (and its hook) the ExplainState of an EXPLAIN, or NULL */
@@ -530,8 +545,14 @@ MakeDecodedTuple(HeapTuple heapTuple)
  * executor uses to tell a lone extended-protocol Execute from a pipeline:
  * the pq_* functions of libpq/libpq.h, which cannot be included by code
  * that includes libpq-fe.h (it pulls in the server build's GSSAPI headers).
+ * 17 replaced pq_buffer_has_data() by pq_buffer_remaining_data().
  */
+#if PG_VERSION_NUM >= 170000
+extern ssize_t pq_buffer_remaining_data(void);
+#define pq_buffer_has_data() (pq_buffer_remaining_data() > 0)
+#else
 extern bool pq_buffer_has_data(void);
+#endif
 extern void pq_startmsgread(void);
 extern int	pq_peekbyte(void);
 extern void pq_endmsgread(void);
