@@ -1,7 +1,8 @@
 --
 -- snowflake: snowflake_id() and its helpers, on the coordinator and on the
 -- two workers registered by add_nodes.  Ids, node ids and ports vary
--- between runs, so only facts about them are printed.
+-- between runs, so only facts about them are printed.  PostgreSQL 17 and
+-- later print the units of a setting's valid range (snowflake_1.out).
 --
 \getenv worker_1_port WORKER_1_PORT
 \getenv worker_2_port WORKER_2_PORT

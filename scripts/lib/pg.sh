@@ -13,6 +13,11 @@
 #
 # Without --pg, PG_CONFIG from the environment is used, else PostgreSQL 15's.
 # Every script exports the result, so that what it runs uses the same one.
+# The installation's own libpq goes first in LD_LIBRARY_PATH: the client
+# programs of an unpacked archive (psql, pg_ctl, pgbench, the isolation
+# tester) would otherwise load the system's libpq, of another version, and
+# the servers they start get the same environment.  (shardext.so itself is
+# linked with the installation's library directory as its run path.)
 
 pg_find() {
 	local version=$1 root=${SHARDEXT_PG_ROOT:-/opt/pg}
@@ -70,6 +75,15 @@ pg_parse_args() {
 		exit 2
 	fi
 	export PG_CONFIG
+	pg_use_libdir
+}
+
+pg_use_libdir() {
+	local libdir
+	libdir=$("$PG_CONFIG" --libdir)
+	if [ -e "$libdir/libpq.so.5" ] && [[ ":${LD_LIBRARY_PATH:-}:" != *":$libdir:"* ]]; then
+		export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	fi
 }
 
 pg_major() {

@@ -261,6 +261,16 @@ FlattenAliasVars(Query *query, Node *node)
 }
 
 /*
+ * RteIsGroup: the RTE_GROUP entry that 18 adds to a query with GROUP BY; it
+ * names no table (FlattenAliasVars replaces its Vars).
+ */
+#if PG_VERSION_NUM >= 180000
+#define RteIsGroup(rte) ((rte)->rtekind == RTE_GROUP)
+#else
+#define RteIsGroup(rte) false
+#endif
+
+/*
  * ReplaceVarsFromTargetListOf: ReplaceVarsFromTargetList, which 18 gave
  * the index of the result relation (for Vars of RETURNING OLD/NEW).
  */
@@ -347,6 +357,26 @@ MergeBecomesSelect(Query *query)
 #endif
 }
 
+/* ==== table definitions ==== */
+
+/*
+ * 18 records each NOT NULL as a named constraint (pg_constraint contype
+ * 'n'); shardext gives the shards the table's names, with the columns.
+ * (17's headers define CONSTRAINT_NOTNULL, but it has no such constraints.)
+ */
+#if PG_VERSION_NUM >= 180000
+#define ConstraintIsNotNull(contype) ((contype) == CONSTRAINT_NOTNULL)
+#else
+#define ConstraintIsNotNull(contype) false
+#endif
+
+/* a virtual generated column (18), computed when read */
+#if PG_VERSION_NUM >= 180000
+#define ColumnIsVirtual(attr) ((attr)->attgenerated == ATTRIBUTE_GENERATED_VIRTUAL)
+#else
+#define ColumnIsVirtual(attr) false
+#endif
+
 /* ==== COPY ==== */
 
 /* 19 replaced CopyFormatOptions' binary and csv_mode by format */
@@ -381,6 +411,13 @@ MergeBecomesSelect(Query *query)
 #define RelationNewFileSubid(rel) ((rel)->rd_newRelfilelocatorSubid)
 #else
 #define RelationNewFileSubid(rel) ((rel)->rd_newRelfilenodeSubid)
+#endif
+
+/* 19 wants TupleDescFinalize() on a TupleDesc built entry by entry, before use */
+#if PG_VERSION_NUM >= 190000
+#define FinishTupleDesc(desc) TupleDescFinalize(desc)
+#else
+#define FinishTupleDesc(desc) ((void) (desc))
 #endif
 
 /* 18 added the size of extra space to allocate after the tuple */
