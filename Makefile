@@ -18,6 +18,11 @@ DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/src/sql/$(EXTENSION)--*.sql
 
 PG_CPPFLAGS = -I$(srcdir)/src/include -I$(shell $(PG_CONFIG) --includedir)
 PG_CFLAGS = -Wall -Werror -Wmissing-prototypes -Wno-declaration-after-statement
+# libpq: the server loads the one of shardext.so's run path, which PGXS sets to
+# the installation's library directory ($(pg_config --libdir)) unless
+# PostgreSQL was configured without rpath (Debian, whose libpq5 is then the
+# system's): so the servers of an unpacked PostgreSQL 16-19 archive map their
+# own libpq.so.5, not an older one of the system.
 SHLIB_LINK = -lpq
 
 # `make SHARDEXT_TEST_BUILD=1` (what scripts/test uses) adds the test-only

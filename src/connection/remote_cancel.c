@@ -17,7 +17,10 @@
  * key and address come from the PGcancel object, whose layout libpq does
  * not publish; the start of it (address, pid, key) is the same in libpq 15
  * and 16, which is checked at run time.  With another libpq the blocking
- * PQcancel is used.
+ * PQcancel is used: that is libpq 17 and later, which the servers of
+ * PostgreSQL 17 to 19 load (shardext.so's run path is their library
+ * directory), until the non-blocking cancel API of libpq 17
+ * (PQcancelCreate, PQcancelPoll) is used here.
  *
  *-------------------------------------------------------------------------
  */

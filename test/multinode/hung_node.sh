@@ -156,7 +156,8 @@ kill -STOP \$pid
 SH
 chmod +x "$TMP/stop.sh"
 run_stopped() {	# cancel-sql: a session whose worker 2 backend stops, then the query
-	"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" <<SQL 2>&1
+	# (bounded, so that a hang fails this test and its cleanup resumes the worker)
+	timeout 120 "$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" <<SQL 2>&1
 SELECT count(*) FROM hn_rows;
 SELECT pg_backend_pid() AS coord_pid \gset
 \setenv COORD_PID :coord_pid

@@ -24,15 +24,8 @@ OTHER_BINDIR=$("$otherConfig" --bindir)
 
 port=$((SHARDEXT_PORT + 19))
 dir="$SHARDEXT_CLUSTER_DIR/mixed_versions"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-cleanup() { as_pg "$OTHER_BINDIR/pg_ctl" -D "$dir" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
-
-rm -rf "$dir"
-as_pg "$OTHER_BINDIR/initdb" -D "$dir" --auth=trust -U postgres >/dev/null || fail "initdb $other"
-as_pg "$OTHER_BINDIR/pg_ctl" -D "$dir" \
-	-o "-p $port -k $SHARDEXT_CLUSTER_DIR/sockets -c listen_addresses=127.0.0.1" \
-	-l "$dir.log" -w start >/dev/null || fail "start a PostgreSQL $other server"
+trap 'stop_plain_server "$OTHER_BINDIR" "$dir"' EXIT
+start_plain_server "$OTHER_BINDIR" "$dir" "$port"
 expect_eq "the other server runs PostgreSQL $other" "$other" \
 	"$(DB=postgres psql_at "$port" -c "SHOW server_version_num" | cut -c1-2)"
 
