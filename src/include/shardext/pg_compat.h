@@ -275,12 +275,12 @@ FlattenAliasVars(Query *query, Node *node)
  * the index of the result relation (for Vars of RETURNING OLD/NEW).
  */
 #if PG_VERSION_NUM >= 180000
-#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tlist, resultRelation, opt, nomatch, hasSubLinks) \
-	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tlist), (resultRelation), (opt), \
-							  (nomatch), (hasSubLinks))
+#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tl, resultRel, opt, nomatch, sl) \
+	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tl), (resultRel), (opt), \
+							  (nomatch), (sl))
 #else
-#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tlist, resultRelation, opt, nomatch, hasSubLinks) \
-	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tlist), (opt), (nomatch), (hasSubLinks))
+#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tl, resultRel, opt, nomatch, sl) \
+	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tl), (opt), (nomatch), (sl))
 #endif
 
 /*
