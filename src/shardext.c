@@ -75,6 +75,7 @@ _PG_init(void)
 	InitializeMetadataCache();
 	InitializeConnections();
 	InitializeRemoteTransactions();
+	InitializeDistributedDeadlockDetection();
 	InitializeCommitDecisions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();

@@ -7,7 +7,8 @@
  *
  * Connections are in non-blocking mode, and every wait for a node is one
  * loop, WaitForNodeUntil: on the latch, so that a cancel, statement_timeout
- * or the distributed deadlock detector interrupts it, and with a deadline
+ * or the distributed deadlock detector (through NodeWaitCancel_hook, which
+ * the transaction layer sets) interrupts it, and with a deadline
  * where the caller has one.  When an error escapes while a command is in
  * flight, conn->queryInProgress stays set and the transaction abort
  * callback cancels the remote command.
@@ -36,7 +37,6 @@
 #include "pgtime.h"
 
 #include "shardext/connection.h"
-#include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
@@ -50,6 +50,8 @@ static void WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal);
 static bool FinishRemoteCommandUntil(NodeConnection *conn, const char *command,
 									 TimestampTz deadline, PGresult **lastOut,
 									 bool *timedOut);
+
+NodeWaitCancel_hook_type NodeWaitCancel_hook = NULL;
 
 /* the SQLSTATE of the last remote error of ExecuteRemoteQueryBounded */
 static char lastFailureSqlstate[6] = "";
@@ -120,6 +122,19 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 }
 
 /*
+ * ServeNodeWaitInterrupts serves what woke an interruptible wait for a node
+ * (its latch was set and reset): NodeWaitCancel_hook, then interrupts.
+ * Either may throw.
+ */
+void
+ServeNodeWaitInterrupts(void)
+{
+	if (NodeWaitCancel_hook)
+		NodeWaitCancel_hook();
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * WaitForNodeUntil is the one loop that waits for a node: until the
  * connection reaches goal (connection attempt ended, next result readable
  * with nothing left to send, or output flushed), the deadline passes (0:
@@ -178,10 +193,7 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 		{
 			ResetLatch(MyLatch);
 			if (interruptible)
-			{
-				CheckForDistributedDeadlockCancel();
-				CHECK_FOR_INTERRUPTS();
-			}
+				ServeNodeWaitInterrupts();
 		}
 		if (goal == NODE_WAIT_CONNECTED)
 		{
@@ -250,8 +262,7 @@ WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
-		CheckForDistributedDeadlockCancel();
-		CHECK_FOR_INTERRUPTS();
+		ServeNodeWaitInterrupts();
 	}
 	if (rc & WL_SOCKET_READABLE)
 	{

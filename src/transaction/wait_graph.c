@@ -130,7 +130,7 @@ ReadWaitGraph(void)
 	if (installed)
 	{
 		List	   *nodes = WorkerNodeList(false);
-		char	   *prefix = DeadlockApplicationNamePrefix();
+		char	   *prefix = RemoteApplicationNamePrefix();
 		ListCell   *cell;
 
 		MemoryContextSwitchTo(callerContext);
