@@ -15,6 +15,7 @@ extern void MaintenanceShmemInit(void);
 extern uint64 CoordinatorIncarnation(void);
 extern void RegisterMaintenanceLauncher(void);
 extern void EnsureMaintenanceDaemon(void);
+extern void WakeMaintenanceDaemon(void);
 extern void StopMaintenanceDaemon(Oid databaseId);
 
 extern PGDLLEXPORT void ShardextMaintenanceLauncherMain(Datum arg);

@@ -17,7 +17,8 @@
  *   executor uses to tell a lone extended-protocol Execute from a pipeline
  *   (the pq_* functions of libpq/libpq.h, which cannot be included by code
  *   that includes libpq-fe.h: it pulls in the server build's GSSAPI
- *   headers).
+ *   headers);
+ * - pg_plan_query (PostgreSQL 19 added the EXPLAIN state).
  *
  *-------------------------------------------------------------------------
  */
@@ -66,6 +67,18 @@ RteRequirePermissions(RangeTblEntry *rte, AclMode mode)
 	rte->requiredPerms = mode;
 }
 
+#endif
+
+/*
+ * PlanQueryCompat: pg_plan_query, which PostgreSQL 19 gives the EXPLAIN
+ * state of the statement (none here).
+ */
+#if PG_VERSION_NUM >= 190000
+#define PlanQueryCompat(query, sql, cursorOptions, params) \
+	pg_plan_query((query), (sql), (cursorOptions), (params), NULL)
+#else
+#define PlanQueryCompat(query, sql, cursorOptions, params) \
+	pg_plan_query((query), (sql), (cursorOptions), (params))
 #endif
 
 /* from libpq/libpq.h (see above) */

@@ -29,6 +29,25 @@ typedef enum NodeWaitResult
 	NODE_WAIT_FAILED
 } NodeWaitResult;
 
+/* one command of ExecuteRemotePipelineBounded, with its parameters */
+typedef struct PipelineCommand
+{
+	const char *sql;
+	int			nParams;
+	const Oid  *types;
+	const char *const *values;
+	const int  *lengths;
+	const int  *formats;
+} PipelineCommand;
+
+typedef enum PipelineOutcome
+{
+	PIPELINE_SUCCEEDED,
+	PIPELINE_FAILED,
+	PIPELINE_NOT_SENT,
+	PIPELINE_NO_ANSWER
+} PipelineOutcome;
+
 extern NodeWaitResult WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal,
 									   TimestampTz deadline, bool interruptible);
 extern void SetRemoteCommandTimeout(int timeoutMs);
@@ -36,6 +55,10 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int nParams, const char *const *params,
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
+extern PipelineOutcome ExecuteRemotePipelineBounded(NodeConnection *conn,
+													PipelineCommand *commands, int count,
+													int timeoutMs, int *failedIndex,
+													PGresult **error, char **failure);
 extern bool SendCancelRequest(NodeConnection *conn, int timeoutMs);
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
