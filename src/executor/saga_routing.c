@@ -36,6 +36,14 @@
 #include "shardext/pg_compat.h"
 #include "shardext/saga.h"
 
+/* what an error while routing a statement is about */
+typedef struct SagaStatementContext
+{
+	const char *sql;
+	const char *what;
+} SagaStatementContext;
+
+static void SagaStatementErrorCallback(void *arg);
 static RoutedStatement *RouteOneStatement(RawStmt *raw, const char *sql, SagaStatementRole role,
 										  const char *what, int nParams, char **paramValues,
 										  int64 expectRows);
@@ -62,15 +70,28 @@ RouteSagaStatements(const char *sql, SagaStatementRole role, int stepNumber, int
 					char **paramValues, int64 expectRows)
 {
 	char	   *what = psprintf("%s of saga step %d", RoleName(role), stepNumber);
-	List	   *rawList = raw_parser(sql, RAW_PARSE_DEFAULT);
+	SagaStatementContext context = {sql, what};
+	ErrorContextCallback errorContext;
+	List	   *rawList;
 	List	   *result = NIL;
 	ListCell   *cell;
+
+	errorContext.callback = SagaStatementErrorCallback;
+	errorContext.arg = &context;
+	errorContext.previous = error_context_stack;
+	error_context_stack = &errorContext;
+	rawList = raw_parser(sql, RAW_PARSE_DEFAULT);
+	error_context_stack = errorContext.previous;
 
 	if (rawList == NIL)
 		RefuseStatement(what, "it is empty", "Give each step a statement and a compensation.");
 	if (role == SAGA_CHECK && list_length(rawList) > 1)
 		RefuseStatement(what, "it has several statements",
 						"A check is one query that returns one boolean.");
+	errorContext.callback = SagaStatementErrorCallback;
+	errorContext.arg = &context;
+	errorContext.previous = error_context_stack;
+	error_context_stack = &errorContext;
 	foreach(cell, rawList)
 	{
 		RawStmt    *raw = lfirst_node(RawStmt, cell);
@@ -78,7 +99,28 @@ RouteSagaStatements(const char *sql, SagaStatementRole role, int stepNumber, int
 		result = lappend(result, RouteOneStatement(raw, sql, role, what, nParams, paramValues,
 												   role == SAGA_STATEMENT ? expectRows : -1));
 	}
+	error_context_stack = errorContext.previous;
 	return result;
+}
+
+/*
+ * SagaStatementErrorCallback names the statement an error is about, and
+ * points a syntax error's position into the statement's own text (as SPI
+ * does for the queries of functions).
+ */
+static void
+SagaStatementErrorCallback(void *arg)
+{
+	SagaStatementContext *context = arg;
+	int			position = geterrposition();
+
+	if (position > 0)
+	{
+		errposition(0);
+		internalerrposition(position);
+		internalerrquery(context->sql);
+	}
+	errcontext("%s", context->what);
 }
 
 static const char *

@@ -345,6 +345,13 @@ StepNode(List *statements, int32 node, int step, const char *what)
 
 		if (node == 0)
 			node = routed->nodeId;
+		else if (routed->nodeId != node && strcmp(what, "statement") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the statements of saga step %d run on two nodes", step),
+					 errdetail("They run on nodes %d and %d; a step is one local transaction "
+							   "on one node.", node, routed->nodeId),
+					 errhint("Split work on two nodes into two steps.")));
 		else if (routed->nodeId != node)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -260,8 +260,8 @@ AfterCompensation(SagaRun *run, int step, SagaActionOutcome *outcome)
 		return;
 	saga->error = psprintf("compensation of step %d: %s", step,
 						   outcome->error ? outcome->error : "failed");
-	SetState(saga, "failed", step);
-	ereport(WARNING,
+	saga->state = "failed";		/* keeps its step and attempts for the view */
+	ereport(run->inSession ? LOG : WARNING,
 			(errmsg("shardext saga %lld (\"%s\") needs attention: its %s",
 					(long long) saga->sagaId, saga->name, saga->error),
 			 errdetail("It failed at %s.", saga->failure ? saga->failure : "a step"),

@@ -297,11 +297,11 @@ CREATE VIEW shardext.sagas WITH (security_barrier) AS
 		   (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
 					'step', st.n, 'node_id', s.step_nodes[st.n], 'statement', st.statement,
 					'status', coalesce(f.status, 'pending'), 'attempts', f.attempt,
-					'error', f.error, 'applied_at', f.finished_at,
+					'error', f.error, 'ended_at', f.finished_at,
 					'compensation', CASE c.status WHEN 'applied' THEN 'compensated'
 												  ELSE c.status END,
 					'compensation_attempts', c.attempt,
-					'compensation_error', c.error, 'compensated_at', c.finished_at)
+					'compensation_error', c.error, 'compensation_ended_at', c.finished_at)
 				ORDER BY st.n)
 			  FROM pg_catalog.unnest(s.steps) WITH ORDINALITY
 				   AS st(statement, params, compensation, check_query, expect_rows, n)
