@@ -167,7 +167,8 @@ SELECT shardext_run_saga('negative rows', ARRAY[shardext_saga_step(
 SELECT shardext_run_saga('syntax', ARRAY[shardext_saga_step(
 	'UPDATE "Accounts" SET WHERE', 'UPDATE "Accounts" SET "Balance" = 1 WHERE "Id" = 1')]);
 BEGIN;
-SELECT shardext_run_saga('in a block', ARRAY[shardext_saga_step(
+UPDATE "Accounts" SET pending = 0 WHERE "Id" = :a;
+SELECT shardext_run_saga('after a write', ARRAY[shardext_saga_step(
 	'UPDATE "Accounts" SET "Balance" = "Balance" - 1 WHERE "Id" = $1',
 	'UPDATE "Accounts" SET "Balance" = "Balance" + 1 WHERE "Id" = $1', ARRAY[:'a'])]);
 ROLLBACK;

@@ -36,6 +36,7 @@
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
+#include "shardext/remote_xact.h"
 #include "shardext/saga.h"
 
 /* more steps than this is a mistake, not a saga */
@@ -58,7 +59,7 @@ static int64 NextSagaId(void);
 static char *NoteStartSql(Saga *saga, Datum stepsArray, Oid arrayType);
 static int64 InsertQueuedSaga(Saga *saga, Datum stepsArray, Oid arrayType);
 static void ReportSagaEnd(Saga *saga);
-static void PreventSagaInTransactionBlock(const char *function);
+static void PreventSagaAfterNodeWrites(const char *function);
 static void CheckSagaAccess(Saga *saga);
 static void LockSagaForChange(Saga *saga);
 static void WakeDaemonAtCommit(XactEvent event, void *arg);
@@ -83,7 +84,7 @@ shardext_run_saga(PG_FUNCTION_ARGS)
 
 	EnsureShardextInstalled();
 	saga = DefineSaga(name, stepsArray);
-	PreventSagaInTransactionBlock("shardext_run_saga");
+	PreventSagaAfterNodeWrites("shardext_run_saga");
 
 	/* locked before it exists: the daemon never takes a saga a session runs */
 	saga->sagaId = NextSagaId();
@@ -153,7 +154,7 @@ shardext_retry_saga(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("saga " INT64_FORMAT " is %s: there is nothing to retry", sagaId,
 						saga->state)));
-	PreventSagaInTransactionBlock("shardext_retry_saga");
+	PreventSagaAfterNodeWrites("shardext_retry_saga");
 	if (!TryLockSaga(sagaId))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -607,20 +608,25 @@ ReportSagaEnd(Saga *saga)
 }
 
 /*
- * PreventSagaInTransactionBlock refuses to run a saga inside a transaction
- * block: its steps commit on their own, so a ROLLBACK of the block could
- * not undo them, and the block's own writes could block its steps.
+ * PreventSagaAfterNodeWrites refuses to run a saga in a transaction that
+ * wrote on nodes: the steps run on connections of their own, and would
+ * wait for the transaction's own row locks (which it keeps until after
+ * the saga), and a rollback of the transaction could not undo the steps
+ * either way.  Other transactions may run sagas: their steps commit on
+ * their own, like the work of dblink.
  */
 static void
-PreventSagaInTransactionBlock(const char *function)
+PreventSagaAfterNodeWrites(const char *function)
 {
-	if (IsTransactionBlock())
+	if (RemoteTransactionWrote())
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s cannot run inside a transaction block", function),
-				 errdetail("The steps of a saga commit one by one on their nodes."),
-				 errhint("Call it on its own, or queue the saga with shardext_start_saga() "
-						 "to run it after the transaction commits.")));
+				 errmsg("%s cannot run in a transaction that wrote on nodes", function),
+				 errdetail("The steps of a saga commit one by one on their nodes, on "
+						   "connections of their own, and would wait for this "
+						   "transaction's locks."),
+				 errhint("Run the saga before the writes or on its own, or queue it with "
+						 "shardext_start_saga() to run it after the transaction commits.")));
 }
 
 /* CheckSagaAccess: only the owner (and its members) and administrators */
