@@ -33,7 +33,9 @@
 
 #include "shardext/distributed_executor.h"
 #include "shardext/distributed_plan.h"
+#include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
+#include "shardext/resource_lock.h"
 #include "shardext/saga.h"
 
 /* what an error while routing a statement is about */
@@ -160,6 +162,7 @@ RouteOneStatement(RawStmt *raw, const char *sql, SagaStatementRole role, const c
 	ParamListInfo params = StepParams(what, nParams, paramValues, paramTypes, typeCount);
 	List	   *rewritten;
 	PlannedStmt *plan;
+	DistributedJob *job;
 	RoutedStatement *routed;
 
 	if (role == SAGA_CHECK)
@@ -193,8 +196,10 @@ RouteOneStatement(RawStmt *raw, const char *sql, SagaStatementRole role, const c
 		RefuseStatement(what, "rules turn it into several statements", NULL);
 	query = linitial_node(Query, rewritten);
 	plan = PlanQueryCompat(query, sql, 0, params);
-	(void) CheckRouterPlan(plan, what);
+	job = CheckRouterPlan(plan, what);
 	routed = BuildRoutedStatement(plan, sql, params, what);
+	routed->relid = list_nth_oid(job->relations, Max(job->anchor, 0));
+	routed->writes = query->commandType != CMD_SELECT;
 
 	if (role == SAGA_CHECK)
 		routed->sql = psprintf("SELECT shardext.saga_check((%s))", routed->sql);
@@ -380,4 +385,60 @@ BuildRoutedStatement(PlannedStmt *plan, const char *sql, ParamListInfo params,
 	if (pushed)
 		PopActiveSnapshot();
 	return routed;
+}
+
+/*
+ * LockRoutedStatements locks the shards that statements routed earlier
+ * write, as the executor would, and tells whether each is still where it
+ * was routed to (no move or split came in between); if not, it releases
+ * the locks again and the caller routes the statements anew.
+ */
+bool
+LockRoutedStatements(List *statements)
+{
+	ListCell   *cell;
+
+	foreach(cell, statements)
+	{
+		RoutedStatement *routed = lfirst(cell);
+
+		if (routed->writes)
+			LockShardResource(routed->shardId, ShardWriteLockMode);
+	}
+	foreach(cell, statements)
+	{
+		RoutedStatement *routed = lfirst(cell);
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(routed->relid);
+		bool		found = false;
+
+		for (int i = 0; entry != NULL && i < entry->shardCount; i++)
+		{
+			ShardInterval *shard = &entry->shards[i];
+
+			if (shard->shardId == routed->shardId)
+				found = shard->placementCount == 1 &&
+					shard->placementNodeIds[0] == routed->nodeId;
+		}
+		if (!found)
+		{
+			UnlockRoutedStatements(statements);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* UnlockRoutedStatements releases what LockRoutedStatements took */
+void
+UnlockRoutedStatements(List *statements)
+{
+	ListCell   *cell;
+
+	foreach(cell, statements)
+	{
+		RoutedStatement *routed = lfirst(cell);
+
+		if (routed->writes)
+			UnlockShardResource(routed->shardId, ShardWriteLockMode);
+	}
 }

@@ -248,6 +248,7 @@ DefineSaga(const char *name, Datum stepsArray)
 	for (int i = 0; i < saga->stepCount; i++)
 		CheckStepDefinition(&saga->steps[i], i + 1, saga->stepCount);
 	saga->stepNodes = palloc0(sizeof(int32) * saga->stepCount);
+	saga->routes = palloc0(sizeof(List *) * saga->stepCount * 2);
 	RouteDefinition(saga);
 	saga->settings = CurrentSagaSettings();
 	saga->state = "running";
@@ -299,18 +300,25 @@ RouteDefinition(Saga *saga)
 			SagaStep   *step = &saga->steps[i];
 			int32		node;
 
-			node = StepNode(RouteSagaStatements(step->statement, SAGA_STATEMENT, i + 1,
-												step->nParams, step->params, step->expectRows),
-							0, i + 1, "statement");
+			List	   *forward = RouteSagaStatements(step->statement, SAGA_STATEMENT, i + 1,
+														  step->nParams, step->params,
+														  step->expectRows);
+			List	   *undo = NIL;
+			List	   *check = NIL;
+
+			node = StepNode(forward, 0, i + 1, "statement");
 			if (step->compensation != NULL)
-				(void) StepNode(RouteSagaStatements(step->compensation, SAGA_COMPENSATION,
-													i + 1, step->nParams, step->params, -1),
-								node, i + 1, "compensation");
+				undo = RouteSagaStatements(step->compensation, SAGA_COMPENSATION, i + 1,
+										   step->nParams, step->params, -1);
+			(void) StepNode(undo, node, i + 1, "compensation");
 			if (step->checkQuery != NULL)
-				(void) StepNode(RouteSagaStatements(step->checkQuery, SAGA_CHECK, i + 1,
-													step->nParams, step->params, -1),
-								node, i + 1, "check query");
+				check = RouteSagaStatements(step->checkQuery, SAGA_CHECK, i + 1,
+											step->nParams, step->params, -1);
+			(void) StepNode(check, node, i + 1, "check query");
 			saga->stepNodes[i] = node;
+			/* a saga run at once uses these routes (LockRoutedStatements) */
+			saga->routes[i * 2] = list_concat(forward, check);
+			saga->routes[i * 2 + 1] = undo;
 		}
 	}
 	PG_CATCH();

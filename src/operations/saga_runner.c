@@ -99,6 +99,8 @@ static int	RetryDelayMs(int attempt, int maxDelay);
 static void TakeAction(SagaRun *run, int step, bool compensation, SagaActionOutcome *outcome);
 static void RouteAndApply(SagaRun *run, int step, bool compensation,
 						  SagaActionOutcome *outcome);
+static void StartAndApply(SagaRun *run, int step, bool compensation, List *statements,
+						  SagaActionOutcome *outcome);
 static bool ResolveAction(SagaRun *run, int step, bool compensation,
 						  SagaActionOutcome *outcome);
 static SagaActionState *ActionState(Saga *saga, int step, bool compensation);
@@ -353,35 +355,37 @@ TakeAction(SagaRun *run, int step, bool compensation, SagaActionOutcome *outcome
 }
 
 /*
- * RouteAndApply routes the statements of the current attempt, logs it as
- * started and applies it, in a subtransaction that holds the shard locks
- * of the step's writes while it runs on its node (so that a shard move
- * cannot switch placements under it) and is rolled back afterwards.  A
- * statement that cannot be routed any more (a table was dropped, a shard
- * split ...) is a permanent failure; a cancel or shutdown ends the run.
+ * RouteAndApply applies the current attempt with the routes the saga's
+ * definition made moments ago in this session when they are still valid,
+ * or else routes its statements anew, in a subtransaction: the shard locks
+ * of the step's writes are held while it runs on its node (so that a shard
+ * move cannot switch placements under it), and no longer.  A statement
+ * that cannot be routed any more (a table was dropped, a shard split ...)
+ * is a permanent failure; a cancel or shutdown ends the run.
  */
 static void
 RouteAndApply(SagaRun *run, int step, bool compensation, SagaActionOutcome *outcome)
 {
 	Saga	   *saga = run->saga;
-	SagaActionState *action = ActionState(saga, step, compensation);
 	MemoryContext runContext = CurrentMemoryContext;
 	ResourceOwner runOwner = CurrentResourceOwner;
+	List	   *statements = TakeRoutesOfDefinition(saga, step, compensation);
 	volatile bool routed = false;
+
+	if (statements != NIL)
+	{
+		StartAndApply(run, step, compensation, statements, outcome);
+		UnlockRoutedStatements(statements);
+		return;
+	}
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(runContext);
 	PG_TRY();
 	{
-		List	   *statements = RouteSagaAction(saga, step, compensation);
-
+		statements = RouteSagaAction(saga, step, compensation);
 		routed = true;
-		action->nodeId = ((RoutedStatement *) linitial(statements))->nodeId;
-		action->status = SAGA_ACTION_STARTED;
-		NoteAction(run, step, compensation, NULL);
-		NoteState(run);
-		FlushSagaLog(run);
-		ApplySagaAction(saga, step, compensation, action->attempt, statements, outcome);
+		StartAndApply(run, step, compensation, statements, outcome);
 	}
 	PG_CATCH();
 	{
@@ -405,6 +409,25 @@ RouteAndApply(SagaRun *run, int step, bool compensation, SagaActionOutcome *outc
 	RollbackAndReleaseCurrentSubTransaction();
 	MemoryContextSwitchTo(runContext);
 	CurrentResourceOwner = runOwner;
+}
+
+/*
+ * StartAndApply logs the attempt as started on the node of its routed
+ * statements (durably: with the notes before it, in one commit) and
+ * applies it there.
+ */
+static void
+StartAndApply(SagaRun *run, int step, bool compensation, List *statements,
+			  SagaActionOutcome *outcome)
+{
+	SagaActionState *action = ActionState(run->saga, step, compensation);
+
+	action->nodeId = ((RoutedStatement *) linitial(statements))->nodeId;
+	action->status = SAGA_ACTION_STARTED;
+	run->saga->currentStep = step;
+	NoteAction(run, step, compensation, NULL);
+	FlushSagaLog(run);
+	ApplySagaAction(run->saga, step, compensation, action->attempt, statements, outcome);
 }
 
 /*
@@ -456,7 +479,11 @@ ActionStatusName(SagaActionStatus status)
 	return "failed";
 }
 
-/* NoteAction adds the action's current status to the log buffer */
+/*
+ * NoteAction adds the action's current status to the log buffer; the note
+ * of a started action also makes it the saga's current one (state, step,
+ * attempts: see shardext.saga_note_action).
+ */
 static void
 NoteAction(SagaRun *run, int step, bool compensation, const char *error)
 {
@@ -464,10 +491,11 @@ NoteAction(SagaRun *run, int step, bool compensation, const char *error)
 	SagaActionState *action = ActionState(saga, step, compensation);
 
 	appendStringInfo(&run->log,
-					 "SELECT shardext.saga_note_action(" INT64_FORMAT ", %d, %s, %d, %d, %s, %s);",
-					 saga->sagaId, step, compensation ? "true" : "false", action->nodeId,
-					 action->attempt, Literal(ActionStatusName(action->status)),
-					 Literal(error));
+					 "SELECT shardext.saga_note_action(" INT64_FORMAT ", %s, %d, %s, %d, %d, %s, "
+					 "%s, %d);",
+					 saga->sagaId, Literal(saga->state), step, compensation ? "true" : "false",
+					 action->nodeId, action->attempt, Literal(ActionStatusName(action->status)),
+					 Literal(error), MyProcPid);
 }
 
 /* NoteState adds the saga's current state to the log buffer */
@@ -513,6 +541,15 @@ FlushSagaLog(SagaRun *run)
 
 	if (run->log.len == 0)
 		return;
+	/*
+	 * The end of a saga need not wait for its flush: if it is lost, the
+	 * last step or compensation is found applied (or not) on its node
+	 * again, and the saga ends the same way.  Everything else must be on
+	 * disk before the step it announces runs.
+	 */
+	if (IsTerminal(run->saga->state))
+		appendStringInfoString(&run->log,
+							   "SELECT pg_catalog.set_config('synchronous_commit', 'off', true);");
 	conn = SagaLoopbackConnection();
 	result = ExecuteRemoteQueryBounded(conn, run->log.data, 0, NULL, SAGA_LOG_TIMEOUT_MS,
 									   &failure);

@@ -48,10 +48,9 @@
 /* ... and the question whether it applied */
 #define SAGA_FENCE_TIMEOUT_MS (30 * 1000)
 
-/* commands of a step's pipeline before its statements */
-#define SAGA_COMMAND_TIME_ZONE 0
-#define SAGA_COMMAND_CLAIM 1
-#define SAGA_FIRST_STATEMENT 2
+/* commands of a step's pipeline (after the time zone, when it is set) */
+#define SAGA_COMMAND_CLAIM 0
+#define SAGA_FIRST_STATEMENT 1
 
 /* a connection kept for steps, per node and user */
 typedef struct SagaConnection
@@ -70,6 +69,8 @@ static void SetOutcome(SagaActionOutcome *outcome, SagaActionResult result,
 					   const char *sqlstate, const char *error);
 static void ClaimParams(Saga *saga, int step, bool compensation, int attempt,
 						const char **values);
+static void SetCommand(PipelineCommand *command, const char *sql, int nParams,
+					   const char **values, RoutedStatement *routed);
 #ifdef SHARDEXT_TEST_HOOKS
 static void SagaTestFault(int point, int step);
 #else
@@ -84,6 +85,29 @@ char *
 SagaCoordinatorId(void)
 {
 	return RemotePreparedGidPrefix();
+}
+
+/*
+ * TakeRoutesOfDefinition returns the statements of a step (or of its
+ * compensation) as the definition routed them moments ago in this
+ * session, with the shards they write locked, when they are still valid
+ * (no shard moved since); the caller unlocks them after the step.  NIL
+ * otherwise: the caller routes them anew.  Each route is taken once.
+ */
+List *
+TakeRoutesOfDefinition(Saga *saga, int step, bool compensation)
+{
+	List	  **cached;
+	List	   *statements;
+
+	if (saga->routes == NULL)
+		return NIL;
+	cached = &saga->routes[(step - 1) * 2 + (compensation ? 1 : 0)];
+	statements = *cached;
+	*cached = NIL;
+	if (statements == NIL || !LockRoutedStatements(statements))
+		return NIL;
+	return statements;
 }
 
 /*
@@ -120,8 +144,8 @@ void
 ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *statements,
 				SagaActionOutcome *outcome)
 {
-	int			count = SAGA_FIRST_STATEMENT + list_length(statements);
-	PipelineCommand *commands = palloc0(sizeof(PipelineCommand) * count);
+	PipelineCommand *commands = palloc0(sizeof(PipelineCommand) *
+										(list_length(statements) + 2));
 	const char *zone[1] = {pg_get_timezone_name(session_timezone)};
 	const char *claim[5];
 	RoutedStatement *first = linitial(statements);
@@ -130,7 +154,8 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 	PGresult   *error = NULL;
 	char	   *failure = NULL;
 	int			failedIndex;
-	int			i = SAGA_FIRST_STATEMENT;
+	int			count = 0;
+	bool		setZone;
 	ListCell   *cell;
 
 	foreach(cell, statements)
@@ -144,28 +169,30 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 								step, first->nodeId, routed->nodeId));
 			return;
 		}
-		commands[i++] = (PipelineCommand)
-		{
-			routed->sql, routed->nParams, routed->types,
-				(const char *const *) routed->values, routed->lengths, routed->formats
-		};
 	}
-	commands[SAGA_COMMAND_TIME_ZONE] = (PipelineCommand)
-	{
-		"SELECT pg_catalog.set_config('TimeZone', $1, true)", 1, NULL, zone, NULL, NULL
-	};
-	ClaimParams(saga, step, compensation, attempt, claim);
-	commands[SAGA_COMMAND_CLAIM] = (PipelineCommand)
-	{
-		"SELECT shardext.saga_claim_step($1, $2, $3, $4, $5)", 5, NULL, claim, NULL, NULL
-	};
-
 	conn = SagaNodeConnection(first->nodeId, &failure);
 	if (conn == NULL)
 	{
 		SetOutcome(outcome, SAGA_ACTION_TRANSIENT, "08006", failure);
 		return;
 	}
+
+	/* the session's time zone, when the connection does not have it yet */
+	setZone = conn->remoteTimeZone == NULL || strcmp(conn->remoteTimeZone, zone[0]) != 0;
+	if (setZone)
+		SetCommand(&commands[count++], "SELECT pg_catalog.set_config('TimeZone', $1, false)",
+				   1, zone, NULL);
+	ClaimParams(saga, step, compensation, attempt, claim);
+	SetCommand(&commands[count++], "SELECT shardext.saga_claim_step($1, $2, $3, $4, $5)", 5,
+			   claim, NULL);
+	foreach(cell, statements)
+	{
+		RoutedStatement *routed = lfirst(cell);
+
+		SetCommand(&commands[count++], routed->sql, routed->nParams,
+				   (const char **) routed->values, routed);
+	}
+
 	SagaTestFault(compensation ? TEST_SAGA_CRASH_BEFORE_COMPENSATION :
 				  TEST_SAGA_CRASH_BEFORE_STEP, step);
 	PG_TRY();
@@ -184,6 +211,12 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 	switch (result)
 	{
 		case PIPELINE_SUCCEEDED:
+			if (setZone)
+			{
+				if (conn->remoteTimeZone != NULL)
+					pfree(conn->remoteTimeZone);
+				conn->remoteTimeZone = MemoryContextStrdup(TopMemoryContext, zone[0]);
+			}
 			SetOutcome(outcome, SAGA_ACTION_APPLIED, "00000", NULL);
 			SagaTestFault(compensation ? TEST_SAGA_CRASH_AFTER_COMPENSATION :
 						  TEST_SAGA_CRASH_AFTER_STEP, step);
@@ -198,7 +231,7 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 #endif
 			break;
 		case PIPELINE_FAILED:
-			ClassifyRemoteError(error, failedIndex, outcome);
+			ClassifyRemoteError(error, failedIndex - (setZone ? 1 : 0), outcome);
 			PQclear(error);
 			break;
 		case PIPELINE_NOT_SENT:
@@ -260,6 +293,19 @@ FenceSagaAction(Saga *saga, int step, bool compensation, int32 nodeId, int attem
 			   applied ? "00000" : "08006",
 			   applied ? NULL : "the node lost the connection before the step committed");
 	return true;
+}
+
+/* SetCommand fills a pipeline command (text parameters unless routed says) */
+static void
+SetCommand(PipelineCommand *command, const char *sql, int nParams, const char **values,
+		   RoutedStatement *routed)
+{
+	command->sql = sql;
+	command->nParams = nParams;
+	command->values = values;
+	command->types = routed ? routed->types : NULL;
+	command->lengths = routed ? routed->lengths : NULL;
+	command->formats = routed ? routed->formats : NULL;
 }
 
 /* the parameters of saga_claim_step and saga_fence_step */
@@ -353,6 +399,7 @@ SagaNodeConnection(int32 nodeId, char **failure)
 		return NULL;
 	}
 	KeepConnectionAcrossTransactions(conn);
+	conn->keepWaitSet = true;	/* kept for many steps: one wait set, not one per wait */
 	oldContext = MemoryContextSwitchTo(TopMemoryContext);
 	kept = palloc(sizeof(SagaConnection));
 	kept->nodeId = nodeId;

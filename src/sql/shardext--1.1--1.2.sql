@@ -212,14 +212,24 @@ CREATE FUNCTION shardext.saga_note_start(saga_id bigint, name text, steps sharde
 COMMENT ON FUNCTION shardext.saga_note_start(bigint, text, shardext.saga_step[], int[], text[], text, int)
 	IS 'for the saga runner: record a new saga of the session''s user';
 
-CREATE FUNCTION shardext.saga_note_action(saga_id bigint, step int, compensation bool,
-										  node_id int, attempt int, status text, error text)
+CREATE FUNCTION shardext.saga_note_action(saga_id bigint, state text, step int,
+										  compensation bool, node_id int, attempt int,
+										  status text, error text, runner_pid int)
 	RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
 BEGIN
-	PERFORM 1 FROM shardext.saga s JOIN pg_roles r ON r.oid = s.owner
-	 WHERE s.saga_id = saga_note_action.saga_id AND r.rolname = session_user;
+	-- an action that starts is the saga's current one
+	UPDATE shardext.saga s
+	   SET state = CASE WHEN saga_note_action.status = 'started' THEN saga_note_action.state
+						ELSE s.state END,
+		   current_step = CASE WHEN saga_note_action.status = 'started' THEN step
+							   ELSE s.current_step END,
+		   attempts = CASE WHEN saga_note_action.status = 'started' THEN attempt
+						   ELSE s.attempts END,
+		   next_attempt_at = NULL, runner_pid = saga_note_action.runner_pid, updated_at = now()
+	  FROM pg_roles r
+	 WHERE s.saga_id = saga_note_action.saga_id AND r.oid = s.owner AND r.rolname = session_user;
 	IF NOT FOUND THEN
 		RAISE insufficient_privilege USING MESSAGE = format('saga %s is not yours', saga_id);
 	END IF;
@@ -233,7 +243,7 @@ BEGIN
 				finished_at = excluded.finished_at;
 END
 $$;
-COMMENT ON FUNCTION shardext.saga_note_action(bigint, int, bool, int, int, text, text)
+COMMENT ON FUNCTION shardext.saga_note_action(bigint, text, int, bool, int, int, text, text, int)
 	IS 'for the saga runner: record that a step or compensation started or ended';
 
 CREATE FUNCTION shardext.saga_note_state(saga_id bigint, state text, current_step int,

@@ -35,6 +35,8 @@ typedef struct RoutedStatement
 	char	   *sql;			/* the shard statement, wrapped for checks */
 	int32		nodeId;
 	int64		shardId;
+	Oid			relid;			/* the table whose shard it is */
+	bool		writes;			/* locks its shard against moves while it runs */
 	int			nParams;
 	Oid		   *types;
 	const char **values;
@@ -52,6 +54,8 @@ typedef enum SagaStatementRole
 
 extern List *RouteSagaStatements(const char *sql, SagaStatementRole role, int stepNumber,
 								 int nParams, char **paramValues, int64 expectRows);
+extern bool LockRoutedStatements(List *statements);
+extern void UnlockRoutedStatements(List *statements);
 
 /* one step of a saga as defined (a shardext.saga_step) */
 typedef struct SagaStep
@@ -97,6 +101,8 @@ typedef struct Saga
 	char	   *failureSqlstate;
 	char	   *error;			/* the last error */
 	SagaActionState *actions;	/* per step: forward, then compensation */
+	List	  **routes;			/* NULL, or per action: its statements as routed
+								 * when the saga was defined in this session */
 } Saga;
 
 /* how applying a step or compensation on its node ended (saga_steps.c) */
@@ -122,6 +128,7 @@ extern List *TextArrayValues(Datum arrayDatum);
 extern int32 *IntArrayValues(Datum arrayDatum);
 
 /* saga_steps.c */
+extern List *TakeRoutesOfDefinition(Saga *saga, int step, bool compensation);
 extern List *RouteSagaAction(Saga *saga, int step, bool compensation);
 extern void ApplySagaAction(Saga *saga, int step, bool compensation, int attempt,
 							List *statements, SagaActionOutcome *outcome);
