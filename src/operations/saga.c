@@ -591,6 +591,12 @@ ReportSagaEnd(Saga *saga)
 								 saga->failureSqlstate[4]);
 	if (strcmp(saga->state, "completed") == 0)
 		return;
+	if (strcmp(saga->state, "compensated") == 0 && saga->actions[0].status != SAGA_ACTION_DONE)
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("saga " INT64_FORMAT " (\"%s\") failed at its first step: nothing "
+						"was applied", saga->sagaId, saga->name),
+				 errdetail("It failed at %s", saga->failure)));
 	if (strcmp(saga->state, "compensated") == 0)
 		ereport(ERROR,
 				(errcode(sqlstate),
