@@ -136,6 +136,8 @@ SELECT shardext_run_saga('blank compensation', ARRAY[
 SELECT shardext_run_saga('two nodes', ARRAY[shardext_saga_step(
 	'UPDATE "Accounts" SET "Balance" = "Balance" - 1 WHERE "Id" IN ($1, $2)',
 	'UPDATE "Accounts" SET "Balance" = "Balance" + 1 WHERE "Id" IN ($1, $2)', ARRAY[:'a', :'b'])]);
+-- (node ids depend on the tests before: terse)
+\set VERBOSITY terse
 SELECT shardext_run_saga('two nodes', ARRAY[shardext_saga_step(
 	'UPDATE "Accounts" SET "Balance" = "Balance" - 1 WHERE "Id" = $1; UPDATE "Accounts" SET "Balance" = "Balance" + 1 WHERE "Id" = $2',
 	'SELECT 1', ARRAY[:'a', :'b'])]);
@@ -146,6 +148,7 @@ SELECT shardext_run_saga('check elsewhere', ARRAY[shardext_saga_step(
 	'UPDATE "Accounts" SET "Balance" = "Balance" - 1 WHERE "Id" = $1',
 	'UPDATE "Accounts" SET "Balance" = "Balance" + 1 WHERE "Id" = $1', ARRAY[:'a', :'b'],
 	check_query => 'SELECT "Balance" >= 0 FROM "Accounts" WHERE "Id" = $2')]);
+\set VERBOSITY default
 SELECT shardext_run_saga('all shards', ARRAY[shardext_saga_step(
 	'UPDATE "Accounts" SET "Balance" = 0', 'UPDATE "Accounts" SET "Balance" = 100')]);
 SELECT shardext_run_saga('no table', ARRAY[shardext_saga_step('SELECT 1', 'SELECT 2')]);

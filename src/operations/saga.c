@@ -76,14 +76,11 @@ static char *NonBlank(char *value);
 Datum
 shardext_run_saga(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Datum		stepsArray = PG_GETARG_DATUM(1);
 	Oid			arrayType = get_fn_expr_argtype(fcinfo->flinfo, 1);
-	Saga	   *saga;
+	Saga	   *saga = DefineSaga(text_to_cstring(PG_GETARG_TEXT_PP(0)), stepsArray);
 	char	   *noteStart;
 
-	EnsureShardextInstalled();
-	saga = DefineSaga(name, stepsArray);
 	PreventSagaAfterNodeWrites("shardext_run_saga");
 
 	/* locked before it exists: the daemon never takes a saga a session runs */
@@ -115,15 +112,11 @@ shardext_run_saga(PG_FUNCTION_ARGS)
 Datum
 shardext_start_saga(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Datum		stepsArray = PG_GETARG_DATUM(1);
-	Oid			arrayType = get_fn_expr_argtype(fcinfo->flinfo, 1);
-	Saga	   *saga;
+	Saga	   *saga = DefineSaga(text_to_cstring(PG_GETARG_TEXT_PP(0)), stepsArray);
 	int64		sagaId;
 
-	EnsureShardextInstalled();
-	saga = DefineSaga(name, stepsArray);
-	sagaId = InsertQueuedSaga(saga, stepsArray, arrayType);
+	sagaId = InsertQueuedSaga(saga, stepsArray, get_fn_expr_argtype(fcinfo->flinfo, 1));
 	if (!xactCallbackRegistered)
 	{
 		RegisterXactCallback(WakeDaemonAtCommit, NULL);
@@ -224,14 +217,16 @@ shardext_abandon_saga(PG_FUNCTION_ARGS)
 }
 
 /*
- * DefineSaga checks a saga's definition and routes its steps; nothing is
- * recorded yet.  The saga is owned by the current user.
+ * DefineSaga checks that shardext is installed and a saga's definition, and
+ * routes its steps; nothing is recorded yet.  The saga is owned by the
+ * current user.
  */
 static Saga *
 DefineSaga(const char *name, Datum stepsArray)
 {
 	Saga	   *saga = palloc0(sizeof(Saga));
 
+	EnsureShardextInstalled();
 	saga->name = pstrdup(name);
 	saga->owner = GetUserId();
 	saga->steps = SagaStepsFromArray(stepsArray, &saga->stepCount);
@@ -316,9 +311,13 @@ RouteDefinition(Saga *saga)
 											step->nParams, step->params, -1);
 			(void) StepNode(check, node, i + 1, "check query");
 			saga->stepNodes[i] = node;
-			/* a saga run at once uses these routes (LockRoutedStatements) */
+			/*
+			 * a saga run at once uses these routes (LockRoutedStatements);
+			 * compensations, which are rare, are routed when they run, so
+			 * that what the coordinator computes for them (sequence values
+			 * of defaults) comes after their steps
+			 */
 			saga->routes[i * 2] = list_concat(forward, check);
-			saga->routes[i * 2 + 1] = undo;
 		}
 	}
 	PG_CATCH();

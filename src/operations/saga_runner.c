@@ -72,6 +72,8 @@
 #define SAGA_DAEMON_ROUND_MS 2000
 #define SAGA_DAEMON_POLL_MS 1000
 #define SAGA_DAEMON_MIN_SLEEP_MS 10
+/* a saga whose run the daemon could not even log is left alone this long */
+#define SAGA_POSTPONE_MS 10000
 /* forgetting old sagas: how often, and how long a node may take */
 #define SAGA_FORGET_INTERVAL_MS (60 * 1000)
 #define SAGA_FORGET_TIMEOUT_MS 5000
@@ -113,6 +115,7 @@ static void SetState(Saga *saga, const char *state, int step);
 static bool IsTerminal(const char *state);
 static void LoadSagaActions(Saga *saga);
 static void RunSagaInDaemon(int64 sagaId, MemoryContext sagaContext);
+static void PostponeSaga(int64 sagaId, const char *message);
 static List *DueSagas(void);
 static long NextSagaWakeupMs(void);
 static void ForgetOldSagas(void);
@@ -811,14 +814,42 @@ RunSagaInDaemon(int64 sagaId, MemoryContext sagaContext)
 	}
 	PG_CATCH();
 	{
+		ErrorData  *error;
+
 		MemoryContextSwitchTo(daemonContext);
+		error = CopyErrorData();
 		EmitErrorReport();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(daemonContext);
+		CurrentResourceOwner = daemonOwner;
+		PostponeSaga(sagaId, error->message);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(daemonContext);
 	CurrentResourceOwner = daemonOwner;
+}
+
+/*
+ * PostponeSaga notes, as the daemon, an error that stopped a saga's run
+ * before its runner could log it (its role cannot connect to log, say),
+ * and leaves the saga alone for a while instead of failing every second.
+ */
+static void
+PostponeSaga(int64 sagaId, const char *message)
+{
+	Oid			argtypes[3] = {INT8OID, TEXTOID, INT4OID};
+	Datum		args[3] = {Int64GetDatum(sagaId), CStringGetTextDatum(message),
+		Int32GetDatum(SAGA_POSTPONE_MS)};
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE shardext.saga SET error = $2, updated_at = pg_catalog.now(), "
+							  "next_attempt_at = pg_catalog.now() + $3 * interval '1 ms' "
+							  "WHERE saga_id = $1 AND state IN ('queued', 'running', 'compensating')",
+							  3, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not postpone saga " INT64_FORMAT, sagaId);
+	SPI_finish();
 }
 
 /* the ids of the sagas the daemon should run now, oldest first */

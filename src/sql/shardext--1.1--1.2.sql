@@ -301,7 +301,8 @@ COMMENT ON FUNCTION pg_catalog.shardext_abandon_saga(bigint)
 CREATE VIEW shardext.sagas WITH (security_barrier) AS
 	SELECT s.saga_id, s.name, s.owner::regrole AS owner, s.state,
 		   s.state = 'failed' OR (s.state IN ('running', 'compensating') AND s.error IS NOT NULL
-								  AND s.attempts > pg_catalog.current_setting('shardext.saga_max_retries')::int)
+								  AND s.attempts > coalesce(pg_catalog.current_setting('shardext.saga_max_retries',
+																		   true)::int, 10))
 			   AS needs_attention,
 		   pg_catalog.cardinality(s.steps) AS step_count, s.current_step,
 		   (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
