@@ -23,6 +23,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -489,25 +490,14 @@ IntArrayValues(Datum arrayDatum)
 	return result;
 }
 
-/* NextSagaId draws a saga id (with the extension owner's rights) */
+/*
+ * NextSagaId draws a saga id from shardext.saga's sequence (which the
+ * caller need not be allowed to use: shardext writes its catalog).
+ */
 static int64
 NextSagaId(void)
 {
-	CatalogAccess access;
-	int64		sagaId = 0;
-	bool		isnull;
-
-	BeginCatalogAccess(&access);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT pg_catalog.nextval('shardext.saga_saga_id_seq')", false, 1) !=
-		SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not draw a saga id");
-	sagaId = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-										 &isnull));
-	SPI_finish();
-	EndCatalogAccess(&access);
-	return sagaId;
+	return nextval_internal(ShardextCatalogRelid("saga_saga_id_seq"), false);
 }
 
 /* the literal of an array of node ids */

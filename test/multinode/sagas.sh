@@ -218,6 +218,6 @@ SQL
 )
 expect_eq "step records: one per applied step or compensation, on its node" 0 "$records"
 
-[ -n "${SAGAS_KEEP:-}" ] && exit 0
+[ -n "${SAGAS_KEEP:-}" ] && { cat "$TMP/pgbench.out"; exit 0; }
 coord "DROP FUNCTION sg_transfer; DROP TABLE sg_accounts, sg_ledger; DELETE FROM shardext.saga" >/dev/null
 for w in worker1 worker2; do $w "DELETE FROM shardext.saga_step_record" >/dev/null; done
