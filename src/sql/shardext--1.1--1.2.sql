@@ -17,8 +17,8 @@
 -- The coordinator keeps each saga and its progress in shardext.saga and
 -- shardext.saga_action, written before and after every step in
 -- transactions of their own (over a loopback connection as the saga's
--- owner, through the shardext.saga_note_* functions, which check the
--- owner); every node keeps, in shardext.saga_step_record, one row per
+-- owner, through the shardext.saga_note_* functions, which write only the
+-- caller's sagas); every node keeps, in shardext.saga_step_record, one row per
 -- step or compensation applied there, committed in the same local
 -- transaction as the step itself, so that no step applies twice.
 
@@ -62,8 +62,8 @@ CREATE TABLE shardext.saga (
 	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	finished_at timestamptz
 );
-CREATE INDEX saga_unfinished_idx ON shardext.saga (saga_id)
-	WHERE state IN ('queued', 'running', 'compensating');
+-- (no partial index: the log writes the table directly, see saga_log.c)
+CREATE INDEX saga_state_idx ON shardext.saga (state);
 SELECT pg_catalog.pg_extension_config_dump('shardext.saga', '');
 SELECT pg_catalog.pg_extension_config_dump('shardext.saga_saga_id_seq', '');
 
@@ -197,79 +197,29 @@ COMMENT ON FUNCTION shardext.saga_expect_rows(bigint, bigint)
 	IS 'on a node: fails the saga step whose statement did not change the expected number of rows';
 
 -- the coordinator's log, written by the runner over a loopback connection
--- as the saga's owner: each function checks that the session's user owns
--- the saga
+-- as the saga's owner: the functions write only sagas of the calling role
 CREATE FUNCTION shardext.saga_note_start(saga_id bigint, name text, steps shardext.saga_step[],
 										 step_nodes int[], settings text[], state text,
 										 runner_pid int)
-	RETURNS void LANGUAGE sql STRICT VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-	INSERT INTO shardext.saga (saga_id, name, owner, steps, step_nodes, settings, state,
-							   runner_pid)
-	SELECT $1, $2, r.oid, $3, $4, $5, $6, $7 FROM pg_roles r WHERE r.rolname = session_user
-	$$;
+	RETURNS void LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_saga_note_start';
 COMMENT ON FUNCTION shardext.saga_note_start(bigint, text, shardext.saga_step[], int[], text[], text, int)
-	IS 'for the saga runner: record a new saga of the session''s user';
+	IS 'for the saga runner: record a new saga of the calling role';
 
 CREATE FUNCTION shardext.saga_note_action(saga_id bigint, state text, step int,
 										  compensation bool, node_id int, attempt int,
 										  status text, error text, runner_pid int)
-	RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-BEGIN
-	-- an action that starts is the saga's current one
-	UPDATE shardext.saga s
-	   SET state = CASE WHEN saga_note_action.status = 'started' THEN saga_note_action.state
-						ELSE s.state END,
-		   current_step = CASE WHEN saga_note_action.status = 'started' THEN step
-							   ELSE s.current_step END,
-		   attempts = CASE WHEN saga_note_action.status = 'started' THEN attempt
-						   ELSE s.attempts END,
-		   next_attempt_at = NULL, runner_pid = saga_note_action.runner_pid, updated_at = now()
-	  FROM pg_roles r
-	 WHERE s.saga_id = saga_note_action.saga_id AND r.oid = s.owner AND r.rolname = session_user;
-	IF NOT FOUND THEN
-		RAISE insufficient_privilege USING MESSAGE = format('saga %s is not yours', saga_id);
-	END IF;
-	INSERT INTO shardext.saga_action AS a VALUES (saga_id, step, compensation, node_id, attempt,
-												  status, error, now(),
-												  CASE WHEN status <> 'started' THEN now() END)
-		ON CONFLICT ON CONSTRAINT saga_action_pkey DO UPDATE
-			SET node_id = excluded.node_id, attempt = excluded.attempt, status = excluded.status,
-				error = excluded.error,
-				started_at = CASE WHEN excluded.status = 'started' THEN now() ELSE a.started_at END,
-				finished_at = excluded.finished_at;
-END
-$$;
+	RETURNS void LANGUAGE C VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_saga_note_action';
 COMMENT ON FUNCTION shardext.saga_note_action(bigint, text, int, bool, int, int, text, text, int)
-	IS 'for the saga runner: record that a step or compensation started or ended';
+	IS 'for the saga runner: record that a step or compensation of a saga started or ended';
 
 CREATE FUNCTION shardext.saga_note_state(saga_id bigint, state text, current_step int,
 										 attempts int, next_attempt_at timestamptz,
 										 runner_pid int, failure text, failure_sqlstate text,
 										 error text)
-	RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-BEGIN
-	UPDATE shardext.saga s
-	   SET state = saga_note_state.state, current_step = saga_note_state.current_step,
-		   attempts = saga_note_state.attempts, next_attempt_at = saga_note_state.next_attempt_at,
-		   runner_pid = saga_note_state.runner_pid,
-		   failure = coalesce(saga_note_state.failure, s.failure),
-		   failure_sqlstate = coalesce(saga_note_state.failure_sqlstate, s.failure_sqlstate),
-		   error = saga_note_state.error, updated_at = now(),
-		   finished_at = CASE WHEN saga_note_state.state IN ('completed', 'compensated', 'failed')
-							  THEN now() END
-	  FROM pg_roles r
-	 WHERE s.saga_id = saga_note_state.saga_id AND r.oid = s.owner AND r.rolname = session_user;
-	IF NOT FOUND THEN
-		RAISE insufficient_privilege USING MESSAGE = format('saga %s is not yours', saga_id);
-	END IF;
-END
-$$;
+	RETURNS void LANGUAGE C VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_saga_note_state';
 COMMENT ON FUNCTION shardext.saga_note_state(bigint, text, int, int, timestamptz, int, text, text, text)
 	IS 'for the saga runner: record the state of a saga';
 
