@@ -819,6 +819,48 @@ ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query, int nParams,
 }
 
 /*
+ * PrepareRemoteStatementBounded prepares a named statement on the
+ * connection (for ExecuteRemotePipelineBounded's commands), waiting
+ * interruptibly and at most timeoutMs.  Never throws for the node's
+ * trouble: returns false with *failure (the connection may be unusable).
+ */
+bool
+PrepareRemoteStatementBounded(NodeConnection *conn, const char *name, const char *sql,
+							  int nParams, const Oid *types, int timeoutMs, char **failure)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	PGresult   *result;
+	bool		ok = true;
+
+	*failure = NULL;
+	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK ||
+		conn->queryInProgress || !PQsendPrepare(conn->pgConn, name, sql, nParams, types))
+	{
+		*failure = pstrdup("the connection is not usable");
+		return false;
+	}
+	conn->queryInProgress = true;
+	for (;;)
+	{
+		if (WaitForNodeUntil(conn, NODE_WAIT_RESULT, deadline, true) != NODE_WAIT_DONE)
+		{
+			*failure = pchomp(PQerrorMessage(conn->pgConn));
+			return false;
+		}
+		if ((result = PQgetResult(conn->pgConn)) == NULL)
+			break;
+		if (ResultIsError(result) && ok)
+		{
+			*failure = pchomp(PQresultErrorMessage(result));
+			ok = false;
+		}
+		PQclear(result);
+	}
+	conn->queryInProgress = false;
+	return ok;
+}
+
+/*
  * ExecuteRemotePipelineBounded sends count commands with their parameters
  * in one pipeline that ends with one Sync, so that they form one implicit
  * transaction on the node: it commits at the Sync when every command
@@ -856,8 +898,13 @@ ExecuteRemotePipelineBounded(NodeConnection *conn, PipelineCommand *commands, in
 	{
 		PipelineCommand *command = &commands[i];
 
-		if (!PQsendQueryParams(pgConn, command->sql, command->nParams, command->types,
-							   command->values, command->lengths, command->formats, 0))
+		bool		sent = command->statementName != NULL ?
+			PQsendQueryPrepared(pgConn, command->statementName, command->nParams,
+								command->values, command->lengths, command->formats, 0) :
+			PQsendQueryParams(pgConn, command->sql, command->nParams, command->types,
+							  command->values, command->lengths, command->formats, 0);
+
+		if (!sent)
 		{
 			*failure = pchomp(PQerrorMessage(pgConn));
 			return PIPELINE_NOT_SENT;

@@ -33,7 +33,9 @@
 
 #include "miscadmin.h"
 #include "pgtime.h"
+#include "common/hashfn.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "shardext/connection.h"
@@ -52,17 +54,33 @@
 #define SAGA_COMMAND_CLAIM 0
 #define SAGA_FIRST_STATEMENT 1
 
+/* statements prepared on a kept connection at most (then unnamed) */
+#define SAGA_MAX_PREPARED 1000
+
 /* a connection kept for steps, per node and user */
 typedef struct SagaConnection
 {
 	int32		nodeId;
 	Oid			userId;
 	NodeConnection *conn;
+	MemoryContext context;		/* of the prepared statements' names */
+	HTAB	   *prepared;		/* SQL hash -> SagaPreparedStatement */
+	int			preparedCount;
 } SagaConnection;
+
+/* a statement prepared on a kept connection */
+typedef struct SagaPreparedStatement
+{
+	uint64		key;			/* hash of the SQL */
+	char	   *sql;
+	char		name[16];
+} SagaPreparedStatement;
 
 static List *sagaConnections = NIL;
 
-static NodeConnection *SagaNodeConnection(int32 nodeId, char **failure);
+static SagaConnection *SagaNodeConnection(int32 nodeId, char **failure);
+static bool NameStatement(SagaConnection *kept, PipelineCommand *command, const Oid *types,
+						  char **failure);
 static void DropSagaConnection(NodeConnection *conn);
 static void ClassifyRemoteError(PGresult *error, int failedIndex, SagaActionOutcome *outcome);
 static void SetOutcome(SagaActionOutcome *outcome, SagaActionResult result,
@@ -149,6 +167,7 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 	const char *zone[1] = {pg_get_timezone_name(session_timezone)};
 	const char *claim[5];
 	RoutedStatement *first = linitial(statements);
+	SagaConnection *kept;
 	NodeConnection *conn;
 	PipelineOutcome result;
 	PGresult   *error = NULL;
@@ -170,12 +189,13 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 			return;
 		}
 	}
-	conn = SagaNodeConnection(first->nodeId, &failure);
-	if (conn == NULL)
+	kept = SagaNodeConnection(first->nodeId, &failure);
+	if (kept == NULL)
 	{
 		SetOutcome(outcome, SAGA_ACTION_TRANSIENT, "08006", failure);
 		return;
 	}
+	conn = kept->conn;
 
 	/* the session's time zone, when the connection does not have it yet */
 	setZone = conn->remoteTimeZone == NULL || strcmp(conn->remoteTimeZone, zone[0]) != 0;
@@ -191,6 +211,16 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 
 		SetCommand(&commands[count++], routed->sql, routed->nParams,
 				   (const char **) routed->values, routed);
+	}
+	/* the claim and the statements run prepared (not the rare time zone) */
+	for (int i = setZone ? 1 : 0; i < count; i++)
+	{
+		if (!NameStatement(kept, &commands[i], commands[i].types, &failure))
+		{
+			DropSagaConnection(conn);
+			SetOutcome(outcome, SAGA_ACTION_TRANSIENT, "08006", failure);
+			return;
+		}
 	}
 
 	SagaTestFault(compensation ? TEST_SAGA_CRASH_BEFORE_COMPENSATION :
@@ -233,6 +263,13 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 		case PIPELINE_FAILED:
 			ClassifyRemoteError(error, failedIndex - (setZone ? 1 : 0), outcome);
 			PQclear(error);
+			if (strcmp(outcome->sqlstate, "26000") == 0 ||
+				(outcome->error != NULL && strstr(outcome->error, "cached plan") != NULL))
+			{
+				/* a prepared statement is gone or stale: prepare anew on a new session */
+				DropSagaConnection(conn);
+				outcome->result = SAGA_ACTION_TRANSIENT;
+			}
 			break;
 		case PIPELINE_NOT_SENT:
 			DropSagaConnection(conn);
@@ -257,7 +294,8 @@ FenceSagaAction(Saga *saga, int step, bool compensation, int32 nodeId, int attem
 {
 	const char *params[5];
 	char	   *failure = NULL;
-	NodeConnection *conn = SagaNodeConnection(nodeId, &failure);
+	SagaConnection *kept = SagaNodeConnection(nodeId, &failure);
+	NodeConnection *conn = kept != NULL ? kept->conn : NULL;
 	PGresult   *result;
 	bool		applied;
 
@@ -301,6 +339,7 @@ SetCommand(PipelineCommand *command, const char *sql, int nParams, const char **
 		   RoutedStatement *routed)
 {
 	command->sql = sql;
+	command->statementName = NULL;
 	command->nParams = nParams;
 	command->values = values;
 	command->types = routed ? routed->types : NULL;
@@ -363,11 +402,11 @@ SetOutcome(SagaActionOutcome *outcome, SagaActionResult result, const char *sqls
 }
 
 /*
- * SagaNodeConnection returns the kept step connection to a node for the
- * current user, opening it if needed; NULL (with *failure) when the node
- * cannot be reached.
+ * SagaNodeConnection returns the kept step connection to a node (0: this
+ * coordinator) for the current user, opening it if needed; NULL (with
+ * *failure) when it cannot be reached.
  */
-static NodeConnection *
+static SagaConnection *
 SagaNodeConnection(int32 nodeId, char **failure)
 {
 	Oid			userId = GetUserId();
@@ -375,6 +414,7 @@ SagaNodeConnection(int32 nodeId, char **failure)
 	NodeConnection *conn;
 	SagaConnection *kept;
 	MemoryContext oldContext;
+	HASHCTL		info;
 	ListCell   *cell;
 
 	foreach(cell, sagaConnections)
@@ -384,7 +424,7 @@ SagaNodeConnection(int32 nodeId, char **failure)
 			continue;
 		if (kept->conn->pgConn != NULL && PQstatus(kept->conn->pgConn) == CONNECTION_OK &&
 			!kept->conn->queryInProgress)
-			return kept->conn;
+			return kept;
 		DropSagaConnection(kept->conn);
 		break;
 	}
@@ -400,14 +440,59 @@ SagaNodeConnection(int32 nodeId, char **failure)
 	}
 	KeepConnectionAcrossTransactions(conn);
 	conn->keepWaitSet = true;	/* kept for many steps: one wait set, not one per wait */
-	oldContext = MemoryContextSwitchTo(TopMemoryContext);
-	kept = palloc(sizeof(SagaConnection));
+	kept = MemoryContextAllocZero(TopMemoryContext, sizeof(SagaConnection));
 	kept->nodeId = nodeId;
 	kept->userId = userId;
 	kept->conn = conn;
+	kept->context = AllocSetContextCreate(TopMemoryContext, "shardext saga connection",
+										  ALLOCSET_SMALL_SIZES);
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(uint64);
+	info.entrysize = sizeof(SagaPreparedStatement);
+	info.hcxt = kept->context;
+	kept->prepared = hash_create("shardext saga statements", 64, &info,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	oldContext = MemoryContextSwitchTo(TopMemoryContext);
 	sagaConnections = lappend(sagaConnections, kept);
 	MemoryContextSwitchTo(oldContext);
-	return conn;
+	return kept;
+}
+
+/*
+ * NameStatement makes a pipeline command run a statement prepared on the
+ * connection (preparing it there on first use: a round trip once, and no
+ * parsing and planning on the node for every step after).  Returns false
+ * (with *failure) when the node refused or could not be asked.
+ */
+static bool
+NameStatement(SagaConnection *kept, PipelineCommand *command, const Oid *types,
+			  char **failure)
+{
+	uint64		key = hash_bytes_extended((const unsigned char *) command->sql,
+										  strlen(command->sql), 0);
+	SagaPreparedStatement *entry;
+	bool		found;
+	char		name[16];
+
+	entry = hash_search(kept->prepared, &key, HASH_FIND, &found);
+	if (found)
+	{
+		if (strcmp(entry->sql, command->sql) == 0)
+			command->statementName = entry->name;
+		return true;
+	}
+	if (kept->preparedCount >= SAGA_MAX_PREPARED)
+		return true;			/* sent unnamed */
+	snprintf(name, sizeof(name), "saga%d", kept->preparedCount + 1);
+	if (!PrepareRemoteStatementBounded(kept->conn, name, command->sql, command->nParams,
+									   types, SAGA_STEP_TIMEOUT_MS, failure))
+		return false;
+	entry = hash_search(kept->prepared, &key, HASH_ENTER, &found);
+	entry->sql = MemoryContextStrdup(kept->context, command->sql);
+	strlcpy(entry->name, name, sizeof(entry->name));
+	kept->preparedCount++;
+	command->statementName = entry->name;
+	return true;
 }
 
 /*
@@ -419,15 +504,15 @@ NodeConnection *
 SagaLoopbackConnection(void)
 {
 	char	   *failure = NULL;
-	NodeConnection *conn = SagaNodeConnection(0, &failure);
+	SagaConnection *kept = SagaNodeConnection(0, &failure);
 
-	if (conn == NULL)
+	if (kept == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 				 errmsg("could not connect to this server to log the saga"),
 				 errhint("Sagas log their progress over a connection to the coordinator's "
 						 "own socket as their user; allow it in pg_hba.conf.")));
-	return conn;
+	return kept->conn;
 }
 
 /* DropSagaLoopback closes the current user's loopback connection */
@@ -461,6 +546,7 @@ DropSagaConnection(NodeConnection *conn)
 		if (kept->conn == conn)
 		{
 			sagaConnections = foreach_delete_current(sagaConnections, cell);
+			MemoryContextDelete(kept->context);
 			pfree(kept);
 			break;
 		}

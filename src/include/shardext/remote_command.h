@@ -33,6 +33,7 @@ typedef enum NodeWaitResult
 typedef struct PipelineCommand
 {
 	const char *sql;
+	const char *statementName;	/* prepared on the connection, or NULL */
 	int			nParams;
 	const Oid  *types;
 	const char *const *values;
@@ -55,6 +56,9 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int nParams, const char *const *params,
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
+extern bool PrepareRemoteStatementBounded(NodeConnection *conn, const char *name,
+										  const char *sql, int nParams, const Oid *types,
+										  int timeoutMs, char **failure);
 extern PipelineOutcome ExecuteRemotePipelineBounded(NodeConnection *conn,
 													PipelineCommand *commands, int count,
 													int timeoutMs, int *failedIndex,
