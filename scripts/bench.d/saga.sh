@@ -14,8 +14,8 @@
 # non-negative with a CHECK constraint.  For each workload the two are run
 # in turns, BENCH_ROUNDS rounds (default 2) of BENCH_SECONDS (default 15)
 # each; printed: throughput (tps) and p99 latency (from pgbench's per
-# transaction log) of each run, the sum over the rounds and the ratios
-# saga / 2PC.  The machine's load average is printed before and after.
+# transaction log) of each run, their means over the rounds and the
+# ratios saga / 2PC.  The machine's load average is printed before and after.
 #
 # Environment: SHARDEXT_PORT (coordinator; workers on the next two ports),
 # PG_CONFIG.  Uses (and drops at the end) database bench_saga.
@@ -135,9 +135,9 @@ for load in uniform hot; do
 			fi
 		done
 	done
-	# p99 of the rounds: their median (the middle one, or the lower of two)
-	p2=$(printf '%s\n' $p99s_2pc | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	ps=$(printf '%s\n' $p99s_saga | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	# p99 of the rounds: their mean
+	p2=$(printf '%s\n' $p99s_2pc | awk '{ s += $1 } END { print s / NR }')
+	ps=$(printf '%s\n' $p99s_saga | awk '{ s += $1 } END { print s / NR }')
 	awk -v l=$load -v t2="$total_2pc" -v ts="$total_saga" -v r="$ROUNDS" -v p2="$p2" -v ps="$ps" 'BEGIN {
 		printf "%-8s 2PC %.0f tps, p99 %.2f ms | saga %.0f tps, p99 %.2f ms | saga/2PC: throughput %.2fx, p99 %.2fx\n",
 			l, t2 / r, p2, ts / r, ps, ts / t2, ps / p2 }' | tee -a "$TMP/summary"
