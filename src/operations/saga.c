@@ -61,6 +61,7 @@ static char *NoteStartSql(Saga *saga, Datum stepsArray, Oid arrayType);
 static int64 InsertQueuedSaga(Saga *saga, Datum stepsArray, Oid arrayType);
 static void ReportSagaEnd(Saga *saga);
 static void PreventSagaAfterNodeWrites(const char *function);
+static Saga *LoadUnfinishedSaga(int64 sagaId);
 static void CheckSagaAccess(Saga *saga);
 static void LockSagaForChange(Saga *saga);
 static void WakeDaemonAtCommit(XactEvent event, void *arg);
@@ -137,17 +138,8 @@ Datum
 shardext_retry_saga(PG_FUNCTION_ARGS)
 {
 	int64		sagaId = PG_GETARG_INT64(0);
-	Saga	   *saga;
+	Saga	   *saga = LoadUnfinishedSaga(sagaId);
 
-	EnsureShardextInstalled();
-	saga = LoadSaga(sagaId, false);
-	CheckSagaAccess(saga);
-	if (strcmp(saga->state, "completed") == 0 || strcmp(saga->state, "compensated") == 0 ||
-		strcmp(saga->state, "abandoned") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("saga " INT64_FORMAT " is %s: there is nothing to retry", sagaId,
-						saga->state)));
 	PreventSagaAfterNodeWrites("shardext_retry_saga");
 	if (!TryLockSaga(sagaId))
 		ereport(ERROR,
@@ -180,19 +172,11 @@ Datum
 shardext_abandon_saga(PG_FUNCTION_ARGS)
 {
 	int64		sagaId = PG_GETARG_INT64(0);
-	Saga	   *saga;
+	Saga	   *saga = LoadUnfinishedSaga(sagaId);
 	CatalogAccess access;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(sagaId)};
 
-	EnsureShardextInstalled();
-	saga = LoadSaga(sagaId, false);
-	CheckSagaAccess(saga);
-	if (strcmp(saga->state, "completed") == 0 || strcmp(saga->state, "compensated") == 0 ||
-		strcmp(saga->state, "abandoned") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("saga " INT64_FORMAT " is %s already", sagaId, saga->state)));
 	LockSagaForChange(saga);
 	if (strcmp(saga->state, "running") == 0 || strcmp(saga->state, "compensating") == 0)
 		ereport(WARNING,
@@ -630,6 +614,29 @@ PreventSagaAfterNodeWrites(const char *function)
 						   "transaction's locks."),
 				 errhint("Run the saga before the writes or on its own, or queue it with "
 						 "shardext_start_saga() to run it after the transaction commits.")));
+}
+
+/*
+ * LoadUnfinishedSaga loads a saga that the caller may change (see
+ * CheckSagaAccess) and that has not ended (completed, compensated,
+ * abandoned), for shardext_retry_saga and shardext_abandon_saga.
+ */
+static Saga *
+LoadUnfinishedSaga(int64 sagaId)
+{
+	Saga	   *saga;
+
+	EnsureShardextInstalled();
+	saga = LoadSaga(sagaId, false);
+	CheckSagaAccess(saga);
+	if (strcmp(saga->state, "completed") == 0 || strcmp(saga->state, "compensated") == 0 ||
+		strcmp(saga->state, "abandoned") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("saga " INT64_FORMAT " has ended: it is %s", sagaId, saga->state),
+				 errhint("Only sagas that are queued, running, compensating or failed can be "
+						 "retried or abandoned.")));
+	return saga;
 }
 
 /* CheckSagaAccess: only the owner (and its members) and administrators */

@@ -9,6 +9,9 @@
 #     compensation), and a lost answer of a node: after the restart, the
 #     maintenance daemon finishes each saga, with every step and
 #     compensation applied exactly once;
+#  1b. a constraint violation at step 3 of 4 compensates steps 2 and 1, in
+#     that order; a compensation that keeps failing leaves the saga failed,
+#     needing attention, in shardext.sagas and the server log;
 #  2. load: 6 clients transfer money, payer and payee each one of 5 hot
 #     accounts half of the time and any account otherwise, while
 #     workers and the coordinator are killed at random moments and some
@@ -37,7 +40,7 @@ wait_for_port() {	# PORT: the server accepts connections
 wait_for_sagas() {	# every saga ended (the daemon finishes what sessions left)
 	local left
 	for _ in $(seq 1 600); do
-		left=$(coord "SELECT count(*) FROM shardext.saga WHERE state NOT IN ('completed', 'compensated', 'failed')" 2>/dev/null)
+		left=$(coord "SELECT count(*) FROM shardext.saga WHERE state IN ('queued', 'running', 'compensating')" 2>/dev/null)
 		[ "$left" = 0 ] && return 0
 		sleep 0.1
 	done
@@ -149,6 +152,36 @@ tid=$((tid + 2))
 expect_eq "the crashed sessions' sagas were resumed from a crash (an attempt after a fence)" 1 \
 	"$(coord "SELECT (count(*) >= 4)::int FROM shardext.saga_action WHERE attempt > 1")"
 check_books "boundaries"
+
+# --- 1b. a constraint violation at step 3 of 4 compensates steps 2 and 1, in that
+# order; a compensation that keeps failing leaves the saga needing attention
+step4() {	# ACCOUNT AMOUNT: a step that moves AMOUNT out of ACCOUNT (no ledger: it is undone)
+	echo "shardext_saga_step('UPDATE sg_accounts SET balance = balance - \$2 WHERE id = \$1',
+		'UPDATE sg_accounts SET balance = balance + \$2 WHERE id = \$1', ARRAY['$1', '$2'])"
+}
+err=$(coord "SELECT shardext_run_saga('four steps', ARRAY[$(step4 "$A" 1), $(step4 "$B" 1),
+	$(step4 "$A" 1000000), $(step4 "$B" 1)])" 2>&1)
+grep -q 'failed and was compensated' <<<"$err" || fail "step 3 of 4: $err"
+expect_eq "step 3 of 4: steps 2 and 1 were compensated, in that order" "2,1" \
+	"$(coord "SELECT string_agg(step::text, ',' ORDER BY finished_at) FROM shardext.saga_action
+			  WHERE saga_id = (SELECT saga_id FROM shardext.saga WHERE name = 'four steps')
+				AND compensation AND status = 'applied'")"
+log_start=$(stat -c %s "$SHARDEXT_CLUSTER_DIR/coordinator.log")
+coord "SET shardext.saga_max_retries = 1;
+	   SELECT shardext_run_saga('stuck', ARRAY[
+		shardext_saga_step('UPDATE sg_accounts SET balance = balance + 1 WHERE id = \$1',
+						   'UPDATE sg_accounts SET balance = balance - 1000000 WHERE id = \$1', ARRAY['$A']),
+		shardext_saga_step('UPDATE sg_accounts SET balance = balance - 1000000 WHERE id = \$1', NULL,
+						   ARRAY['$B'])])" >/dev/null 2>&1
+expect_eq "a failing compensation: the saga needs attention, with the error" "failed|t|t" \
+	"$(coord "SELECT state, needs_attention, error LIKE 'compensation of step 1: %' FROM shardext.sagas
+			  WHERE name = 'stuck'")"
+tail -c +"$((log_start + 1))" "$SHARDEXT_CLUSTER_DIR/coordinator.log" | grep -q 'needs attention' ||
+	fail "a failing compensation: not in the server log"
+echo "ok - a failing compensation: in the server log"
+coord "UPDATE sg_accounts SET balance = balance - 1 WHERE id = $A;
+	   SELECT shardext_abandon_saga(saga_id) FROM shardext.saga WHERE name = 'stuck'" >/dev/null
+check_books "failures"
 
 # --- 2. load with hot accounts while nodes are killed at random moments
 cat >"$TMP/transfer.sql" <<PGB
