@@ -38,6 +38,8 @@ int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 bool		ShardextLastParticipantCommit = true;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextDistributedDeadlockTimeout = 1000;
+int			ShardextSagaMaxRetries = 10;
+int			ShardextSagaRetention = 7 * 24 * 3600;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
 int			ShardextMoveCutoverTimeout = 10000;
@@ -59,6 +61,8 @@ char	   *ShardextCommitLsn = NULL;
 
 #ifdef SHARDEXT_TEST_HOOKS
 int			ShardextTestFault = TEST_FAULT_NONE;
+int			ShardextSagaTestFault = TEST_SAGA_NONE;
+int			ShardextSagaTestFaultStep = 0;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
@@ -92,12 +96,23 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"exit_after_decision", TEST_FAULT_EXIT_AFTER_DECISION, false},
 	{NULL, 0, false}
 };
+
+static const struct config_enum_entry saga_test_fault_options[] = {
+	{"none", TEST_SAGA_NONE, false},
+	{"crash_before_step", TEST_SAGA_CRASH_BEFORE_STEP, false},
+	{"crash_after_step", TEST_SAGA_CRASH_AFTER_STEP, false},
+	{"crash_before_compensation", TEST_SAGA_CRASH_BEFORE_COMPENSATION, false},
+	{"crash_after_compensation", TEST_SAGA_CRASH_AFTER_COMPENSATION, false},
+	{"lose_step_answer", TEST_SAGA_LOSE_STEP_ANSWER, false},
+	{NULL, 0, false}
+};
 #endif
 
 static void RegisterConnectionGucs(void);
 static void RegisterTableGucs(void);
 static void RegisterPlannerGucs(void);
 static void RegisterTransactionGucs(void);
+static void RegisterSagaGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
 static void RegisterReplicaGucs(void);
@@ -118,6 +133,7 @@ RegisterShardextGucs(void)
 	RegisterTableGucs();
 	RegisterPlannerGucs();
 	RegisterTransactionGucs();
+	RegisterSagaGucs();
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
 	RegisterReplicaGucs();
@@ -324,6 +340,34 @@ RegisterTransactionGucs(void)
 							1000, -1, 24 * 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/* the settings of sagas (operations/saga_runner.c) */
+static void
+RegisterSagaGucs(void)
+{
+	DefineCustomIntVariable("shardext.saga_max_retries",
+							"How often a saga step or compensation is tried again after a "
+							"transient error.",
+							"Transient errors are lost connections, serialization failures, "
+							"deadlocks and the like; attempts are spaced by a growing delay. A "
+							"step that keeps failing is compensated; a compensation that keeps "
+							"failing leaves its saga failed, needing attention.",
+							&ShardextSagaMaxRetries,
+							10, 0, 1000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.saga_retention",
+							"How long the maintenance daemon keeps sagas that ended "
+							"(completed, compensated or abandoned).",
+							"-1 keeps them. Failed sagas are kept until retried or abandoned.",
+							&ShardextSagaRetention,
+							7 * 24 * 3600, -1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
 							NULL, NULL, NULL);
 }
 
@@ -617,6 +661,27 @@ RegisterTestGucs(void)
 							 PGC_SUSET,
 							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.saga_test_fault",
+							 "Test only: makes a saga's runner crash at a step boundary, or "
+							 "lose the answer of a step's node.",
+							 NULL,
+							 &ShardextSagaTestFault,
+							 TEST_SAGA_NONE,
+							 saga_test_fault_options,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.saga_test_fault_step",
+							"Test only: the step at which shardext.saga_test_fault strikes "
+							"(0: every step).",
+							NULL,
+							&ShardextSagaTestFaultStep,
+							0, 0, 1000,
+							PGC_SUSET,
+							GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("shardext.move_test_pause_phase",
 							   "For testing only: a shard move pauses when it enters this phase.",

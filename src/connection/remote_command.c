@@ -831,6 +831,155 @@ ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query, int nParams,
 }
 
 /*
+ * PrepareRemoteStatementBounded prepares a named statement on the
+ * connection (for ExecuteRemotePipelineBounded's commands), waiting
+ * interruptibly and at most timeoutMs.  Never throws for the node's
+ * trouble: returns false with *failure (the connection may be unusable).
+ */
+bool
+PrepareRemoteStatementBounded(NodeConnection *conn, const char *name, const char *sql,
+							  int nParams, const Oid *types, int timeoutMs, char **failure)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	PGresult   *result;
+	bool		ok = true;
+
+	*failure = NULL;
+	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK ||
+		conn->queryInProgress || !PQsendPrepare(conn->pgConn, name, sql, nParams, types))
+	{
+		*failure = pstrdup("the connection is not usable");
+		return false;
+	}
+	conn->queryInProgress = true;
+	for (;;)
+	{
+		if (WaitForNodeUntil(conn, NODE_WAIT_RESULT, deadline, true) != NODE_WAIT_DONE)
+		{
+			*failure = pchomp(PQerrorMessage(conn->pgConn));
+			return false;
+		}
+		if ((result = PQgetResult(conn->pgConn)) == NULL)
+			break;
+		if (ResultIsError(result) && ok)
+		{
+			*failure = pchomp(PQresultErrorMessage(result));
+			ok = false;
+		}
+		PQclear(result);
+	}
+	conn->queryInProgress = false;
+	return ok;
+}
+
+/*
+ * ExecuteRemotePipelineBounded sends count commands with their parameters
+ * in one pipeline that ends with one Sync, so that they form one implicit
+ * transaction on the node: it commits at the Sync when every command
+ * succeeded, and rolls back when one failed (the later ones are skipped).
+ * One round trip.  Waits are interruptible and bounded by timeoutMs.
+ *	- PIPELINE_SUCCEEDED: every command succeeded and the node committed;
+ *	- PIPELINE_FAILED: the node reported *error (the caller PQclears it)
+ *	  for command *failedIndex (count: the commit itself) and rolled back;
+ *	- PIPELINE_NOT_SENT: the Sync never left, so nothing committed
+ *	  (*failure says why);
+ *	- PIPELINE_NO_ANSWER: the connection broke or the time ran out after
+ *	  the Sync was sent: the node may have committed (*failure says why).
+ * After PIPELINE_NOT_SENT and PIPELINE_NO_ANSWER the connection is not
+ * usable any more; the caller closes it.
+ */
+PipelineOutcome
+ExecuteRemotePipelineBounded(NodeConnection *conn, PipelineCommand *commands, int count,
+							 int timeoutMs, int *failedIndex, PGresult **error, char **failure)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	PGconn	   *pgConn = conn->pgConn;
+	int			index = 0;
+	NodeWaitResult waited;
+
+	*error = NULL;
+	*failure = NULL;
+	*failedIndex = -1;
+	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK || conn->queryInProgress ||
+		!PQenterPipelineMode(pgConn))
+	{
+		*failure = pstrdup("the connection is not usable");
+		return PIPELINE_NOT_SENT;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		PipelineCommand *command = &commands[i];
+
+		bool		sent = command->statementName != NULL ?
+			PQsendQueryPrepared(pgConn, command->statementName, command->nParams,
+								command->values, command->lengths, command->formats, 0) :
+			PQsendQueryParams(pgConn, command->sql, command->nParams, command->types,
+							  command->values, command->lengths, command->formats, 0);
+
+		if (!sent)
+		{
+			*failure = pchomp(PQerrorMessage(pgConn));
+			return PIPELINE_NOT_SENT;
+		}
+	}
+	if (!PQpipelineSync(pgConn))
+	{
+		*failure = pchomp(PQerrorMessage(pgConn));
+		return PIPELINE_NOT_SENT;
+	}
+	conn->queryInProgress = true;
+	conn->pipelineStage = PIPELINE_SYNC;
+
+	/* per command: its result, then NULL; at the end the Sync's result */
+	for (;;)
+	{
+		PGresult   *result;
+		ExecStatusType status;
+
+		waited = WaitForNodeUntil(conn, NODE_WAIT_RESULT, deadline, true);
+		if (waited != NODE_WAIT_DONE)
+		{
+			PQclear(*error);
+			*error = NULL;
+			*failure = waited == NODE_WAIT_TIMEOUT ?
+				psprintf("node %s:%d did not answer within %d ms", conn->host, conn->port,
+						 timeoutMs) :
+				pchomp(PQerrorMessage(pgConn));
+			return PIPELINE_NO_ANSWER;
+		}
+		result = PQgetResult(pgConn);
+		if (result == NULL)
+		{
+			index++;
+			continue;
+		}
+		status = PQresultStatus(result);
+		if (status == PGRES_PIPELINE_SYNC)
+		{
+			PQclear(result);
+			break;
+		}
+		if (status == PGRES_FATAL_ERROR && *error == NULL)
+		{
+			*error = result;
+			*failedIndex = Min(index, count);
+			continue;
+		}
+		PQclear(result);
+	}
+	conn->pipelineStage = PIPELINE_NONE;
+	conn->queryInProgress = false;
+	if (!PQexitPipelineMode(pgConn))
+	{
+		PQclear(*error);
+		*error = NULL;
+		*failure = pchomp(PQerrorMessage(pgConn));
+		return PIPELINE_NO_ANSWER;
+	}
+	return *error != NULL ? PIPELINE_FAILED : PIPELINE_SUCCEEDED;
+}
+
+/*
  * RemoteFailureSqlstate returns the SQLSTATE of the node's error when the
  * last ExecuteRemoteQueryBounded failed with one, else "".
  */

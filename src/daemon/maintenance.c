@@ -29,7 +29,9 @@
  * Other periodic work belongs in the daemon's loop, each task in a
  * transaction of its own with its own error handling, like RunRecovery
  * (which also runs the cleanup after interrupted or finished shard moves,
- * MaintainShardMoves) and RunDeadlockDetection.
+ * MaintainShardMoves), RunDeadlockDetection and RunSagas (queued sagas,
+ * and those a session left unfinished: saga_runner.c; a session that
+ * queues one wakes the daemon, WakeMaintenanceDaemon).
  *
  * A daemon has no statement_timeout, so each task bounds its waits for
  * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
@@ -75,6 +77,7 @@
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/saga.h"
 #include "shardext/shard_move.h"
 #include "shardext/shared_pool.h"
 
@@ -94,6 +97,7 @@ static bool StartDaemon(int slot, Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
+static TimestampTz RunSagas(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
@@ -296,6 +300,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextRecovery = 0;
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
+	TimestampTz nextSagaRound = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -369,13 +374,19 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		if (now >= nextReplicaPoll)
 			nextReplicaPoll = RunReplicaPoll(loopContext);
 
+		if (now >= nextSagaRound)
+			nextSagaRound = RunSagas(loopContext);
+
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(timeout, 1), PG_WAIT_EXTENSION);
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextSagaRound));
+		/* a wake-up (a queued saga) runs the sagas at once */
+		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					  Max(timeout, 1), PG_WAIT_EXTENSION) & WL_LATCH_SET)
+			nextSagaRound = 0;
 		ResetLatch(MyLatch);
 	}
 }
@@ -506,6 +517,40 @@ RunReplicaPoll(MemoryContext loopContext)
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   replicas ? ShardextReplicaPollInterval :
 									   Max(ShardextReplicaPollInterval, 1000));
+}
+
+/*
+ * RunSagas runs the sagas that are due (saga_runner.c) in a transaction of
+ * its own; errors are logged and the next round tries again.  Returns
+ * when to run them next.
+ */
+static TimestampTz
+RunSagas(MemoryContext loopContext)
+{
+	long		waitMs = 1000;
+
+	if (RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			waitMs = RunDueSagas();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
 }
 
 /*

@@ -40,6 +40,27 @@ typedef void (*NodeWaitCancel_hook_type) (void);
 extern PGDLLIMPORT NodeWaitCancel_hook_type NodeWaitCancel_hook;
 
 extern void ServeNodeWaitInterrupts(void);
+
+/* one command of ExecuteRemotePipelineBounded, with its parameters */
+typedef struct PipelineCommand
+{
+	const char *sql;
+	const char *statementName;	/* prepared on the connection, or NULL */
+	int			nParams;
+	const Oid  *types;
+	const char *const *values;
+	const int  *lengths;
+	const int  *formats;
+} PipelineCommand;
+
+typedef enum PipelineOutcome
+{
+	PIPELINE_SUCCEEDED,
+	PIPELINE_FAILED,
+	PIPELINE_NOT_SENT,
+	PIPELINE_NO_ANSWER
+} PipelineOutcome;
+
 extern NodeWaitResult WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal,
 									   TimestampTz deadline, bool interruptible);
 extern void SetRemoteCommandTimeout(int timeoutMs);
@@ -48,6 +69,13 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
 extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
+extern bool PrepareRemoteStatementBounded(NodeConnection *conn, const char *name,
+										  const char *sql, int nParams, const Oid *types,
+										  int timeoutMs, char **failure);
+extern PipelineOutcome ExecuteRemotePipelineBounded(NodeConnection *conn,
+													PipelineCommand *commands, int count,
+													int timeoutMs, int *failedIndex,
+													PGresult **error, char **failure);
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
