@@ -62,6 +62,7 @@ int			ShardextTestFault = TEST_FAULT_NONE;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
+char	   *ShardextTestPausePoints = NULL;
 #endif
 
 int			ShardextStatTenantsLimit = 1000;
@@ -635,6 +636,16 @@ RegisterTestGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.test_pause_points",
+							   "For testing only: the pause points this session waits at.",
+							   "Names, separated by commas, of points in the code where the session "
+							   "waits while another session holds the point's advisory lock.",
+							   &ShardextTestPausePoints,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("shardext.snowflake_clock_offset",
 							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",

@@ -76,6 +76,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/test_pause.h"
 #include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
@@ -363,6 +364,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 					!XLogRecPtrIsInvalid(XactLastCommitEnd))
 					XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
+				TEST_PAUSE_POINT("after local commit");
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
@@ -434,12 +436,14 @@ PreCommitRemoteTransactions(void)
 	{
 		PrepareRemoteTransactions(connections, false);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
 		CommitDecider();
 	}
 	else
 	{
 		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
 	}
 }
 

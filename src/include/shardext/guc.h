@@ -56,6 +56,7 @@ extern int	ShardextTestFault;
 extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;
 extern int	ShardextSnowflakeClockOffset;
+extern char *ShardextTestPausePoints;
 #endif
 extern int	ShardextStatTenantsLimit;
 extern int	ShardextStatTenantsPeriod;
