@@ -88,7 +88,6 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"none", TEST_FAULT_NONE, false},
 	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
-	{"pause_after_prepare", TEST_FAULT_PAUSE_AFTER_PREPARE, false},
 	{"lose_decider_answer", TEST_FAULT_LOSE_DECIDER_ANSWER, false},
 	{"exit_after_decision", TEST_FAULT_EXIT_AFTER_DECISION, false},
 	{NULL, 0, false}
@@ -610,7 +609,7 @@ static void
 RegisterTestGucs(void)
 {
 	DefineCustomEnumVariable("shardext.test_fault",
-							 "Test only: makes the backend crash (or pause for 10 s) at a point of two-phase commit.",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
 							 NULL,
 							 &ShardextTestFault,
 							 TEST_FAULT_NONE,

@@ -1031,21 +1031,14 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 #ifdef SHARDEXT_TEST_HOOKS
 /*
  * InjectTestFault kills this backend when shardext.test_fault asks for it
- * at this point of the commit (tests of crash recovery only), or pauses
- * after PREPARE.  SIGKILL makes the postmaster reinitialise, as if the
- * coordinator crashed.
+ * at this point of the commit (tests of crash recovery only).  SIGKILL
+ * makes the postmaster reinitialise, as if the coordinator crashed.  (A
+ * test that needs the backend to stop at such a point uses the pause
+ * points next to these calls, test_pause.h.)
  */
 static void
 InjectTestFault(int fault)
 {
-	/* pause_after_prepare: time for a test to stop a node holding the PREPARE */
-	if (fault == TEST_FAULT_CRASH_AFTER_PREPARE &&
-		ShardextTestFault == TEST_FAULT_PAUSE_AFTER_PREPARE)
-	{
-		ereport(LOG, (errmsg("shardext.test_fault: pausing after PREPARE")));
-		pg_usleep(10L * 1000000L);
-		return;
-	}
 	if (ShardextTestFault != fault)
 		return;
 	ereport(LOG, (errmsg("shardext.test_fault: killing the backend")));

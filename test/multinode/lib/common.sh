@@ -57,7 +57,7 @@ wait_for() {
 	done
 }
 # sql_is PORT SQL [VALUE]: SQL returns VALUE (t) on PORT (quietly; for wait_for)
-sql_is() { [ "$(psql_at "$1" -c "$2" 2>/dev/null)" = "${3:-t}" ]; }
+sql_is() { [ "$(psql_at "$1" -c "$2" 2>/dev/null)" = "${3-t}" ]; }
 # wait_sql WHAT SECONDS PORT SQL: wait until SQL returns t on PORT
 wait_sql() { wait_for "$1" "$2" sql_is "$3" "$4"; }
 # wait_coordinator / wait_node PORT: the server accepts queries again (60 s)
