@@ -45,16 +45,22 @@ cluster() { "$ROOT/scripts/cluster" "$@"; }
 
 # --- waiting for a condition, instead of sleeping ---------------------------
 
-# wait_for WHAT SECONDS COMMAND...: run COMMAND until it succeeds, every
-# 0.1 s, for SECONDS at most (then the test fails naming WHAT)
-wait_for() {
-	local what=$1 seconds=$2 deadline
-	shift 2
-	deadline=$((SECONDS + seconds))
+# poll SECONDS COMMAND...: run COMMAND until it succeeds, every 0.1 s, for
+# SECONDS at most; fails (status 1) when it never did
+poll() {
+	local deadline=$((SECONDS + $1))
+	shift
 	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || fail "$what: not within $seconds s"
+		[ "$SECONDS" -lt "$deadline" ] || return 1
 		sleep 0.1
 	done
+}
+# wait_for WHAT SECONDS COMMAND...: poll, and fail the test naming WHAT
+# when COMMAND never succeeded
+wait_for() {
+	local what=$1 seconds=$2
+	shift 2
+	poll "$seconds" "$@" || fail "$what: not within $seconds s"
 }
 # sql_is PORT SQL [VALUE]: SQL returns VALUE (t) on PORT (quietly; for wait_for)
 sql_is() { [ "$(psql_at "$1" -c "$2" 2>/dev/null)" = "${3-t}" ]; }
