@@ -4,6 +4,11 @@
 -- function exists only there, as do the pause points.
 SET client_min_messages = warning;
 
+-- settings that specs change and reset in their teardown (an aborted spec
+-- skips its teardown)
+ALTER SYSTEM RESET shardext.distributed_deadlock_timeout;
+SELECT pg_reload_conf() \g /dev/null
+
 -- isolationtester asks pg_catalog.pg_isolation_test_session_is_blocked(pid,
 -- pids) whether a step waits.  shardext's version also answers true when
 -- the session waits for a lock on a node (or on a session shardext opened
@@ -42,3 +47,6 @@ CREATE OR REPLACE FUNCTION node_query(command text) RETURNS text
 	SELECT string_agg(CASE WHEN success THEN coalesce(result, 'NULL') ELSE 'error: ' || result END,
 					  '|' ORDER BY node_id)
 	FROM shardext_run_on_nodes(command) $$;
+
+-- on the workers too
+SELECT node_query('ALTER SYSTEM RESET deadlock_timeout'), node_query('SELECT pg_reload_conf()') \g /dev/null
