@@ -66,6 +66,7 @@ int			ShardextSagaTestFaultStep = 0;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
+char	   *ShardextTestPausePoints = NULL;
 #endif
 
 int			ShardextStatTenantsLimit = 1000;
@@ -91,7 +92,6 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"none", TEST_FAULT_NONE, false},
 	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
-	{"pause_after_prepare", TEST_FAULT_PAUSE_AFTER_PREPARE, false},
 	{"lose_decider_answer", TEST_FAULT_LOSE_DECIDER_ANSWER, false},
 	{"exit_after_decision", TEST_FAULT_EXIT_AFTER_DECISION, false},
 	{NULL, 0, false}
@@ -653,7 +653,7 @@ static void
 RegisterTestGucs(void)
 {
 	DefineCustomEnumVariable("shardext.test_fault",
-							 "Test only: makes the backend crash (or pause for 10 s) at a point of two-phase commit.",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
 							 NULL,
 							 &ShardextTestFault,
 							 TEST_FAULT_NONE,
@@ -700,6 +700,16 @@ RegisterTestGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.test_pause_points",
+							   "For testing only: the pause points this session waits at.",
+							   "Names, separated by commas, of points in the code where the session "
+							   "waits while another session holds the point's advisory lock.",
+							   &ShardextTestPausePoints,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("shardext.snowflake_clock_offset",
 							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",

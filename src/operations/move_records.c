@@ -38,6 +38,7 @@
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shard_move.h"
+#include "shardext/test_pause.h"
 
 /* how long cleanup waits for one command on one node */
 #define CLEANUP_COMMAND_TIMEOUT_MS 30000
@@ -220,7 +221,8 @@ SetMovePhase(ShardMoveState *state, const char *phase)
  * MoveTestPause: fault tests set shardext.move_test_pause_phase to a phase
  * (or to "writes paused", the point where a move holds the cutover locks)
  * to interrupt a move there; the move records the point as its phase and
- * sleeps for shardext.move_test_pause_ms.
+ * sleeps for shardext.move_test_pause_ms.  It is also the pause point
+ * "move: <point>" (test_pause.h), which a test releases instead.
  */
 void
 MoveTestPause(ShardMoveState *state, const char *point)
@@ -228,6 +230,7 @@ MoveTestPause(ShardMoveState *state, const char *point)
 	TimestampTz end;
 	const char *params[2];
 
+	TestPausePoint(psprintf("move: %s", point));
 	if (ShardextMoveTestPausePhase == NULL || strcmp(ShardextMoveTestPausePhase, point) != 0)
 		return;
 	params[0] = psprintf(INT64_FORMAT, state->moveId);

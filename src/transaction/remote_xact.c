@@ -76,6 +76,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/test_pause.h"
 #include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
@@ -363,6 +364,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 					!XLogRecPtrIsInvalid(XactLastCommitEnd))
 					XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
+				TEST_PAUSE_POINT("after local commit");
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
@@ -434,12 +436,14 @@ PreCommitRemoteTransactions(void)
 	{
 		PrepareRemoteTransactions(connections, false);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
 		CommitDecider();
 	}
 	else
 	{
 		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
 	}
 }
 
@@ -1050,21 +1054,14 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 #ifdef SHARDEXT_TEST_HOOKS
 /*
  * InjectTestFault kills this backend when shardext.test_fault asks for it
- * at this point of the commit (tests of crash recovery only), or pauses
- * after PREPARE.  SIGKILL makes the postmaster reinitialise, as if the
- * coordinator crashed.
+ * at this point of the commit (tests of crash recovery only).  SIGKILL
+ * makes the postmaster reinitialise, as if the coordinator crashed.  (A
+ * test that needs the backend to stop at such a point uses the pause
+ * points next to these calls, test_pause.h.)
  */
 static void
 InjectTestFault(int fault)
 {
-	/* pause_after_prepare: time for a test to stop a node holding the PREPARE */
-	if (fault == TEST_FAULT_CRASH_AFTER_PREPARE &&
-		ShardextTestFault == TEST_FAULT_PAUSE_AFTER_PREPARE)
-	{
-		ereport(LOG, (errmsg("shardext.test_fault: pausing after PREPARE")));
-		pg_usleep(10L * 1000000L);
-		return;
-	}
 	if (ShardextTestFault != fault)
 		return;
 	ereport(LOG, (errmsg("shardext.test_fault: killing the backend")));

@@ -51,7 +51,6 @@ extern int	ShardextSnowflakeMaxClockSkew;
 #define TEST_FAULT_NONE 0
 #define TEST_FAULT_CRASH_AFTER_PREPARE 1
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
-#define TEST_FAULT_PAUSE_AFTER_PREPARE 3
 #define TEST_FAULT_LOSE_DECIDER_ANSWER 4
 #define TEST_FAULT_EXIT_AFTER_DECISION 5
 extern int	ShardextTestFault;
@@ -67,6 +66,7 @@ extern int	ShardextSagaTestFaultStep;
 extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;
 extern int	ShardextSnowflakeClockOffset;
+extern char *ShardextTestPausePoints;
 #endif
 extern int	ShardextStatTenantsLimit;
 extern int	ShardextStatTenantsPeriod;
