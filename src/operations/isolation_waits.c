@@ -85,7 +85,7 @@ shardext_test_session_is_blocked(PG_FUNCTION_ARGS)
 {
 	int32		pid = PG_GETARG_INT32(0);
 	ArrayType  *pids = PG_GETARG_ARRAYTYPE_P(1);
-	char	   *prefix = DeadlockApplicationNamePrefix();
+	char	   *prefix = RemoteApplicationNamePrefix();
 	Datum	   *elements;
 	int			count;
 	StringInfoData names;
