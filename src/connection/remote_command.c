@@ -81,13 +81,16 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 	int			count;
 	int			result = 0;
 
-	/* while connecting, libpq may switch sockets: no kept wait set yet */
-	if (!conn->keepWaitSet || conn->connecting)
+	/*
+	 * While connecting, libpq may switch sockets: no kept wait set yet; a
+	 * cancel request has a socket of its own.
+	 */
+	if (!conn->keepWaitSet || conn->connecting || conn->cancelRequest != NULL)
 	{
 		int			rc = WaitLatchOrSocket(MyLatch,
 										   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | socketEvents |
 										   (timeoutMs >= 0 ? WL_TIMEOUT : 0),
-										   PQsocket(conn->pgConn), timeoutMs,
+										   NodeWaitSocket(conn), timeoutMs,
 										   PG_WAIT_EXTENSION);
 
 		return rc & (WL_LATCH_SET | WL_TIMEOUT | WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE);
@@ -137,8 +140,9 @@ ServeNodeWaitInterrupts(void)
 /*
  * WaitForNodeUntil is the one loop that waits for a node: until the
  * connection reaches goal (connection attempt ended, next result readable
- * with nothing left to send, or output flushed), the deadline passes (0:
- * none), or the connection fails.  A connection attempt also ends when the
+ * with nothing left to send, output flushed, or the cancel request that
+ * SendNodeCancelRequest started delivered), the deadline passes (0: none),
+ * or the connection fails.  A connection attempt also ends when the
  * node stays silent for shardext.connect_timeout (conn->connectDeadline,
  * renewed by each answer).  With interruptible, interrupts are served while
  * waiting (which may throw); without, the latch is only reset (abort and
@@ -159,13 +163,16 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 		TimestampTz until;
 		int			rc;
 
-		if (goal == NODE_WAIT_CONNECTED)
+		if (goal == NODE_WAIT_CONNECTED || goal == NODE_WAIT_CANCEL_SENT)
 		{
-			if (conn->pollStatus == PGRES_POLLING_OK)
+			PostgresPollingStatusType status = goal == NODE_WAIT_CONNECTED ?
+				conn->pollStatus : conn->cancelPollStatus;
+
+			if (status == PGRES_POLLING_OK)
 				return NODE_WAIT_DONE;
-			if (conn->pollStatus == PGRES_POLLING_FAILED)
+			if (status == PGRES_POLLING_FAILED)
 				return NODE_WAIT_FAILED;
-			events = conn->pollStatus == PGRES_POLLING_READING ?
+			events = status == PGRES_POLLING_READING ?
 				WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 		}
 		else
@@ -199,6 +206,11 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 		{
 			if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 				AdvanceConnect(conn);
+		}
+		else if (goal == NODE_WAIT_CANCEL_SENT)
+		{
+			if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+				AdvanceCancelRequest(conn);
 		}
 		else if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
 			return NODE_WAIT_FAILED;

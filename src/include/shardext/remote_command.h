@@ -19,7 +19,8 @@ typedef enum NodeWaitGoal
 {
 	NODE_WAIT_CONNECTED,		/* the connection attempt ended */
 	NODE_WAIT_RESULT,			/* the next result can be read; output sent */
-	NODE_WAIT_FLUSHED			/* everything buffered was sent */
+	NODE_WAIT_FLUSHED,			/* everything buffered was sent */
+	NODE_WAIT_CANCEL_SENT		/* conn->cancelRequest was delivered */
 } NodeWaitGoal;
 
 typedef enum NodeWaitResult
@@ -47,7 +48,12 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int nParams, const char *const *params,
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
+
+/* remote_cancel.c */
 extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
+extern pgsocket NodeWaitSocket(NodeConnection *conn);
+extern void AdvanceCancelRequest(NodeConnection *conn);
+
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
