@@ -814,10 +814,10 @@ LearnNodeLimit(NodeConnection *conn)
 	PGresult   *result;
 	char	   *failure = NULL;
 
-	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT pg_catalog.current_setting('max_connections')::int"
-									   " - pg_catalog.current_setting('superuser_reserved_connections')::int",
-									   0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
+	result = TryRemoteQuery(conn,
+							"SELECT pg_catalog.current_setting('max_connections')::int"
+							" - pg_catalog.current_setting('superuser_reserved_connections')::int",
+							0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
 	if (result != NULL && PQntuples(result) == 1 && !PQgetisnull(result, 0, 0))
 		SetPoolNodeLimit(conn->poolEntry, Max(atoi(PQgetvalue(result, 0, 0)), 1));
 	PQclear(result);

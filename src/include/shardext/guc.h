@@ -33,6 +33,7 @@ extern int	ShardextDistributedDeadlockTimeout;
 extern int	ShardextMoveMaxLag;
 extern int	ShardextMoveLockTimeout;
 extern int	ShardextMoveCutoverTimeout;
+extern int	ShardextMoveCatchUpTimeout;
 extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
