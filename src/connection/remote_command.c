@@ -899,7 +899,7 @@ TryPrepareRemoteStatement(NodeConnection *conn, const char *name, const char *sq
  */
 PipelineOutcome
 TryRemotePipeline(NodeConnection *conn, PipelineCommand *commands, int count,
-							 int timeoutMs, int *failedIndex, PGresult **error, char **failure)
+				  int timeoutMs, int *failedIndex, PGresult **error, char **failure)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGconn	   *pgConn = conn->pgConn;
