@@ -33,6 +33,8 @@
 #include "access/xlog.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -48,6 +50,11 @@
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
 
+/* how long one query on a node may take, recovery conflicts retried */
+#define STANDBY_QUERY_TIMEOUT_MS 30000
+/* how often a promotion in progress is looked at */
+#define PROMOTION_POLL_MS 50
+
 PG_FUNCTION_INFO_V1(shardext_add_replica);
 PG_FUNCTION_INFO_V1(shardext_remove_replica);
 PG_FUNCTION_INFO_V1(shardext_promote_replica);
@@ -61,6 +68,7 @@ static void CheckReplicaOf(NodeConnection *replica, const char *host, int32 port
 static void CheckHoldsNode(NodeConnection *conn, const char *host, int32 port, int32 nodeId);
 static void CheckPrimaryStopped(WorkerNode *primary);
 static void PromoteServer(NodeConnection *conn, const char *host, int32 port, int waitSeconds);
+static bool ServerInHotStandby(NodeConnection *conn);
 static void TakeOverNode(WorkerNode *node, WorkerNode *replica);
 static void ResolvePreparedTransactions(void);
 
@@ -74,11 +82,19 @@ CheckPort(int32 port)
 				 errhint("A port is between 1 and 65535.")));
 }
 
-/* RemoteValue runs a one-value query (NULL for a NULL value) */
+/*
+ * RemoteValue runs a one-value query (NULL for a NULL value) within
+ * STANDBY_QUERY_TIMEOUT_MS.  The servers asked here are often standbys
+ * that replay WAL, which cancels queries it conflicts with: those run
+ * again (ExecuteStandbyScalar), so that no step depends on the standby's
+ * hot_standby_feedback.
+ */
 static char *
 RemoteValue(NodeConnection *conn, const char *query)
 {
-	return ExecuteRemoteScalar(conn, query, 0, NULL);
+	return ExecuteStandbyScalar(conn, query,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															STANDBY_QUERY_TIMEOUT_MS));
 }
 
 /*
@@ -359,30 +375,36 @@ CheckPrimaryStopped(WorkerNode *primary)
 }
 
 /*
- * PromoteServer promotes the standby on conn (pg_promote) and waits until
- * it accepts writes; a server already out of recovery counts as promoted.
+ * PromoteServer promotes the standby on conn and waits until it accepts
+ * writes; a server already out of recovery counts as promoted.  Only
+ * pg_promote itself takes a snapshot, for a moment (it does not wait: a
+ * query waiting for the promotion would hold its snapshot while the
+ * standby replays the rest of its WAL, which cancels it for a recovery
+ * conflict when it removes row versions the snapshot might see); the
+ * waiting polls SHOW in_hot_standby, which takes none.
  */
 static void
 PromoteServer(NodeConnection *conn, const char *host, int32 port, int waitSeconds)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   waitSeconds * 1000L);
-	char	   *value = RemoteValue(conn, "SELECT pg_catalog.pg_is_in_recovery()::text");
+	char	   *value;
 
-	if (value != NULL && strcmp(value, "false") == 0)
+	if (!ServerInHotStandby(conn))
 	{
 		ereport(NOTICE,
 				(errmsg("node %s:%d is not in recovery any more: taking it as promoted",
 						host, port)));
 		return;
 	}
-	value = RemoteValue(conn, psprintf("SELECT pg_catalog.pg_promote(true, %d)::text",
-									   waitSeconds));
-	for (;;)
+	value = ExecuteStandbyScalar(conn, "SELECT pg_catalog.pg_promote(false)::text", deadline);
+	if (value == NULL || strcmp(value, "true") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d could not be promoted", host, port),
+				 errhint("Look at the server's log.")));
+	while (ServerInHotStandby(conn))
 	{
-		value = RemoteValue(conn, "SELECT (NOT pg_catalog.pg_is_in_recovery())::text");
-		if (value != NULL && strcmp(value, "true") == 0)
-			return;
 		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -390,9 +412,25 @@ PromoteServer(NodeConnection *conn, const char *host, int32 port, int waitSecond
 							host, port, waitSeconds),
 					 errhint("Look at the server's log; once it accepts writes, run "
 							 "shardext_promote_replica() again.")));
-		pg_usleep(100 * 1000L);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 PROMOTION_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * ServerInHotStandby tells whether the server on conn is (still) a hot
+ * standby.  SHOW takes no snapshot, so replay never cancels it.  A backend
+ * notices the end of recovery when it finishes a command, so right after a
+ * promotion one more poll may still say "on".
+ */
+static bool
+ServerInHotStandby(NodeConnection *conn)
+{
+	char	   *value = RemoteValue(conn, "SHOW in_hot_standby");
+
+	return value != NULL && strcmp(value, "on") == 0;
 }
 
 /*

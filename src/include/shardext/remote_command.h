@@ -36,6 +36,8 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int nParams, const char *const *params,
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
+extern char *ExecuteStandbyScalar(NodeConnection *conn, const char *query,
+								  TimestampTz deadline);
 extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
