@@ -24,7 +24,8 @@
  * Other periodic work belongs in the daemon's loop, each task in a
  * transaction of its own with its own error handling, like RunRecovery
  * (which also runs the cleanup after interrupted or finished shard moves,
- * MaintainShardMoves) and RunDeadlockDetection.
+ * MaintainShardMoves), RunDeadlockDetection, RunHealthChecks (probes of
+ * the workers and automatic failover) and RunRestorePoints.
  *
  * A daemon has no statement_timeout, so each task bounds its waits for
  * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
@@ -65,6 +66,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/failover.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
@@ -115,6 +117,8 @@ static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
+static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
+static TimestampTz RunRestorePoints(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
@@ -431,6 +435,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextRecovery = 0;
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
+	TimestampTz nextHealthCheck = 0;
+	TimestampTz nextRestorePoint = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -503,9 +509,15 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 		if (now >= nextReplicaPoll)
 			nextReplicaPoll = RunReplicaPoll(loopContext);
+		if (now >= nextHealthCheck)
+			nextHealthCheck = RunHealthChecks(loopContext, &nextRecovery);
+		if (now >= nextRestorePoint)
+			nextRestorePoint = RunRestorePoints(loopContext);
 
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextHealthCheck));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextRestorePoint));
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
@@ -641,6 +653,81 @@ RunReplicaPoll(MemoryContext loopContext)
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   replicas ? ShardextReplicaPollInterval :
 									   Max(ShardextReplicaPollInterval, 1000));
+}
+
+/*
+ * RunHealthChecks probes the workers once and fails over those that are
+ * unreachable (node_health.c, failover.c), with shardext.auto_failover on,
+ * in a transaction of its own; errors are logged and the next round tries
+ * again.  After a failover recovery runs at once (*nextRecovery).  Returns
+ * when to probe next.
+ */
+static TimestampTz
+RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
+{
+	bool		failedOver = false;
+
+	if (!ShardextAutoFailover || ShardextHealthCheckInterval == 0 ||
+		RecoveryInProgress() || catalogOutdated)
+	{
+		ForgetNodeHealthConnections();
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	}
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			failedOver = CheckNodeHealth();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+	if (failedOver)
+		*nextRecovery = 0;
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextHealthCheckInterval);
+}
+
+/*
+ * RunRestorePoints creates a cluster-wide restore point every
+ * shardext.restore_point_interval (restore_point.c), in a transaction of
+ * its own; errors are logged.  Returns when to look again.
+ */
+static TimestampTz
+RunRestorePoints(MemoryContext loopContext)
+{
+	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			(void) CreatePeriodicRestorePoint();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   (int64) ShardextRestorePointInterval * 1000);
 }
 
 /*

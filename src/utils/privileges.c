@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
@@ -72,12 +73,21 @@ EnsureShardextInstalled(void)
 	EnsureCatalogVersionMatches();
 }
 
-/* EnsureAdminAndShardext: both of the above, in that order */
+/*
+ * EnsureAdminAndShardext: both of the above, in that order, and not on a
+ * standby coordinator: administrative functions change the nodes or the
+ * catalog, which only the primary coordinator may.
+ */
 void
 EnsureAdminAndShardext(const char *function)
 {
 	EnsureShardextAdmin(function);
 	EnsureShardextInstalled();
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot run %s() on a standby coordinator", function),
+				 errhint("Run it on the primary coordinator.")));
 }
 
 /*
