@@ -63,6 +63,8 @@
 
 #define MAX_HEALTH_SLOTS 256
 #define HEALTH_DETAIL_SIZE 192
+/* the shortest time between two probes */
+#define MIN_PROBE_DELAY_MS 50
 /* a reason for waiting that did not change is logged again after this */
 #define WAIT_LOG_INTERVAL_MS (60 * 1000)
 
@@ -140,6 +142,7 @@ static void CloseProbeConnection(ProbedNode *pn);
 static int	ProbeTimeoutMs(void);
 static void ReportHealth(int32 nodeId, NodeHealth health, const char *detail);
 static void ForgetUnseenNodes(void);
+static TimestampTz NextProbeTime(void);
 
 Size
 NodeHealthShmemSize(void)
@@ -165,10 +168,12 @@ NodeHealthShmemInit(void)
 /*
  * CheckNodeHealth runs one round of probes (see the file header); the
  * daemon calls it inside a transaction.  Returns whether a node was failed
- * over, so that recovery runs at once.
+ * over, so that recovery runs at once, and in *nextCheck when to probe
+ * next: after shardext.health_check_interval, or as soon as an unreachable
+ * worker's failover_timeout ends.
  */
 bool
-CheckNodeHealth(void)
+CheckNodeHealth(TimestampTz *nextCheck)
 {
 	ListCell   *cell;
 	bool		failedOver = false;
@@ -200,7 +205,31 @@ CheckNodeHealth(void)
 		}
 		ForgetUnseenNodes();
 	}
+	*nextCheck = NextProbeTime();
 	return failedOver;
+}
+
+/*
+ * NextProbeTime: a health_check_interval from now, or earlier when an
+ * unreachable worker's failover_timeout ends before (not before
+ * MIN_PROBE_DELAY_MS, though).
+ */
+static TimestampTz
+NextProbeTime(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = TimestampTzPlusMilliseconds(now, ShardextHealthCheckInterval);
+	ListCell   *cell;
+
+	foreach(cell, probedNodes)
+	{
+		ProbedNode *pn = lfirst(cell);
+		TimestampTz due = TimestampTzPlusMilliseconds(pn->lastAlive, ShardextFailoverTimeout);
+
+		if (pn->unreachableProbes > 0 && due < next)
+			next = Max(due, TimestampTzPlusMilliseconds(now, MIN_PROBE_DELAY_MS));
+	}
+	return next;
 }
 
 /*

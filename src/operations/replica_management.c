@@ -77,6 +77,8 @@ static bool ServerInHotStandby(NodeConnection *conn);
 static void TakeOverNode(WorkerNode *node, WorkerNode *replica, NodeConnection *conn);
 static void RepointNode(WorkerNode *node, const char *host, int32 port,
 						NodeConnection *conn);
+static void CheckNotOldPrimary(NodeConnection *conn, WorkerNode *node, const char *host,
+							   int32 port);
 static void ResolvePreparedTransactions(void);
 
 static void
@@ -602,6 +604,7 @@ shardext_update_node(PG_FUNCTION_ARGS)
 					 errmsg("node %s:%d is a standby", host, port),
 					 errhint("Point the node at the server once it was promoted.")));
 		CheckHoldsNode(conn, host, port, nodeId);
+		CheckNotOldPrimary(conn, node, host, port);
 		if (other != NULL)
 			TakeOverNode(node, other, conn);
 		else
@@ -615,6 +618,29 @@ shardext_update_node(PG_FUNCTION_ARGS)
 	PG_END_TRY();
 	ResolvePreparedTransactions();
 	PG_RETURN_VOID();
+}
+
+/*
+ * CheckNotOldPrimary refuses a server of the node's system on an earlier
+ * timeline than the node's: an old primary that a failover replaced, which
+ * lacks what the node committed since.  (A server restored from a backup,
+ * or promoted by another tool, is on a later timeline; one of another
+ * system holds the node's data by a copy, which CheckHoldsNode checked.)
+ */
+static void
+CheckNotOldPrimary(NodeConnection *conn, WorkerNode *node, const char *host, int32 port)
+{
+	ServerIdentity identity;
+
+	if (!ReportedServerIdentity(conn, &identity) || identity.systemId != node->systemId ||
+		identity.timeline >= node->timeline)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("server %s:%d is an old primary of node %d", host, port, node->nodeId),
+			 errdetail("It reports %s; the node runs on timeline %u since a failover.",
+					   DescribeServerIdentity(&identity), node->timeline),
+			 errhint("Rebuild it as a standby of the node's primary.")));
 }
 
 /*

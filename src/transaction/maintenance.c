@@ -660,12 +660,15 @@ RunReplicaPoll(MemoryContext loopContext)
  * unreachable (node_health.c, failover.c), with shardext.auto_failover on,
  * in a transaction of its own; errors are logged and the next round tries
  * again.  After a failover recovery runs at once (*nextRecovery).  Returns
- * when to probe next.
+ * when to probe next (earlier than the interval when a worker's
+ * failover_timeout ends before).
  */
 static TimestampTz
 RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 {
 	bool		failedOver = false;
+	TimestampTz nextCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														ShardextHealthCheckInterval);
 
 	if (!ShardextAutoFailover || ShardextHealthCheckInterval == 0 ||
 		RecoveryInProgress() || catalogOutdated)
@@ -680,7 +683,7 @@ RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 	PG_TRY();
 	{
 		if (ShardextExtensionLoaded())
-			failedOver = CheckNodeHealth();
+			failedOver = CheckNodeHealth(&nextCheck);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -694,7 +697,7 @@ RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 	MemoryContextReset(loopContext);
 	if (failedOver)
 		*nextRecovery = 0;
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextHealthCheckInterval);
+	return nextCheck;
 }
 
 /*

@@ -28,7 +28,7 @@ typedef struct FailoverCandidateNode
 /* node_health.c */
 extern Size NodeHealthShmemSize(void);
 extern void NodeHealthShmemInit(void);
-extern bool CheckNodeHealth(void);
+extern bool CheckNodeHealth(TimestampTz *nextCheck);
 extern void ForgetNodeHealthConnections(void);
 
 /* failover.c */

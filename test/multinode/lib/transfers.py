@@ -31,7 +31,7 @@ def connect(args):
     """A connection to the first port that takes one, or None."""
     for port in args.ports:
         try:
-            conn = Connection('127.0.0.1', port, 'postgres', args.dbname)
+            conn = Connection('127.0.0.1', port, args.user, args.dbname)
             conn.sock.settimeout(args.statement_seconds + 30)
             conn.query("SET statement_timeout = '%ds'" % args.statement_seconds)
             conn.query('SET client_min_messages = error')
@@ -41,15 +41,14 @@ def connect(args):
     return None
 
 
-def transfer(conn, payer, payee, amount, ledger_id):
+def transfer(conn, args, payer, payee, amount, ledger_id):
     """Runs one transfer; returns the outcome word and the error, if any."""
-    statements = [
-        'BEGIN',
-        'UPDATE accounts SET balance = balance - %d WHERE id = %d' % (amount, payer),
-        'UPDATE accounts SET balance = balance + %d WHERE id = %d' % (amount, payee),
-        'INSERT INTO ledger (id, payer, payee, amount) VALUES (%d, %d, %d, %d)'
-        % (ledger_id, payer, payee, amount),
-    ]
+    updates = sorted([(payer, -amount), (payee, amount)])
+    statements = ['BEGIN'] + [
+        'UPDATE %s SET balance = balance + %d WHERE id = %d' % (args.accounts, delta, account)
+        for account, delta in updates] + [
+        'INSERT INTO %s (id, payer, payee, amount) VALUES (%d, %d, %d, %d)'
+        % (args.ledger, ledger_id, payer, payee, amount)]
     try:
         for sql in statements:
             conn.query(sql)
@@ -80,12 +79,12 @@ def client(args, number, deadline):
                 time.sleep(0.05)
                 continue
         sequence += 1
-        ledger_id = (number + 1) * 1000000000 + sequence
+        ledger_id = args.id_base + (number + 1) * 1000000000 + sequence
         payer, payee = rng.choice(args.first), rng.choice(args.second)
         if rng.random() < 0.5:
             payer, payee = payee, payer
         try:
-            outcome, error = transfer(conn, payer, payee, rng.randint(1, 100), ledger_id)
+            outcome, error = transfer(conn, args, payer, payee, rng.randint(1, 100), ledger_id)
         except (OSError, ConnectionError) as broken:
             outcome, error = 'FAIL', broken
         if outcome == 'OK':
@@ -110,6 +109,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--ports', type=int, nargs='+', required=True)
     parser.add_argument('--dbname', required=True)
+    parser.add_argument('--user', default='postgres')
+    parser.add_argument('--accounts', default='accounts', help='the accounts table, quoted')
+    parser.add_argument('--ledger', default='ledger', help='the ledger table, quoted')
     parser.add_argument('--clients', type=int, default=4)
     parser.add_argument('--seconds', type=float, default=60)
     parser.add_argument('--first', required=True, help='account ids on one worker, comma-separated')
@@ -117,6 +119,7 @@ def main():
     parser.add_argument('--log', required=True, help='log file prefix (one file per client)')
     parser.add_argument('--stop-file', required=True)
     parser.add_argument('--pause', type=float, default=0.0)
+    parser.add_argument('--id-base', type=int, default=0, help='added to every ledger id')
     parser.add_argument('--statement-seconds', type=int, default=30)
     args = parser.parse_args()
     args.first = [int(x) for x in args.first.split(',')]
