@@ -773,8 +773,9 @@ FinishConnect(NodeConnection *conn)
 
 /*
  * CompleteConnection makes a freshly opened connection ready for commands:
- * non-blocking mode, the server checked to be the one the catalog records
- * for the node (fencing.c), and the node's connection limit learned when
+ * non-blocking mode, the server of a cached connection checked to be the
+ * one the catalog records for the node (fencing.c; OpenDedicated checks its
+ * own), and the node's connection limit learned when
  * the pool's limit is derived from it and no backend asked within the last
  * second.  That costs a round trip now and then (a tenth of a millisecond
  * against milliseconds for the connection itself; the extra connections of
@@ -788,7 +789,8 @@ CompleteConnection(NodeConnection *conn)
 	if (PQsetnonblocking(conn->pgConn, 1) != 0)
 		ConnectionFailed(conn, NULL);
 	conn->openedAt = GetCurrentTimestamp();
-	CheckNodeConnectionIdentity(conn);
+	if (!conn->dedicated)
+		(void) CheckNodeConnectionIdentity(conn, ERROR);
 	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit &&
 		!PoolNodeLimitFresh(conn->poolEntry, NODE_LIMIT_MAX_AGE_MS))
 		LearnNodeLimit(conn);
@@ -996,6 +998,13 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 		(void) AcquireSlot(conn, POOL_SLOT_REQUIRED, true);
 		BeginConnect(conn, dbname, replication);
 		connected = FinishConnect(conn);
+		/* a fenced server: an error, or a warning and no connection */
+		if (connected &&
+			!CheckNodeConnectionIdentity(conn, errorOnFailure ? ERROR : WARNING))
+		{
+			CloseDedicatedConnection(conn);
+			return NULL;
+		}
 	}
 	PG_CATCH();
 	{

@@ -121,31 +121,32 @@ DescribeServerIdentity(const ServerIdentity *identity)
 
 /*
  * CheckNodeConnectionIdentity, for a connection that was just made,
- * refuses (closing it) a server that is not the one the catalog records
- * for the worker at that address.  Connections to read replicas, to
+ * refuses a server that is not the one the catalog records for the worker
+ * at that address: it closes the connection, reports the refusal at elevel
+ * (ERROR throws) and returns false.  Connections to read replicas, to
  * addresses no primary has and those made outside a transaction are not
  * checked.
  */
-void
-CheckNodeConnectionIdentity(NodeConnection *conn)
+bool
+CheckNodeConnectionIdentity(NodeConnection *conn, int elevel)
 {
 	WorkerNode *node;
 	ServerIdentity reported;
 	ServerIdentity recorded;
 
 	if (!identityCheckEnabled || !IsTransactionState() || !ShardextExtensionLoaded())
-		return;
+		return true;
 	node = conn->nodeId > 0 ? LookupWorkerNode(conn->nodeId) :
 		FindWorkerNode(conn->host, conn->port);
 	if (node == NULL || NodeIsReplica(node) || node->port != conn->port ||
 		strcmp(node->host, conn->host) != 0 || !ReportedServerIdentity(conn, &reported) ||
 		NodeIdentityMatches(node, &reported))
-		return;
+		return true;
 
 	recorded.systemId = node->systemId;
 	recorded.timeline = node->timeline;
 	DisconnectNodeConnection(conn);
-	ereport(ERROR,
+	ereport(elevel,
 			(errcode(ERRCODE_SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION),
 			 errmsg("server at %s:%d is not the one node %d runs on", conn->host, conn->port,
 					node->nodeId),
@@ -157,6 +158,7 @@ CheckNodeConnectionIdentity(NodeConnection *conn)
 			 errhint("Rebuild it as a standby of the node's primary.  If it rightly took the "
 					 "node over (restored from a backup, promoted by another tool), run "
 					 "shardext_update_node() for it.")));
+	return false;
 }
 
 /*

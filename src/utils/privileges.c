@@ -45,8 +45,8 @@ IsShardextAdmin(Oid roleId)
 
 /*
  * EnsureShardextAdmin errors out unless the current user is an
- * administrator (see IsShardextAdmin); function is the SQL name of the
- * caller, for the message.
+ * administrator (see IsShardextAdmin) and the server is not a standby;
+ * function is the SQL name of the caller, for the message.
  */
 void
 EnsureShardextAdmin(const char *function)
@@ -59,6 +59,12 @@ EnsureShardextAdmin(const char *function)
 						   SHARDEXT_ADMIN_ROLE, function),
 				 errhint("A superuser can grant the role: GRANT %s TO <role>.",
 						 SHARDEXT_ADMIN_ROLE)));
+	/* they change the nodes or the catalog, which a standby coordinator may not */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot run %s() on a standby coordinator", function),
+				 errhint("Run it on the primary coordinator.")));
 }
 
 /* EnsureShardextInstalled errors out unless shardext is installed here */
@@ -73,21 +79,12 @@ EnsureShardextInstalled(void)
 	EnsureCatalogVersionMatches();
 }
 
-/*
- * EnsureAdminAndShardext: both of the above, in that order, and not on a
- * standby coordinator: administrative functions change the nodes or the
- * catalog, which only the primary coordinator may.
- */
+/* EnsureAdminAndShardext: both of the above, in that order */
 void
 EnsureAdminAndShardext(const char *function)
 {
 	EnsureShardextAdmin(function);
 	EnsureShardextInstalled();
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot run %s() on a standby coordinator", function),
-				 errhint("Run it on the primary coordinator.")));
 }
 
 /*

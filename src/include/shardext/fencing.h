@@ -26,7 +26,7 @@ extern const char *ShowServerIdentity(void);
 extern bool ParseServerIdentity(const char *text, ServerIdentity *identity);
 extern bool ReportedServerIdentity(NodeConnection *conn, ServerIdentity *identity);
 extern bool NodeIdentityMatches(WorkerNode *node, const ServerIdentity *identity);
-extern void CheckNodeConnectionIdentity(NodeConnection *conn);
+extern bool CheckNodeConnectionIdentity(NodeConnection *conn, int elevel);
 extern bool SetNodeIdentityCheck(bool enabled);
 extern void RecordServerIdentity(int32 nodeId, NodeConnection *conn);
 extern void RecordMissingIdentity(WorkerNode *node, NodeConnection *conn);

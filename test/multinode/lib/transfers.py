@@ -4,7 +4,8 @@ account on one worker to an account on the other in an explicit
 transaction (two router UPDATEs and a ledger INSERT, so two-phase commit),
 and writes one line per attempt to its log:
 
-    <unix time> OK <ledger id>        COMMIT returned COMMIT: committed
+    <unix time> OK <ledger id> <start>  COMMIT returned COMMIT: committed
+                                      (start: when the transfer began)
     <unix time> FAIL <ledger id> <sqlstate> <message>
                                       an error before COMMIT: not committed
     <unix time> UNKNOWN <ledger id> <sqlstate> <message>
@@ -83,12 +84,13 @@ def client(args, number, deadline):
         payer, payee = rng.choice(args.first), rng.choice(args.second)
         if rng.random() < 0.5:
             payer, payee = payee, payer
+        started = time.time()
         try:
             outcome, error = transfer(conn, args, payer, payee, rng.randint(1, 100), ledger_id)
         except (OSError, ConnectionError) as broken:
             outcome, error = 'FAIL', broken
         if outcome == 'OK':
-            log.write('%.3f OK %d\n' % (time.time(), ledger_id))
+            log.write('%.3f OK %d %.3f\n' % (time.time(), ledger_id, started))
         else:
             state = getattr(error, 'sqlstate', 'conn')
             message = str(getattr(error, 'message', error)).replace('\n', ' ')
