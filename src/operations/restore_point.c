@@ -108,11 +108,11 @@ shardext_create_restore_point(PG_FUNCTION_ARGS)
 
 /*
  * CreatePeriodicRestorePoint creates a restore point named
- * shardext_<UTC time> for the maintenance daemon; a node that cannot be
- * reached makes it log why and skip this one.  Returns whether it created
+ * shardext_<UTC time> for the maintenance daemon, and logs it; a node that
+ * cannot be reached makes it fail (the daemon logs the error) and skip this
  * one.
  */
-bool
+void
 CreatePeriodicRestorePoint(void)
 {
 	time_t		now = time(NULL);
@@ -126,7 +126,6 @@ CreatePeriodicRestorePoint(void)
 	ereport(LOG,
 			(errmsg("shardext: created restore point \"%s\" on %d nodes", name,
 					list_length(points))));
-	return true;
 }
 
 /*

@@ -117,6 +117,9 @@ static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
+static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg);
+static void HealthCheckTask(void *arg);
+static void RestorePointTask(void *arg);
 static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
 static TimestampTz RunRestorePoints(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
@@ -656,79 +659,93 @@ RunReplicaPoll(MemoryContext loopContext)
 }
 
 /*
+ * RunDaemonTask runs task(arg) in a transaction of its own, with a
+ * snapshot, when shardext is installed; errors are logged and the next
+ * round tries again.
+ */
+static void
+RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg)
+{
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			task(arg);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+}
+
+/* what RunHealthChecks's task reports */
+typedef struct HealthCheckRound
+{
+	bool		failedOver;
+	TimestampTz nextCheck;
+} HealthCheckRound;
+
+static void
+HealthCheckTask(void *arg)
+{
+	HealthCheckRound *round = (HealthCheckRound *) arg;
+
+	round->failedOver = CheckNodeHealth(&round->nextCheck);
+}
+
+/*
  * RunHealthChecks probes the workers once and fails over those that are
- * unreachable (node_health.c, failover.c), with shardext.auto_failover on,
- * in a transaction of its own; errors are logged and the next round tries
- * again.  After a failover recovery runs at once (*nextRecovery).  Returns
- * when to probe next (earlier than the interval when a worker's
- * failover_timeout ends before).
+ * unreachable (node_health.c, failover.c), with shardext.auto_failover on.
+ * After a failover recovery runs at once (*nextRecovery).  Returns when to
+ * probe next (earlier than the interval when a worker's failover_timeout
+ * ends before).
  */
 static TimestampTz
 RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 {
-	bool		failedOver = false;
-	TimestampTz nextCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														ShardextHealthCheckInterval);
+	HealthCheckRound round;
 
+	round.failedOver = false;
+	round.nextCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  ShardextHealthCheckInterval);
 	if (!ShardextAutoFailover || ShardextHealthCheckInterval == 0 ||
 		RecoveryInProgress() || catalogOutdated)
 	{
 		ForgetNodeHealthConnections();
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 	}
-	MemoryContextSwitchTo(loopContext);
-	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	PG_TRY();
-	{
-		if (ShardextExtensionLoaded())
-			failedOver = CheckNodeHealth(&nextCheck);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		LogErrorAndAbort();
-	}
-	PG_END_TRY();
-	SetRemoteCommandTimeout(0);
-	MemoryContextSwitchTo(TopMemoryContext);
-	MemoryContextReset(loopContext);
-	if (failedOver)
+	RunDaemonTask(loopContext, HealthCheckTask, &round);
+	if (round.failedOver)
 		*nextRecovery = 0;
-	return nextCheck;
+	return round.nextCheck;
+}
+
+static void
+RestorePointTask(void *arg)
+{
+	CreatePeriodicRestorePoint();
 }
 
 /*
  * RunRestorePoints creates a cluster-wide restore point every
- * shardext.restore_point_interval (restore_point.c), in a transaction of
- * its own; errors are logged.  Returns when to look again.
+ * shardext.restore_point_interval (restore_point.c).  Returns when to
+ * look again.
  */
 static TimestampTz
 RunRestorePoints(MemoryContext loopContext)
 {
 	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
-	MemoryContextSwitchTo(loopContext);
-	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	PG_TRY();
-	{
-		if (ShardextExtensionLoaded())
-			(void) CreatePeriodicRestorePoint();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		LogErrorAndAbort();
-	}
-	PG_END_TRY();
-	SetRemoteCommandTimeout(0);
-	MemoryContextSwitchTo(TopMemoryContext);
-	MemoryContextReset(loopContext);
+	RunDaemonTask(loopContext, RestorePointTask, NULL);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   (int64) ShardextRestorePointInterval * 1000);
 }

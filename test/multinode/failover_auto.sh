@@ -52,14 +52,7 @@ cleanup() {
 	for port in $WORKER_1_PORT $WORKER_2_PORT; do set_sync "$port" '' 2>/dev/null; done
 	cluster drop-replica worker1 >/dev/null 2>&1
 	cluster drop-replica worker2 >/dev/null 2>&1
-	for port in $WORKER_1_PORT $WORKER_2_PORT; do
-		for gid in $(psql_at "$port" -d postgres -c "SELECT gid FROM pg_prepared_xacts WHERE database = '$TEST_DB'" 2>/dev/null); do
-			psql_at "$port" -c "ROLLBACK PREPARED '$gid'" >/dev/null 2>&1
-		done
-	done
-	for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
-		psql_at "$port" -d postgres -c "DROP DATABASE IF EXISTS $TEST_DB WITH (FORCE)" >/dev/null 2>&1
-	done
+	drop_test_database "$WORKER_1_PORT" "$WORKER_2_PORT"
 	rm -rf "$TMP"
 }
 trap cleanup EXIT

@@ -45,12 +45,7 @@ cleanup() {
 	psql_at "$WORKER_2_PORT" -d postgres -c "ALTER SYSTEM RESET synchronous_standby_names" \
 		-c "SELECT pg_reload_conf()" >/dev/null 2>&1
 	cluster drop-replica worker2 >/dev/null 2>&1
-	for gid in $(psql_at "$WORKER_2_PORT" -d postgres -c "SELECT gid FROM pg_prepared_xacts WHERE database = '$TEST_DB'" 2>/dev/null); do
-		psql_at "$WORKER_2_PORT" -c "ROLLBACK PREPARED '$gid'" >/dev/null 2>&1
-	done
-	for port in $COORDINATOR_PORT $WORKER_1_PORT $WORKER_2_PORT; do
-		psql_at "$port" -d postgres -c "DROP DATABASE IF EXISTS $TEST_DB WITH (FORCE)" >/dev/null 2>&1
-	done
+	drop_test_database "$WORKER_1_PORT" "$WORKER_2_PORT"
 	[ -n "${TMP:-}" ] && rm -rf "$TMP"
 }
 trap cleanup EXIT

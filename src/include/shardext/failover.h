@@ -38,6 +38,6 @@ extern bool FailOverNode(FailoverCandidateNode *candidate, char **waitReason);
 extern int32 PromoteReplicaNode(WorkerNode *replica, int waitSeconds);
 
 /* restore_point.c */
-extern bool CreatePeriodicRestorePoint(void);
+extern void CreatePeriodicRestorePoint(void);
 
 #endif							/* SHARDEXT_FAILOVER_H */

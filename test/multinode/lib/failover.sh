@@ -128,3 +128,17 @@ wait_for_setting() {
 	done
 	fail "$name = '${value:-default}' on $port: not within 10 s"
 }
+
+# drop_test_database WORKER_PORT...: roll back the test database's prepared
+# transactions on those workers, and drop it there and on the coordinator
+drop_test_database() {
+	local port gid
+	for port in "$@"; do
+		for gid in $(psql_at "$port" -d postgres -c "SELECT gid FROM pg_prepared_xacts WHERE database = '$TEST_DB'" 2>/dev/null); do
+			psql_at "$port" -d "$TEST_DB" -c "ROLLBACK PREPARED '$gid'" >/dev/null 2>&1
+		done
+	done
+	for port in $COORDINATOR_PORT "$@"; do
+		psql_at "$port" -d postgres -c "DROP DATABASE IF EXISTS $TEST_DB WITH (FORCE)" >/dev/null 2>&1
+	done
+}
