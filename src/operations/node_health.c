@@ -65,6 +65,8 @@
 #define HEALTH_DETAIL_SIZE 192
 /* the shortest time between two probes */
 #define MIN_PROBE_DELAY_MS 50
+/* after a failover attempt that failed with an error, the next one waits this long */
+#define FAILED_ATTEMPT_PAUSE_MS 10000
 /* a reason for waiting that did not change is logged again after this */
 #define WAIT_LOG_INTERVAL_MS (60 * 1000)
 
@@ -121,6 +123,7 @@ typedef struct ProbedNode
 	TimestampTz syncSampledAt;
 	char	   *waitReason;		/* last logged reason not to fail over */
 	TimestampTz waitLoggedAt;
+	TimestampTz failoverNotBefore;	/* after a failed attempt */
 } ProbedNode;
 
 PG_FUNCTION_INFO_V1(shardext_node_health);
@@ -281,7 +284,7 @@ ResetProbedNode(ProbedNode *pn)
 	pn->lastAlive = pn->lastUp = GetCurrentTimestamp();
 	pn->unreachableProbes = 0;
 	pn->silenceLogged = false;
-	pn->syncSampledAt = pn->waitLoggedAt = 0;
+	pn->syncSampledAt = pn->waitLoggedAt = pn->failoverNotBefore = 0;
 }
 
 /* ProbePrimary probes a worker's primary once and notes what it found */
@@ -435,10 +438,13 @@ ConsiderFailover(WorkerNode *node, ProbedNode *pn)
 	FailoverCandidateNode candidate;
 	char	   *reason = NULL;
 
-	if (!ShardextAutoFailover || pn->unreachableProbes < 2 ||
-		!TimestampDifferenceExceeds(pn->lastAlive, GetCurrentTimestamp(),
-									ShardextFailoverTimeout))
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!ShardextAutoFailover || pn->unreachableProbes < 2 || now < pn->failoverNotBefore ||
+		!TimestampDifferenceExceeds(pn->lastAlive, now, ShardextFailoverTimeout))
 		return false;
+	/* an attempt that fails (the error is logged) is not repeated at once */
+	pn->failoverNotBefore = TimestampTzPlusMilliseconds(now, FAILED_ATTEMPT_PAUSE_MS);
 	candidate.node = node;
 	candidate.lastAlive = pn->lastAlive;
 	candidate.syncSampledAt = pn->syncSampledAt;
@@ -448,6 +454,7 @@ ConsiderFailover(WorkerNode *node, ProbedNode *pn)
 		ResetProbedNode(pn);
 		return true;
 	}
+	pn->failoverNotBefore = 0;
 	LogWaitReason(node, pn, reason);
 	return false;
 }
