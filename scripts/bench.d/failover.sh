@@ -18,7 +18,7 @@
 # Environment: SHARDEXT_PORT (coordinator; workers on the next two ports,
 # the standby of worker 1 on port+11), SHARDEXT_CLUSTER_DIR, PG_CONFIG,
 # BENCH_FAILOVERS, BENCH_SECONDS, BENCH_SCALE (default 10), BENCH_CLIENTS
-# (default 8).
+# (default 8), BENCH_PARTS (default "1 2": which of the two to run).
 set -euo pipefail
 source "$(dirname "$0")/lib/env.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +29,7 @@ SECONDS_PER_RUN=${BENCH_SECONDS:-60}
 SCALE=${BENCH_SCALE:-10}
 CLIENTS=${BENCH_CLIENTS:-8}
 DB=bench_failover
+PARTS=${BENCH_PARTS:-1 2}
 LOG="${SHARDEXT_CLUSTER_DIR:-/var/tmp/shardext-cluster}/coordinator.log"
 TMP=$(mktemp -d)
 chmod 777 "$TMP"
@@ -97,6 +98,7 @@ accounts_on() {
 	coord "SELECT string_agg(a.id::text, ',') FROM accounts a JOIN shardext.shards s
 		ON s.shard_id = shardext_shard_for_value('accounts', a.id::text) WHERE s.node_port = $1"
 }
+if [[ " $PARTS " == *" 1 "* ]]; then
 set_coordinator shardext.auto_failover on
 echo
 echo "1. automatic failover: a worker killed under 4 transfer clients, time to the first transfer"
@@ -130,8 +132,10 @@ set_coordinator shardext.auto_failover ''
 "$CLUSTER" start-node worker1 >/dev/null
 set_sync ''
 "$CLUSTER" drop-replica worker1 >/dev/null
+fi
 
 # --- 2. restore points under TPC-B ------------------------------------------
+if [[ " $PARTS " == *" 2 "* ]]; then
 echo
 echo "2. pgbench TPC-B (scale $SCALE, $CLIENTS clients, ${SECONDS_PER_RUN} s runs) without and with"
 echo "   shardext_create_restore_point() every 10 s"
@@ -161,7 +165,9 @@ run_tpcb() {	# out [with restore points]
 			kill -0 "$bench" 2>/dev/null || break
 			n=$((n + 1))
 			s=$(date +%s%N)
-			coord "SELECT count(*) FROM shardext_create_restore_point('bench_$n')" >/dev/null
+			$PSQL -p "$PORT" -d "$DB" -c "SET client_min_messages = debug1" \
+				-c "SELECT count(*) FROM shardext_create_restore_point('bench_$n')" 2>&1 >/dev/null |
+				sed -n 's/.*held back for \([0-9]*\) us.*/\1/p' >>"$TMP/gate_us"
 			echo $((($(date +%s%N) - s) / 1000000)) >>"$TMP/rp_ms"
 		done
 	fi
@@ -182,7 +188,10 @@ printf '  mean: without %.0f tps, with %.0f tps: %s (target: at most -5%%)\n' \
 	"$(printf '%s\n' "${with[@]}" | awk '{s += $1} END {print s / NR}')" \
 	"$(ratio "$(printf '%s\n' "${with[@]}" | awk '{s += $1} END {print s / NR}')" \
 		"$(printf '%s\n' "${without[@]}" | awk '{s += $1} END {print s / NR}')")"
-printf '  restore points: %d, median %s ms, longest %s ms (the commit gate is closed for part of it)\n' \
-	"$(wc -l <"$TMP/rp_ms")" "$(median $(cat "$TMP/rp_ms"))" "$(sort -n "$TMP/rp_ms" | tail -1)"
+printf '  restore points: %d, median %s ms, longest %s ms; commit decisions held back for %s ms (median), %s ms (longest)\n' \
+	"$(wc -l <"$TMP/rp_ms")" "$(median $(cat "$TMP/rp_ms"))" "$(sort -n "$TMP/rp_ms" | tail -1)" \
+	"$(awk '{print $1 / 1000}' "$TMP/gate_us" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')" \
+	"$(awk '{print $1 / 1000}' "$TMP/gate_us" | sort -g | tail -1)"
 printf '  a local pgbench_* (20 s, for scale): %.0f tps\n' "$(tps "$TMP/local.out")"
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

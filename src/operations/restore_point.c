@@ -144,15 +144,25 @@ CreateClusterRestorePoint(const char *name)
 	PG_TRY();
 	{
 		ListCell   *cell;
+		TimestampTz closing;
+		TimestampTz closed;
 
 		foreach(cell, points)
 		{
 			if (lfirst(cell) != local)
 				CheckNodeReady(lfirst(cell));
 		}
+		/* new decisions wait from here on, those under way finish first */
+		closing = GetCurrentTimestamp();
 		CloseCommitGate(GATE_TIMEOUT_MS);
+		closed = GetCurrentTimestamp();
 		CreatePoints(points, name);
 		OpenCommitGate();
+		ereport(DEBUG1,
+				(errmsg_internal("shardext: commit decisions held back for %ld us (%ld us "
+								 "waiting for those under way) for restore point \"%s\"",
+								 (long) (GetCurrentTimestamp() - closing),
+								 (long) (closed - closing), name)));
 	}
 	PG_FINALLY();
 	{
