@@ -39,9 +39,12 @@ int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 bool		ShardextLastParticipantCommit = true;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextDistributedDeadlockTimeout = 1000;
+int			ShardextSagaMaxRetries = 10;
+int			ShardextSagaRetention = 7 * 24 * 3600;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
 int			ShardextMoveCutoverTimeout = 10000;
+int			ShardextMoveCatchUpTimeout = 3600 * 1000;
 int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
@@ -66,9 +69,12 @@ int			ShardextRestorePointInterval = 0;
 
 #ifdef SHARDEXT_TEST_HOOKS
 int			ShardextTestFault = TEST_FAULT_NONE;
+int			ShardextSagaTestFault = TEST_SAGA_NONE;
+int			ShardextSagaTestFaultStep = 0;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
+char	   *ShardextTestPausePoints = NULL;
 #endif
 
 int			ShardextStatTenantsLimit = 1000;
@@ -94,9 +100,18 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"none", TEST_FAULT_NONE, false},
 	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
-	{"pause_after_prepare", TEST_FAULT_PAUSE_AFTER_PREPARE, false},
 	{"lose_decider_answer", TEST_FAULT_LOSE_DECIDER_ANSWER, false},
 	{"exit_after_decision", TEST_FAULT_EXIT_AFTER_DECISION, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry saga_test_fault_options[] = {
+	{"none", TEST_SAGA_NONE, false},
+	{"crash_before_step", TEST_SAGA_CRASH_BEFORE_STEP, false},
+	{"crash_after_step", TEST_SAGA_CRASH_AFTER_STEP, false},
+	{"crash_before_compensation", TEST_SAGA_CRASH_BEFORE_COMPENSATION, false},
+	{"crash_after_compensation", TEST_SAGA_CRASH_AFTER_COMPENSATION, false},
+	{"lose_step_answer", TEST_SAGA_LOSE_STEP_ANSWER, false},
 	{NULL, 0, false}
 };
 #endif
@@ -105,6 +120,7 @@ static void RegisterConnectionGucs(void);
 static void RegisterTableGucs(void);
 static void RegisterPlannerGucs(void);
 static void RegisterTransactionGucs(void);
+static void RegisterSagaGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
 static void RegisterReplicaGucs(void);
@@ -126,6 +142,7 @@ RegisterShardextGucs(void)
 	RegisterTableGucs();
 	RegisterPlannerGucs();
 	RegisterTransactionGucs();
+	RegisterSagaGucs();
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
 	RegisterReplicaGucs();
@@ -336,6 +353,34 @@ RegisterTransactionGucs(void)
 							NULL, NULL, NULL);
 }
 
+/* the settings of sagas (operations/saga_runner.c) */
+static void
+RegisterSagaGucs(void)
+{
+	DefineCustomIntVariable("shardext.saga_max_retries",
+							"How often a saga step or compensation is tried again after a "
+							"transient error.",
+							"Transient errors are lost connections, serialization failures, "
+							"deadlocks and the like; attempts are spaced by a growing delay. A "
+							"step that keeps failing is compensated; a compensation that keeps "
+							"failing leaves its saga failed, needing attention.",
+							&ShardextSagaMaxRetries,
+							10, 0, 1000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.saga_retention",
+							"How long the maintenance daemon keeps sagas that ended "
+							"(completed, compensated or abandoned).",
+							"-1 keeps them. Failed sagas are kept until retried or abandoned.",
+							&ShardextSagaRetention,
+							7 * 24 * 3600, -1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
+
 /* the settings of shard moves and splits */
 static void
 RegisterMoveGucs(void)
@@ -367,6 +412,18 @@ RegisterMoveGucs(void)
 							NULL,
 							&ShardextMoveCutoverTimeout,
 							10000, 10, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_catchup_timeout",
+							"Longest time the target of an online shard move or split may "
+							"take to catch up with the writes to the source before writes "
+							"pause; past it the move fails and the source stays "
+							"authoritative.",
+							NULL,
+							&ShardextMoveCatchUpTimeout,
+							3600 * 1000, 100, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -696,7 +753,7 @@ static void
 RegisterTestGucs(void)
 {
 	DefineCustomEnumVariable("shardext.test_fault",
-							 "Test only: makes the backend crash (or pause for 10 s) at a point of two-phase commit.",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
 							 NULL,
 							 &ShardextTestFault,
 							 TEST_FAULT_NONE,
@@ -704,6 +761,27 @@ RegisterTestGucs(void)
 							 PGC_SUSET,
 							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.saga_test_fault",
+							 "Test only: makes a saga's runner crash at a step boundary, or "
+							 "lose the answer of a step's node.",
+							 NULL,
+							 &ShardextSagaTestFault,
+							 TEST_SAGA_NONE,
+							 saga_test_fault_options,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.saga_test_fault_step",
+							"Test only: the step at which shardext.saga_test_fault strikes "
+							"(0: every step).",
+							NULL,
+							&ShardextSagaTestFaultStep,
+							0, 0, 1000,
+							PGC_SUSET,
+							GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("shardext.move_test_pause_phase",
 							   "For testing only: a shard move pauses when it enters this phase.",
@@ -722,6 +800,16 @@ RegisterTestGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.test_pause_points",
+							   "For testing only: the pause points this session waits at.",
+							   "Names, separated by commas, of points in the code where the session "
+							   "waits while another session holds the point's advisory lock.",
+							   &ShardextTestPausePoints,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("shardext.snowflake_clock_offset",
 							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",

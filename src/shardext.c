@@ -76,6 +76,7 @@ _PG_init(void)
 	InitializeMetadataCache();
 	InitializeConnections();
 	InitializeRemoteTransactions();
+	InitializeDistributedDeadlockDetection();
 	InitializeCommitDecisions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();

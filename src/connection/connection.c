@@ -39,6 +39,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -58,7 +59,6 @@
 #include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
-#include "shardext/deadlock_detection.h"
 #include "shardext/fencing.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
@@ -111,6 +111,20 @@ static int	connectionSerial = 0;
 static NodeConninfoOptions *nodeConninfoOptions = NULL;
 static bool lastAttemptTimedOut = false;
 
+/* remote session settings that change how values are read and written */
+typedef struct FormatSetting
+{
+	const char *name;
+	const char *remoteValue;	/* as pinned at connect (StartConnection) */
+} FormatSetting;
+
+static const FormatSetting formatSettings[] = {
+	{"DateStyle", "ISO, MDY"},
+	{"IntervalStyle", "postgres"},
+	{"bytea_output", "hex"},
+	{NULL, NULL}
+};
+
 static void EnsureConnectionContext(void);
 static ConnectionCacheEntry *GetCacheEntry(int32 nodeId);
 static NodeConnection *CachedConnectionAt(int32 nodeId, int index);
@@ -119,6 +133,8 @@ static bool AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait);
 static void ReleaseIdleConnectionsAfter(PoolEntry *entry);
 static int	ComparePoolOrder(const void *a, const void *b);
 static void BeginConnect(NodeConnection *conn, const char *dbname, bool replication);
+static void BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user,
+						   bool replication);
 static bool FinishConnect(NodeConnection *conn);
 static void CompleteConnection(NodeConnection *conn);
 static void LearnNodeLimit(NodeConnection *conn);
@@ -724,8 +740,14 @@ CompactConnectionList(ConnectionCacheEntry *entry)
 static void
 BeginConnect(NodeConnection *conn, const char *dbname, bool replication)
 {
+	BeginConnectAs(conn, dbname, GetUserNameFromId(conn->userId, false), replication);
+}
+
+/* BeginConnectAs is BeginConnect with the role's name given (no catalog read) */
+static void
+BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user, bool replication)
+{
 	const char *timeZone = GetConfigOption("TimeZone", false, false);
-	char	   *user = GetUserNameFromId(conn->userId, false);
 	TimestampTz now = GetCurrentTimestamp();
 
 	conn->pgConn = StartConnection(conn->host, conn->port, dbname, user, timeZone,
@@ -807,10 +829,10 @@ LearnNodeLimit(NodeConnection *conn)
 	PGresult   *result;
 	char	   *failure = NULL;
 
-	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT pg_catalog.current_setting('max_connections')::int"
-									   " - pg_catalog.current_setting('superuser_reserved_connections')::int",
-									   0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
+	result = TryRemoteQuery(conn,
+							"SELECT pg_catalog.current_setting('max_connections')::int"
+							" - pg_catalog.current_setting('superuser_reserved_connections')::int",
+							0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
 	if (result != NULL && PQntuples(result) == 1 && !PQgetisnull(result, 0, 0))
 		SetPoolNodeLimit(conn->poolEntry, Max(atoi(PQgetvalue(result, 0, 0)), 1));
 	PQclear(result);
@@ -1029,6 +1051,46 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 	return conn;
 }
 
+/*
+ * OpenSideConnection opens a second connection to the node, database and
+ * role of conn, for cancelling conn's command where libpq has no
+ * non-blocking cancel (remote_cancel.c).  It runs on abort paths: it waits
+ * at most until deadline (and shardext.connect_timeout), serves no
+ * interrupts, reads no catalog, takes no slot of the node's pool and never
+ * throws for remote trouble; returns NULL when the node could not be
+ * reached.  Close it with CloseDedicatedConnection.
+ */
+NodeConnection *
+OpenSideConnection(NodeConnection *conn, TimestampTz deadline)
+{
+	NodeConnection *side;
+	MemoryContext oldContext;
+
+	if (conn->pgConn == NULL)
+		return NULL;
+	EnsureConnectionContext();
+	side = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
+	side->nodeId = -1;
+	side->userId = conn->userId;
+	side->host = MemoryContextStrdup(ConnectionContext, conn->host);
+	side->port = conn->port;
+	side->dedicated = true;
+	side->owner = CurrentResourceOwner;
+	oldContext = MemoryContextSwitchTo(ConnectionContext);
+	dedicatedConnections = lappend(dedicatedConnections, side);
+	MemoryContextSwitchTo(oldContext);
+
+	BeginConnectAs(side, PQdb(conn->pgConn), PQuser(conn->pgConn), false);
+	if (WaitForNodeUntil(side, NODE_WAIT_CONNECTED, deadline, false) != NODE_WAIT_DONE ||
+		PQsetnonblocking(side->pgConn, 1) != 0)
+	{
+		CloseDedicatedConnection(side);
+		return NULL;
+	}
+	side->connecting = false;
+	return side;
+}
+
 /* CloseDedicatedConnection closes and frees a dedicated connection */
 void
 CloseDedicatedConnection(NodeConnection *conn)
@@ -1092,6 +1154,62 @@ ConnectionResourceRelease(ResourceReleasePhase phase, bool isCommit, bool isTopL
 		conn->pipelineStage = PIPELINE_NONE;
 		conn->owner = NULL;
 	}
+}
+
+/*
+ * RemoteApplicationNamePrefix is the start of the application_name of
+ * this coordinator database's sessions: shardext_<system id>_<database oid>_
+ */
+char *
+RemoteApplicationNamePrefix(void)
+{
+	return psprintf("shardext_" UINT64_FORMAT "_%u_", GetSystemIdentifier(),
+					MyDatabaseId);
+}
+
+/*
+ * RemoteApplicationName returns the application_name of this backend's
+ * connections to the nodes, which tells the deadlock detector whose
+ * transaction a node's backend runs.  It fits NAMEDATALEN.
+ */
+char *
+RemoteApplicationName(void)
+{
+	return psprintf("shardext_" UINT64_FORMAT "_%u_%d", GetSystemIdentifier(),
+					MyDatabaseId, MyProcPid);
+}
+
+/*
+ * FormatSettingCommands returns the SET that gives a remote session the
+ * local session's output settings, and the RESET that restores its pinned
+ * ones; both NULL when they agree already.
+ */
+void
+FormatSettingCommands(char **setCommand, char **resetCommand)
+{
+	StringInfoData set;
+	StringInfoData reset;
+
+	initStringInfo(&set);
+	initStringInfo(&reset);
+	for (const FormatSetting *setting = formatSettings; setting->name; setting++)
+	{
+		const char *local = GetConfigOption(setting->name, false, false);
+
+		if (pg_strcasecmp(local, setting->remoteValue) == 0)
+			continue;
+		appendStringInfo(&set, "SET %s = %s;", setting->name, quote_literal_cstr(local));
+		appendStringInfo(&reset, "RESET %s;", setting->name);
+	}
+	/* shortest-exact output for any positive value, rounded otherwise */
+	if (atoi(GetConfigOption("extra_float_digits", false, false)) <= 0)
+	{
+		appendStringInfo(&set, "SET extra_float_digits = %s;",
+						 GetConfigOption("extra_float_digits", false, false));
+		appendStringInfoString(&reset, "RESET extra_float_digits;");
+	}
+	*setCommand = set.len > 0 ? set.data : NULL;
+	*resetCommand = reset.len > 0 ? reset.data : NULL;
 }
 
 /*

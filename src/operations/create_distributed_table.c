@@ -543,29 +543,6 @@ CreateShardTablesOnNodes(Oid relid, List *shardIds, List *layouts)
 }
 
 /*
- * ExecuteOnNodesInTransaction runs one command per node on the node's
- * first connection, as a write in the local transaction, all in parallel.
- */
-void
-ExecuteOnNodesInTransaction(List *nodeIds, List *commands)
-{
-	List	   *connections = NIL;
-	ListCell   *cell;
-
-	foreach(cell, nodeIds)
-	{
-		NodeConnection *conn = GetNodeConnection(lfirst_int(cell));
-
-		RemoteTransactionBegin(conn);
-		RemoteTransactionMarkModified(conn);
-		connections = lappend(connections, conn);
-	}
-	/* schemas of shards change: replicas are read only once they replayed it */
-	RemoteTransactionMarkSchemaChange();
-	ExecuteRemoteCommandsInParallel(connections, commands);
-}
-
-/*
  * MoveLocalRowsToShards copies the rows of the (still local) table into its
  * shards and truncates the local table.  The DDL of the shards ran on each
  * node's first connection, so the copy must use that connection too.

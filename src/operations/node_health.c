@@ -329,8 +329,8 @@ ConnectProbe(WorkerNode *node, ProbedNode *pn, char **detail)
 static NodeHealth
 QueryProbe(WorkerNode *node, ProbedNode *pn, char **detail)
 {
-	PGresult   *result = ExecuteRemoteQueryBounded(pn->conn, PROBE_QUERY, 0, NULL,
-												   ProbeTimeoutMs(), detail);
+	PGresult   *result = TryRemoteQuery(pn->conn, PROBE_QUERY, 0, NULL, ProbeTimeoutMs(),
+										detail);
 	bool		broken;
 	bool		timedOut;
 	NodeHealth	health;

@@ -77,6 +77,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/test_pause.h"
 #include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
@@ -373,6 +374,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 					!XLogRecPtrIsInvalid(XactLastCommitEnd))
 					XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
+				TEST_PAUSE_POINT("after local commit");
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
@@ -447,6 +449,7 @@ PreCommitRemoteTransactions(void)
 	{
 		PrepareRemoteTransactions(connections, false);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
 		EnterCommitDecision();
 		CommitDecider();
 	}
@@ -454,6 +457,7 @@ PreCommitRemoteTransactions(void)
 	{
 		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
 		/* until the local commit record is written (XACT_EVENT_COMMIT) */
 		EnterCommitDecision();
 	}
@@ -676,6 +680,29 @@ RemoteTransactionMarkSchemaChange(void)
 }
 
 /*
+ * ExecuteOnNodesInTransaction runs one command per node on the node's
+ * first connection, as a write in the local transaction, all in parallel.
+ */
+void
+ExecuteOnNodesInTransaction(List *nodeIds, List *commands)
+{
+	List	   *connections = NIL;
+	ListCell   *cell;
+
+	foreach(cell, nodeIds)
+	{
+		NodeConnection *conn = GetNodeConnection(lfirst_int(cell));
+
+		RemoteTransactionBegin(conn);
+		RemoteTransactionMarkModified(conn);
+		connections = lappend(connections, conn);
+	}
+	/* schemas of shards change: replicas are read only once they replayed it */
+	RemoteTransactionMarkSchemaChange();
+	ExecuteRemoteCommandsInParallel(connections, commands);
+}
+
+/*
  * PrepareRemoteTransactions runs phase one of two-phase commit on every
  * connection that wrote, except the decider, and with recordDecisions
  * records the commit decisions locally; the others just commit, in the
@@ -842,8 +869,8 @@ FinishPreparedTransactions(List *connections)
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
-		bool		committed = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-															   REMOTE_CLEANUP_TIMEOUT_MS);
+		bool		committed = TryFinishRemoteCommandNoInterrupts(conn, "COMMIT PREPARED",
+																   REMOTE_CLEANUP_TIMEOUT_MS);
 
 		/* committed now, with its LSN, or later by recovery */
 		NoteNodeWrite(conn->nodeId, committed ? ReportedCommitLsn(conn) : InvalidXLogRecPtr);
@@ -905,8 +932,8 @@ AbortRemoteTransactions(void)
 		 */
 		if (clean && conn->xactState == REMOTE_XACT_PREPARED &&
 			PQtransactionStatus(conn->pgConn) != PQTRANS_IDLE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 		else if (clean && conn->xactState == REMOTE_XACT_PREPARED)
 		{
 			char	   *command = psprintf("ROLLBACK PREPARED %s",
@@ -917,13 +944,13 @@ AbortRemoteTransactions(void)
 			 * way.  Where neither works, recovery rolls the prepared
 			 * transaction back (it has no commit record).
 			 */
-			if (!ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
-				clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-														REMOTE_CLEANUP_TIMEOUT_MS);
+			if (!TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
+				clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+													 REMOTE_CLEANUP_TIMEOUT_MS);
 		}
 		else if (clean && conn->xactState != REMOTE_XACT_NONE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 
 		if (!clean)
 			CloseNodeConnection(conn);
@@ -1023,7 +1050,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	{
 		command = psprintf("ROLLBACK TO SAVEPOINT shardext_sp_%d;"
 						   "RELEASE SAVEPOINT shardext_sp_%d", level, level);
-		clean = ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
+		clean = TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
 		pfree(command);
 	}
 
@@ -1043,21 +1070,14 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 #ifdef SHARDEXT_TEST_HOOKS
 /*
  * InjectTestFault kills this backend when shardext.test_fault asks for it
- * at this point of the commit (tests of crash recovery only), or pauses
- * after PREPARE.  SIGKILL makes the postmaster reinitialise, as if the
- * coordinator crashed.
+ * at this point of the commit (tests of crash recovery only).  SIGKILL
+ * makes the postmaster reinitialise, as if the coordinator crashed.  (A
+ * test that needs the backend to stop at such a point uses the pause
+ * points next to these calls, test_pause.h.)
  */
 static void
 InjectTestFault(int fault)
 {
-	/* pause_after_prepare: time for a test to stop a node holding the PREPARE */
-	if (fault == TEST_FAULT_CRASH_AFTER_PREPARE &&
-		ShardextTestFault == TEST_FAULT_PAUSE_AFTER_PREPARE)
-	{
-		ereport(LOG, (errmsg("shardext.test_fault: pausing after PREPARE")));
-		pg_usleep(10L * 1000000L);
-		return;
-	}
 	if (ShardextTestFault != fault)
 		return;
 	ereport(LOG, (errmsg("shardext.test_fault: killing the backend")));

@@ -109,6 +109,14 @@ typedef struct NodeConnection
 	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
 
 	/*
+	 * Set while SendNodeCancelRequest sends a cancel request with libpq's
+	 * non-blocking cancel API (remote_cancel.c): its PGcancelConn, and how
+	 * far it got; the waits for the connection watch its socket then.
+	 */
+	void	   *cancelRequest;
+	PostgresPollingStatusType cancelPollStatus;
+
+	/*
 	 * Dedicated connections (OpenDedicatedConnection) are closed when the
 	 * resource owner that was current when they were opened is released,
 	 * unless the caller closed them first or took them over
@@ -152,9 +160,13 @@ extern NodeConnection *OpenDedicatedConnectionWithTimeout(const char *host, int3
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
 extern NodeConnection *ProbeNodeConnection(const char *host, int32 port, int timeoutMs,
 										   NodeProbeOutcome *outcome, char **detail);
+extern NodeConnection *OpenSideConnection(NodeConnection *conn, TimestampTz deadline);
 extern void CloseDedicatedConnection(NodeConnection *conn);
 extern void KeepConnectionAcrossTransactions(NodeConnection *conn);
 extern bool LastConnectionTimedOut(void);
+extern char *RemoteApplicationName(void);
+extern char *RemoteApplicationNamePrefix(void);
+extern void FormatSettingCommands(char **setCommand, char **resetCommand);
 
 /* shardext.node_conninfo: check and assign hooks (guc.c) */
 extern bool CheckNodeConninfo(char **newval, void **extra, GucSource source);
