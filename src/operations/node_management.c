@@ -24,6 +24,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
+#include "shardext/fencing.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
 #include "shardext/privileges.h"
@@ -93,6 +94,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 		PrepareNewNode(conn, host, port);
 		CheckNewNode(host, port);
 		nodeId = InsertWorkerNode(host, port, weight);
+		RecordServerIdentity(nodeId, conn);
 		params[0] = CoordinatorId();
 		params[1] = psprintf("%d", nodeId);
 		RunOnNewNode(conn, host, port,
