@@ -166,10 +166,11 @@ kill -STOP \$pid
 SH
 chmod +x "$TMP/stop.sh"
 # run_stopped CANCEL-SQL: a session whose worker 2 backend stops, then the
-# query; a statement that nothing cancels ends after 60 s (and fails the test)
+# query; a statement that nothing cancels ends after 60 s (and fails the
+# test), and psql itself after 120 s
 run_stopped() {
 	rm -f "$TMP/t0" "$TMP/t1" "$TMP/coord_pid" "$TMP/stopped_pid"
-	PGOPTIONS="-c statement_timeout=60s" \
+	PGOPTIONS="-c statement_timeout=60s" timeout 120 \
 		"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" <<SQL 2>&1
 SELECT count(*) FROM hn_rows;
 SELECT pg_backend_pid() AS coord_pid \gset
