@@ -9,6 +9,13 @@
 -- for every PostgreSQL major version.
 \echo Use "ALTER EXTENSION shardext UPDATE TO '1.2'" to load this file. \quit
 
+-- ==== corrections to what 1.1 said ====
+
+-- since 1.1 the reset forgets this database's tenants; the period of the
+-- counters (shared by every database of the server) goes on
+COMMENT ON FUNCTION pg_catalog.shardext_stat_tenants_reset()
+	IS 'forgets this database''s tenants of shardext.stat_tenants (the current period goes on)';
+
 -- ==== sagas (issue 27) ====
 --
 -- A saga is a business transaction over several nodes made of local steps:
