@@ -19,6 +19,7 @@
 #include "tcop/utility.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/shardext.h"
 #include "shardext/ddl.h"
 #include "shardext/guc.h"
@@ -46,6 +47,10 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	{
 		if (IsA(parsetree, DropStmt))
 			CheckDropExtension((DropStmt *) parsetree);
+
+		/* a part of a distributed transaction names it for change data capture */
+		if (IsA(parsetree, TransactionStmt))
+			CdcNotePreparedTransaction((TransactionStmt *) parsetree);
 
 		if (IsA(parsetree, CopyStmt) &&
 			ShardextCopy((CopyStmt *) parsetree, pstmt, queryString, qc))

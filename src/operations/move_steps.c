@@ -26,6 +26,7 @@
 #include "storage/latch.h"
 #include "utils/builtins.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
@@ -266,6 +267,16 @@ void
 MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 {
 	ListCell   *cell;
+	bool		internalOrigin;
+
+	/*
+	 * Where change data capture publishes, the copy is internal data
+	 * movement: a replication origin of the move's name marks it (see
+	 * cdc_decoder.c); the subscription's cleanup drops the origin too.
+	 */
+	AddCleanupRecord(state, state->target.nodeId, "subscription", state->objectName, 0,
+					 NULL, "always");
+	internalOrigin = CdcBeginInternalWrites(state->targetConn, state->objectName);
 
 	if (useSlotSnapshot)
 	{
@@ -311,6 +322,8 @@ MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 		}
 	}
 	ExecuteRemoteCommand(state->sourceConn, "COMMIT");
+	if (internalOrigin)
+		CdcEndInternalWrites(state->targetConn, state->objectName);
 	ReportMoveProgress(state, true, -1);
 }
 

@@ -105,7 +105,8 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 	LogicalOutputPluginInit pgoutputInit;
 
 	pgoutputInit = (LogicalOutputPluginInit)
-		load_external_function("pgoutput", "_PG_output_plugin_init", false, NULL);
+		load_external_function("$libdir/pgoutput", "_PG_output_plugin_init", false,
+							   NULL);
 	pgoutputInit(&pgoutputCallbacks);
 
 	*cb = pgoutputCallbacks;

@@ -13,6 +13,8 @@
  *   object_aclcheck());
  * - the permissions of a range table entry (PostgreSQL 16 moved them out of
  *   RangeTblEntry into RTEPermissionInfo);
+ * - logical decoding: LogLogicalMessage() and the rows of a decoded change
+ *   (see below);
  * - the look at the next protocol message from the client, which the
  *   executor uses to tell a lone extended-protocol Execute from a pipeline
  *   (the pq_* functions of libpq/libpq.h, which cannot be included by code
@@ -91,5 +93,43 @@ PeekClientMessageType(void)
 	pq_endmsgread();
 	return next;
 }
+
+/*
+ * LogLogicalMessageCompat: PostgreSQL 17 added the flush argument to
+ * LogLogicalMessage().
+ */
+#if PG_VERSION_NUM >= 170000
+#define LogLogicalMessageCompat(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional), false)
+#else
+#define LogLogicalMessageCompat(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional))
+#endif
+
+/*
+ * The rows of a decoded change (ReorderBufferChange.data.tp.oldtuple and
+ * newtuple): PostgreSQL 17 replaced ReorderBufferTupleBuf by a plain
+ * HeapTuple.  ChangeTuple is the field's type, ChangeTupleHeap() the row
+ * as a HeapTuple, ChangeTupleFromHeap() a field value made from one.
+ * Available to files that include replication/reorderbuffer.h first.
+ */
+#ifdef REORDERBUFFER_H
+#if PG_VERSION_NUM >= 170000
+typedef HeapTuple ChangeTuple;
+#define ChangeTupleHeap(tuple) (tuple)
+#define ChangeTupleFromHeap(heapTuple) (heapTuple)
+#else
+typedef ReorderBufferTupleBuf *ChangeTuple;
+#define ChangeTupleHeap(tuple) (&(tuple)->tuple)
+static inline ReorderBufferTupleBuf *
+ChangeTupleFromHeap(HeapTuple heapTuple)
+{
+	ReorderBufferTupleBuf *tuple = palloc0(sizeof(ReorderBufferTupleBuf));
+
+	tuple->tuple = *heapTuple;
+	return tuple;
+}
+#endif
+#endif							/* REORDERBUFFER_H */
 
 #endif							/* SHARDEXT_PG_COMPAT_H */
