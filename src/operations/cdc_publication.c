@@ -40,6 +40,7 @@
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
 
+#include "shardext/array_literal.h"
 #include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/metadata.h"
@@ -328,7 +329,7 @@ CheckNode(NodeConnection *conn, WorkerNode *node, const char *name, int slotsNee
 	const char *params[2];
 	PGresult   *result;
 	char	   *value;
-	StringInfoData standins;
+	List	   *standins = NIL;
 	ListCell   *cell;
 
 	params[0] = name;
@@ -391,24 +392,11 @@ CheckNode(NodeConnection *conn, WorkerNode *node, const char *name, int slotsNee
 	}
 
 	/* a table of a stand-in's name that is no stand-in */
-	initStringInfo(&standins);
-	appendStringInfoChar(&standins, '{');
 	foreach(cell, relids)
-	{
-		char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(lfirst_oid(cell))),
-														   get_rel_name(lfirst_oid(cell)));
-
-		appendStringInfo(&standins, "%s\"", foreach_current_index(cell) > 0 ? ",\"" : "\"");
-		for (char *p = qualified; *p; p++)
-		{
-			if (*p == '"' || *p == '\\')
-				appendStringInfoChar(&standins, '\\');
-			appendStringInfoChar(&standins, *p);
-		}
-		appendStringInfoChar(&standins, '"');
-	}
-	appendStringInfoChar(&standins, '}');
-	params[0] = standins.data;
+		standins = lappend(standins,
+						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(lfirst_oid(cell))),
+													  get_rel_name(lfirst_oid(cell))));
+	params[0] = TextArrayLiteral(standins);
 	value = ExecuteRemoteScalar(conn,
 								"SELECT pg_catalog.string_agg(n, ', ') FROM pg_catalog.unnest($1::text[]) n "
 								"WHERE pg_catalog.to_regclass(n) IS NOT NULL AND NOT EXISTS "
@@ -551,7 +539,7 @@ SlotPublications(void)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute("SELECT pubname::text FROM shardext.cdc_publication WHERE create_slot "
-					"ORDER BY 1", true, 0) != SPI_OK_SELECT)
+					"ORDER BY 1", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read shardext.cdc_publication");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -627,7 +615,7 @@ CdcSetUpNewNode(int32 nodeId)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute("SELECT pubname::text, all_tables, create_slot "
-					"FROM shardext.cdc_publication ORDER BY 1", true, 0) != SPI_OK_SELECT)
+					"FROM shardext.cdc_publication ORDER BY 1", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read shardext.cdc_publication");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

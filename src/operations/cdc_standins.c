@@ -32,6 +32,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/rel.h"
 
 #include "shardext/cdc.h"
@@ -52,15 +53,18 @@ CdcPublicationsExist(void)
 	Oid			relid = CdcCatalogRelid("cdc_publication", true);
 	Relation	rel;
 	SysScanDesc scan;
+	Snapshot	snapshot;
 	bool		found;
 
 	if (!OidIsValid(relid))
 		return false;
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	rel = table_open(relid, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
 	return found;
 }
 
@@ -106,7 +110,7 @@ CdcTablePublications(Oid relid)
 	if (SPI_execute_with_args("SELECT pubname::text FROM shardext.cdc_publication WHERE all_tables "
 							  "UNION SELECT pubname::text FROM shardext.cdc_publication_table "
 							  "WHERE relid = $1 ORDER BY 1",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the publications of table %u", relid);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -215,8 +215,9 @@ shardext_cdc_worker_publish(PG_FUNCTION_ARGS)
 	values[1] = ObjectIdGetDatum(tableId);
 	values[2] = PG_GETARG_DATUM(2);
 	values[3] = PG_GETARG_DATUM(3);
-	RunCatalogSPI("INSERT INTO shardext.cdc_table VALUES ($1, $2, $3, $4) "
-				  "ON CONFLICT (standin) DO UPDATE SET table_id = $2, method = $3, emits = $4",
+	RunCatalogSPI("DELETE FROM shardext.cdc_table WHERE standin = $1",
+				  1, argtypes, values, NULL, SPI_OK_DELETE, NULL, NULL);
+	RunCatalogSPI("INSERT INTO shardext.cdc_table VALUES ($1, $2, $3, $4)",
 				  4, argtypes, values, NULL, SPI_OK_INSERT, NULL, NULL);
 
 	deconstruct_array(publications, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR,

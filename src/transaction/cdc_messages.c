@@ -23,6 +23,7 @@
 #include "catalog/namespace.h"
 #include "replication/message.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/rel.h"
 
 #include "shardext/cdc.h"
@@ -56,15 +57,18 @@ CdcNodeHasPublications(void)
 	Oid			relid = CdcCatalogRelid("cdc_publication", true);
 	Relation	rel;
 	SysScanDesc scan;
+	Snapshot	snapshot;
 	bool		found;
 
 	if (!OidIsValid(relid))
 		return false;
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	rel = table_open(relid, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
 	return found;
 }
 
