@@ -3,7 +3,7 @@
  * cdc_worker.c
  *	  The worker side of change data capture: the functions the
  *	  coordinator calls to keep a worker's publications and stand-ins in
- *	  step, and the message that names a distributed transaction.
+ *	  step.
  *
  * A worker's publications of change data capture contain stand-ins: empty
  * tables with the schema, name, columns and replica identity of the
@@ -26,14 +26,10 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/table.h"
-#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "replication/message.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
