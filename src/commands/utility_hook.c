@@ -40,6 +40,7 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	char	   *copyQuery;
 
 	StopDaemonForDatabaseCommand(parsetree);
 
@@ -51,6 +52,15 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		/* a part of a distributed transaction names it for change data capture */
 		if (IsA(parsetree, TransactionStmt))
 			CdcNotePreparedTransaction((TransactionStmt *) parsetree);
+
+		/* a subscriber's initial copy of a published table reads its shards */
+		if (IsA(parsetree, CopyStmt) &&
+			(copyQuery = CdcStandinCopyQuery((CopyStmt *) parsetree)) != NULL)
+		{
+			pstmt = CdcCopyStatement(copyQuery);
+			queryString = copyQuery;
+			parsetree = pstmt->utilityStmt;
+		}
 
 		if (IsA(parsetree, CopyStmt) &&
 			ShardextCopy((CopyStmt *) parsetree, pstmt, queryString, qc))

@@ -26,10 +26,14 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/plannodes.h"
+#include "parser/parser.h"
+#include "replication/walsender.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -276,4 +280,99 @@ shardext_cdc_worker_set_emitter(PG_FUNCTION_ARGS)
 				  1, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
 	InvalidateCdcRecords();
 	PG_RETURN_VOID();
+}
+
+/*
+ * CdcStandinCopyQuery returns, for COPY <stand-in> [(columns)] TO STDOUT
+ * in a WAL sender (how a subscriber's initial table synchronization reads
+ * a published table), a COPY of this node's shards of the table instead
+ * of the empty stand-in, in the snapshot of the synchronization's slot;
+ * NULL for any other COPY.  A node that does not stream a reference table
+ * copies its (empty) stand-in.  Shards with clipped names are not found.
+ */
+char *
+CdcStandinCopyQuery(CopyStmt *stmt)
+{
+	Oid			argtypes[3] = {OIDOID, OIDOID, TEXTOID};
+	Datum		values[3];
+	Oid			standin;
+	Datum		emits;
+	bool		isnull;
+	StringInfoData columns;
+	StringInfoData query;
+	ListCell   *cell;
+	uint64		shardCount;
+
+	if (!am_walsender || stmt->is_from || stmt->relation == NULL || stmt->filename != NULL ||
+		!OidIsValid(CdcCatalogRelid("cdc_table", true)))
+		return NULL;
+	standin = RangeVarGetRelid(stmt->relation, AccessShareLock, true);
+	values[0] = ObjectIdGetDatum(standin);
+	if (!OidIsValid(standin) ||
+		RunCatalogSPI("SELECT emits FROM shardext.cdc_table WHERE standin = $1", 1, argtypes,
+					  values, NULL, SPI_OK_SELECT, &emits, &isnull) == 0 ||
+		!DatumGetBool(emits))
+		return NULL;
+
+	initStringInfo(&columns);
+	if (stmt->attlist != NIL)
+	{
+		foreach(cell, stmt->attlist)
+			appendStringInfo(&columns, "%s%s", columns.len > 0 ? ", " : "",
+							 quote_identifier(strVal(lfirst(cell))));
+	}
+	else
+	{
+		Relation	rel = relation_open(standin, AccessShareLock);
+		TupleDesc	desc = RelationGetDescr(rel);
+
+		for (int i = 0; i < desc->natts; i++)
+		{
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				appendStringInfo(&columns, "%s%s", columns.len > 0 ? ", " : "",
+								 quote_identifier(NameStr(TupleDescAttr(desc, i)->attname)));
+		}
+		relation_close(rel, AccessShareLock);
+	}
+
+	values[0] = ObjectIdGetDatum(get_rel_namespace(standin));
+	values[1] = ObjectIdGetDatum(standin);
+	values[2] = CStringGetTextDatum(get_rel_name(standin));
+	initStringInfo(&query);
+	appendStringInfo(&query, "COPY (SELECT %s FROM ONLY %s WHERE false", columns.data,
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(standin)),
+												get_rel_name(standin)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT pg_catalog.quote_ident(n.nspname) || '.' || "
+							  "pg_catalog.quote_ident(c.relname) FROM pg_catalog.pg_class c "
+							  "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+							  "WHERE c.relnamespace = $1 AND c.oid <> $2 AND c.relkind = 'r' "
+							  "AND pg_catalog.left(c.relname::text, pg_catalog.length($3)) = $3 "
+							  "AND pg_catalog.substr(c.relname::text, pg_catalog.length($3) + 1) "
+							  "    OPERATOR(pg_catalog.~) '^_[1-9][0-9]*$' ORDER BY 1",
+							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list the shards of \"%s\"", get_rel_name(standin));
+	shardCount = SPI_processed;
+	for (uint64 i = 0; i < shardCount; i++)
+		appendStringInfo(&query, " UNION ALL SELECT %s FROM ONLY %s", columns.data,
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	appendStringInfoString(&query, ") TO STDOUT");
+	return query.data;
+}
+
+/* CdcCopyStatement makes the utility statement of a COPY query text */
+PlannedStmt *
+CdcCopyStatement(const char *query)
+{
+	RawStmt    *raw = linitial_node(RawStmt, raw_parser(query, RAW_PARSE_DEFAULT));
+	PlannedStmt *pstmt = makeNode(PlannedStmt);
+
+	pstmt->commandType = CMD_UTILITY;
+	pstmt->canSetTag = true;
+	pstmt->utilityStmt = raw->stmt;
+	pstmt->stmt_location = 0;
+	pstmt->stmt_len = strlen(query);
+	return pstmt;
 }

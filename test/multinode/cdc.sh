@@ -2,7 +2,8 @@
 # Change data capture with real consumers.  A plain PostgreSQL server
 # started here (no shardext) subscribes with CREATE SUBSCRIPTION to the
 # publication of shardext_create_publication() on every worker, and
-# pg_recvlogical-style test_decoding slots read every worker.  Under a
+# pg_recvlogical-style test_decoding slots read every worker (its initial
+# copy reads the shards of each worker).  Under a
 # write load through the coordinator (inserts, updates, deletes, transactions
 # over several nodes with a reference table), a shard moves, one splits, a
 # third worker joins (its NOTICE, its slot) and the cluster is rebalanced.
@@ -114,17 +115,25 @@ sub "CREATE SCHEMA \"Sales Dept\";
 	 CREATE TABLE \"Sales Dept\".\"Order Lines\" (merchant_id int, line_id bigint, qty int,
 												  PRIMARY KEY (merchant_id, line_id));
 	 CREATE TABLE countries (code text PRIMARY KEY, hits int NOT NULL);" || fail "subscriber tables"
-subscribe() {
-	sub "CREATE SUBSCRIPTION $1 CONNECTION 'host=127.0.0.1 port=$2 dbname=$DB user=postgres'
-		 PUBLICATION cdc_all WITH (create_slot = false, slot_name = 'cdc_all', copy_data = false)" ||
-		fail "subscribe to $2"
-}
-subscribe sub_w1 "$WORKER_1_PORT"
-subscribe sub_w2 "$WORKER_2_PORT"
-
 coord "INSERT INTO orders SELECT g, g, 0, 'seed' FROM generate_series(1, 200) g;
 	   INSERT INTO ledger SELECT 'insert' FROM generate_series(1, 200);
 	   INSERT INTO countries VALUES ('de', 0), ('fr', 0);" >/dev/null || fail "seed"
+
+# subscriptions copy what their node holds first (the stand-in's COPY reads the shards)
+subscribe() {
+	sub "CREATE SUBSCRIPTION $1 CONNECTION 'host=127.0.0.1 port=$2 dbname=$DB user=postgres'
+		 PUBLICATION cdc_all WITH (create_slot = false, slot_name = 'cdc_all')" ||
+		fail "subscribe to $2"
+	for _ in $(seq 1 300); do
+		[ "$(sub "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && return
+		sleep 0.2
+	done
+	fail "the initial copy of $1 did not finish"
+}
+subscribe sub_w1 "$WORKER_1_PORT"
+subscribe sub_w2 "$WORKER_2_PORT"
+expect_eq "the initial copies took every row once" "200|2" \
+	"$(sub "SELECT (SELECT count(*) FROM orders) || '|' || (SELECT count(*) FROM countries)")"
 
 # ---- the load
 cat >"$WORK/insert.sql" <<'EOF'

@@ -12,6 +12,7 @@
 #define SHARDEXT_CDC_H
 
 #include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
 #include "nodes/pg_list.h"
 #include "replication/output_plugin.h"
 #include "shardext/connection.h"
@@ -44,6 +45,10 @@ extern void CdcSetUpNewNode(int32 nodeId);
 extern void CdcNodeRemoved(int32 nodeId);
 extern bool CdcBeginInternalWrites(NodeConnection *conn, const char *originName);
 extern void CdcEndInternalWrites(NodeConnection *conn, const char *originName);
+
+/* cdc_worker.c */
+extern char *CdcStandinCopyQuery(CopyStmt *stmt);
+extern PlannedStmt *CdcCopyStatement(const char *query);
 
 /* cdc_messages.c (transaction layer): what a worker logs by itself */
 extern Oid	CdcCatalogRelid(const char *relname, bool missingOk);
