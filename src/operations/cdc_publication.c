@@ -67,6 +67,8 @@ static List *NamedTables(ArrayType *tables);
 static void WarnWithoutIdentity(List *relids);
 static void CheckNode(NodeConnection *conn, WorkerNode *node, const char *name,
 					  int slotsNeeded, List *slotNames, List *relids);
+static bool RunSlotCommand(WorkerNode *node, const char *sql, const char *name,
+						   char **failure);
 static List *CreateSlots(List *nodes, const char *name);
 static void DropSlots(List *nodes, const char *name);
 static void SetUpPublication(void *arg);
@@ -414,6 +416,27 @@ CheckNode(NodeConnection *conn, WorkerNode *node, const char *name, int slotsNee
 }
 
 /*
+ * RunSlotCommand runs a statement about the slot name on a node over a
+ * connection of its own and tells whether it succeeded (*failure: why not).
+ */
+static bool
+RunSlotCommand(WorkerNode *node, const char *sql, const char *name, char **failure)
+{
+	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
+	const char *params[1] = {name};
+	PGresult   *result = NULL;
+
+	*failure = NULL;
+	if (conn != NULL)
+	{
+		result = ExecuteRemoteQueryBounded(conn, sql, 1, params, 0, failure);
+		CloseDedicatedConnection(conn);
+	}
+	PQclear(result);
+	return result != NULL;
+}
+
+/*
  * CreateSlots creates a logical replication slot (plugin pgoutput) of the
  * publication's name on every node and returns the nodes; when one fails,
  * the slots made so far are dropped before the error is raised.
@@ -427,19 +450,10 @@ CreateSlots(List *nodes, const char *name)
 	foreach(cell, nodes)
 	{
 		WorkerNode *node = lfirst(cell);
-		NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
-		const char *params[1] = {name};
-		char	   *failure = NULL;
-		PGresult   *result = NULL;
+		char	   *failure;
 
-		if (conn != NULL)
-		{
-			result = ExecuteRemoteQueryBounded(conn,
-											   "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')",
-											   1, params, 0, &failure);
-			CloseDedicatedConnection(conn);
-		}
-		if (result == NULL)
+		if (!RunSlotCommand(node, "SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')",
+							name, &failure))
 		{
 			DropSlots(created, name);
 			ereport(ERROR,
@@ -448,7 +462,6 @@ CreateSlots(List *nodes, const char *name)
 							name, node->host, node->port),
 					 failure ? errdetail_internal("%s", failure) : 0));
 		}
-		PQclear(result);
 		created = lappend(created, node);
 	}
 	return created;
@@ -463,25 +476,15 @@ DropSlots(List *nodes, const char *name)
 	foreach(cell, nodes)
 	{
 		WorkerNode *node = lfirst(cell);
-		NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
-		const char *params[1] = {name};
-		char	   *failure = NULL;
-		PGresult   *result = NULL;
+		char	   *failure;
 
-		if (conn != NULL)
-		{
-			result = ExecuteRemoteQueryBounded(conn,
-											   "SELECT pg_catalog.pg_drop_replication_slot(slot_name) "
-											   "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
-											   1, params, 0, &failure);
-			CloseDedicatedConnection(conn);
-		}
-		if (result == NULL)
+		if (!RunSlotCommand(node, "SELECT pg_catalog.pg_drop_replication_slot(slot_name) "
+							"FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+							name, &failure))
 			ereport(WARNING,
 					(errmsg("could not drop replication slot \"%s\" on node %s:%d",
 							name, node->host, node->port),
 					 errhint("Drop it there with pg_drop_replication_slot().")));
-		PQclear(result);
 	}
 }
 
@@ -533,23 +536,8 @@ shardext_drop_publication(PG_FUNCTION_ARGS)
 static List *
 SlotPublications(void)
 {
-	List	   *names = NIL;
-	MemoryContext callerContext = CurrentMemoryContext;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT pubname::text FROM shardext.cdc_publication WHERE create_slot "
-					"ORDER BY 1", false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read shardext.cdc_publication");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		MemoryContext oldContext = MemoryContextSwitchTo(callerContext);
-
-		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-		MemoryContextSwitchTo(oldContext);
-	}
-	SPI_finish();
-	return names;
+	return CdcCatalogNames("SELECT pubname::text FROM shardext.cdc_publication WHERE create_slot "
+						   "ORDER BY 1", InvalidOid);
 }
 
 /*

@@ -43,31 +43,6 @@
 static char *StandinIdentityCommands(Relation rel, const char *standinName);
 static char *IndexColumnList(Oid indexOid);
 
-/*
- * CdcPublicationsExist: does this coordinator have a publication of change
- * data capture?  (False while the catalog is older than 1.2.)
- */
-bool
-CdcPublicationsExist(void)
-{
-	Oid			relid = CdcCatalogRelid("cdc_publication", true);
-	Relation	rel;
-	SysScanDesc scan;
-	Snapshot	snapshot;
-	bool		found;
-
-	if (!OidIsValid(relid))
-		return false;
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	rel = table_open(relid, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	UnregisterSnapshot(snapshot);
-	return found;
-}
-
 /* CdcNodeIds lists the active primary nodes, which hold stand-ins */
 List *
 CdcNodeIds(void)
@@ -98,20 +73,30 @@ CdcReferenceEmitter(void)
 List *
 CdcTablePublications(Oid relid)
 {
+	if (IsGlobalIndexTable(relid) || !CdcPublicationsExist())
+		return NIL;
+	return CdcCatalogNames("SELECT pubname::text FROM shardext.cdc_publication WHERE all_tables "
+						   "UNION SELECT pubname::text FROM shardext.cdc_publication_table "
+						   "WHERE relid = $1 ORDER BY 1", relid);
+}
+
+/*
+ * CdcCatalogNames returns the first column (text) of a query of shardext's
+ * catalog, with the OID arg as $1 when valid.
+ */
+List *
+CdcCatalogNames(const char *query, Oid arg)
+{
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	Datum		values[1] = {ObjectIdGetDatum(arg)};
 	List	   *names = NIL;
 	MemoryContext callerContext = CurrentMemoryContext;
 
-	if (IsGlobalIndexTable(relid) || !CdcPublicationsExist())
-		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT pubname::text FROM shardext.cdc_publication WHERE all_tables "
-							  "UNION SELECT pubname::text FROM shardext.cdc_publication_table "
-							  "WHERE relid = $1 ORDER BY 1",
-							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the publications of table %u", relid);
+	if (SPI_execute_with_args(query, OidIsValid(arg) ? 1 : 0, argtypes, values, NULL, false, 0)
+		!= SPI_OK_SELECT)
+		elog(ERROR, "could not read shardext's catalog: %s", query);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		MemoryContext oldContext = MemoryContextSwitchTo(callerContext);

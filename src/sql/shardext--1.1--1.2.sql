@@ -38,7 +38,7 @@ CREATE INDEX cdc_publication_table_relid_idx ON shardext.cdc_publication_table (
 -- of a shard as a change of its stand-in.  Reference table changes are
 -- streamed by one node only (emits).
 CREATE TABLE shardext.cdc_table (
-	standin oid NOT NULL PRIMARY KEY,
+	standin regclass NOT NULL PRIMARY KEY,
 	table_id oid NOT NULL UNIQUE,	-- the distributed table's OID on the coordinator
 	method "char" NOT NULL CHECK (method IN ('h', 'r')),
 	emits bool NOT NULL

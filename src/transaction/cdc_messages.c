@@ -50,9 +50,13 @@ CdcCatalogRelid(const char *relname, bool missingOk)
 	return relid;
 }
 
-/* CdcNodeHasPublications: does this node have a publication of change data capture? */
+/*
+ * CdcPublicationsExist: does this database (a coordinator's or a
+ * worker's) have a publication of change data capture?  False while its
+ * catalog is older than 1.2.
+ */
 bool
-CdcNodeHasPublications(void)
+CdcPublicationsExist(void)
 {
 	Oid			relid = CdcCatalogRelid("cdc_publication", true);
 	Relation	rel;
@@ -104,7 +108,7 @@ CdcNotePreparedTransaction(TransactionStmt *stmt)
 void
 CdcLogDistributedTransaction(const char *transactionId)
 {
-	if (!XLogLogicalInfoActive() || !CdcNodeHasPublications())
+	if (!XLogLogicalInfoActive() || !CdcPublicationsExist())
 		return;
 	(void) LogLogicalMessageCompat(CDC_TRANSACTION_MESSAGE_PREFIX, transactionId,
 								   strlen(transactionId), true);

@@ -29,7 +29,7 @@ extern PGDLLEXPORT void shardext_cdc_plugin_init(OutputPluginCallbacks *cb,
 												 const char *plugin);
 
 /* cdc_standins.c: the coordinator keeps the nodes' stand-ins in step */
-extern bool CdcPublicationsExist(void);
+extern List *CdcCatalogNames(const char *query, Oid arg);
 extern List *CdcNodeIds(void);
 extern int32 CdcReferenceEmitter(void);
 extern List *CdcTablePublications(Oid relid);
@@ -52,7 +52,7 @@ extern PlannedStmt *CdcCopyStatement(const char *query);
 
 /* cdc_messages.c (transaction layer): what a worker logs by itself */
 extern Oid	CdcCatalogRelid(const char *relname, bool missingOk);
-extern bool CdcNodeHasPublications(void);
+extern bool CdcPublicationsExist(void);
 extern void CdcNotePreparedTransaction(TransactionStmt *stmt);
 extern void CdcLogDistributedTransaction(const char *transactionId);
 
