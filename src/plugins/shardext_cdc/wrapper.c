@@ -28,12 +28,26 @@ typedef void (*CdcPluginInit) (OutputPluginCallbacks *cb, const char *plugin);
 
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
+/*
+ * _PG_output_plugin_init hands over to shardext; a shardext library without
+ * change data capture (an older one, during an upgrade) gets the real
+ * plugin as it is.
+ */
 void
 _PG_output_plugin_init(OutputPluginCallbacks *cb)
 {
 	CdcPluginInit init;
+	LogicalOutputPluginInit realInit;
 
 	init = (CdcPluginInit) load_external_function("$libdir/shardext",
-												  "shardext_cdc_plugin_init", true, NULL);
-	init(cb, SHARDEXT_CDC_PLUGIN);
+												  "shardext_cdc_plugin_init", false, NULL);
+	if (init != NULL)
+	{
+		init(cb, SHARDEXT_CDC_PLUGIN);
+		return;
+	}
+	realInit = (LogicalOutputPluginInit) load_external_function("$libdir/" SHARDEXT_CDC_PLUGIN,
+																"_PG_output_plugin_init",
+																true, NULL);
+	realInit(cb);
 }
