@@ -118,7 +118,7 @@ static bool relcacheCallbackRegistered = false;
 static void CdcStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options,
 					   bool is_init);
 static void CdcShutdown(LogicalDecodingContext *ctx);
-static bool CdcFilterByOrigin(LogicalDecodingContext *ctx, RepOriginId origin_id);
+static bool CdcFilterByOrigin(LogicalDecodingContext *ctx, ReplOriginId origin_id);
 static void CdcChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 					  Relation relation, ReorderBufferChange *change);
 static void CdcStreamChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
@@ -319,9 +319,9 @@ DecidesActive(void)
  * origin: on a worker, those are shardext's internal copies.
  */
 static bool
-CdcFilterByOrigin(LogicalDecodingContext *ctx, RepOriginId origin_id)
+CdcFilterByOrigin(LogicalDecodingContext *ctx, ReplOriginId origin_id)
 {
-	if (cdc.active && origin_id != InvalidRepOriginId)
+	if (cdc.active && origin_id != InvalidReplOriginId)
 		return true;
 	return cdc.real.filter_by_origin_cb != NULL &&
 		cdc.real.filter_by_origin_cb(ctx, origin_id);
@@ -376,12 +376,12 @@ PublicationsExist(void)
 }
 
 /* ConvertRow returns a row of a change in the stand-in's layout */
-static ChangeTuple
-ConvertRow(ChangeTuple tuple, TupleConversionMap *map)
+static DecodedTuple
+ConvertRow(DecodedTuple tuple, TupleConversionMap *map)
 {
 	if (tuple == NULL)
 		return NULL;
-	return ChangeTupleFromHeap(execute_attr_map_tuple(ChangeTupleHeap(tuple), map));
+	return MakeDecodedTuple(execute_attr_map_tuple(DecodedHeapTuple(tuple), map));
 }
 
 /* DecodeChange: see the file header */

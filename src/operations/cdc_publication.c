@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/array_literal.h"
 #include "shardext/cdc.h"
@@ -47,6 +48,7 @@
 #include "shardext/operations.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
+#include "shardext/remote_xact.h"
 
 PG_FUNCTION_INFO_V1(shardext_create_publication);
 PG_FUNCTION_INFO_V1(shardext_drop_publication);

@@ -39,6 +39,7 @@
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/remote_xact.h"
 
 static char *StandinIdentityCommands(Relation rel, const char *standinName);
 static char *IndexColumnList(Oid indexOid);
