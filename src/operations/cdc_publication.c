@@ -49,6 +49,7 @@
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(shardext_create_publication);
 PG_FUNCTION_INFO_V1(shardext_drop_publication);
@@ -74,7 +75,6 @@ static bool RunSlotCommand(WorkerNode *node, const char *sql, const char *name,
 static List *CreateSlots(List *nodes, const char *name);
 static void DropSlots(List *nodes, const char *name);
 static void SetUpPublication(void *arg);
-static ErrorData *RunCatchingError(void (*part) (void *arg), void *arg);
 static List *SlotPublications(void);
 static List *PublishedTables(void);
 
@@ -132,7 +132,7 @@ shardext_create_publication(PG_FUNCTION_ARGS)
 
 	if (setup.createSlot)
 		slotNodes = CreateSlots(nodes, setup.name);
-	edata = RunCatchingError(SetUpPublication, &setup);
+	edata = RunInSubtransaction(SetUpPublication, &setup);
 	if (edata != NULL)
 	{
 		DropSlots(slotNodes, setup.name);
@@ -178,38 +178,6 @@ SetUpPublication(void *arg)
 		commands = lappend(commands, command);
 	ExecuteOnNodesInTransaction(nodeIds, commands);
 	CdcSyncTablesOnNodes(setup->relids, nodeIds);
-}
-
-/*
- * RunCatchingError runs part in a subtransaction and returns its error
- * (flushed), or NULL; the work of a failed part is rolled back, on the
- * nodes too.
- */
-static ErrorData *
-RunCatchingError(void (*part) (void *arg), void *arg)
-{
-	MemoryContext oldContext = CurrentMemoryContext;
-	ResourceOwner oldOwner = CurrentResourceOwner;
-	ErrorData  *edata = NULL;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldContext);
-	PG_TRY();
-	{
-		part(arg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(oldContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(oldContext);
-	CurrentResourceOwner = oldOwner;
-	return edata;
 }
 
 /* PublicationRecorded: is there a publication of that name (and does it have slots)? */
