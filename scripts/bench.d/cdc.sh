@@ -5,7 +5,7 @@
 #      into pgoutput messages, through shardext's wrapper (a shard of a
 #      published distributed table, decoded as the table) and through plain
 #      pgoutput (a local table of the same columns in an ordinary
-#      publication, slot plugin '$libdir/pgoutput'), on the same worker:
+#      publication, slot plugin pgoutput by its full path), on the same worker:
 #      CDC_BENCH_ROWS (default 100k) rows inserted and then updated in
 #      transactions of 1,000 rows, decoded with
 #      pg_logical_slot_get_binary_changes(); CDC_BENCH_ROUNDS (default 3)
@@ -29,6 +29,9 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PORT=${SHARDEXT_PORT:-9700}
 CLUSTER_DIR=${SHARDEXT_CLUSTER_DIR:-/var/tmp/shardext-cluster}
 BINDIR=$("$PG_CONFIG" --bindir)
+# the real pgoutput: by its full path, since "$libdir/pgoutput" is looked up
+# along dynamic_library_path from PostgreSQL 18 on (and finds the wrapper)
+PLAIN_PGOUTPUT="$("$PG_CONFIG" --pkglibdir)/pgoutput"
 DB=shardext_bench_cdc
 ROWS=${CDC_BENCH_ROWS:-100000}
 ROUNDS=${CDC_BENCH_ROUNDS:-3}
@@ -70,7 +73,7 @@ $PSQL -p "$W1" -d $DB -c "CREATE TABLE loc (id bigint PRIMARY KEY, n int NOT NUL
 # ---- 1. decoding
 # servers that restrict output plugins (output_plugin_libraries) must let the plain one in
 ALLOW_PLAIN="DO \$\$ BEGIN IF current_setting('output_plugin_libraries', true) IS NOT NULL THEN
-	PERFORM set_config('output_plugin_libraries', current_setting('output_plugin_libraries') || ', \$libdir/pgoutput', false);
+	PERFORM set_config('output_plugin_libraries', current_setting('output_plugin_libraries') || ', $PLAIN_PGOUTPUT', false);
 	END IF; END \$\$"
 # decode_round SLOT PLUGIN TABLE PUBLICATION: seconds to decode ROWS inserts and ROWS updates
 decode_round() {
@@ -96,7 +99,7 @@ best_wrap=0
 best_plain=0
 for ((r = 1; r <= ROUNDS; r++)); do
 	wrap=$(decode_round bench_wrap pgoutput "$SHARD" bench_cdc)
-	plain=$(decode_round bench_plain '$libdir/pgoutput' loc bench_local)
+	plain=$(decode_round bench_plain "$PLAIN_PGOUTPUT" loc bench_local)
 	echo "round $r: wrapper $wrap changes/s, plain pgoutput $plain changes/s"
 	[ "$wrap" -gt "$best_wrap" ] && best_wrap=$wrap
 	[ "$plain" -gt "$best_plain" ] && best_plain=$plain

@@ -51,6 +51,7 @@
 #include "catalog/namespace.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/output_plugin.h"
@@ -152,9 +153,7 @@ shardext_cdc_plugin_init(OutputPluginCallbacks *cb, const char *plugin)
 {
 	LogicalOutputPluginInit init;
 
-	init = (LogicalOutputPluginInit)
-		load_external_function(psprintf("$libdir/%s", plugin), "_PG_output_plugin_init",
-							   true, NULL);
+	init = RealOutputPluginInit(plugin);
 	memset(&cdc.real, 0, sizeof(cdc.real));
 	init(&cdc.real);
 	cdc.isPgoutput = strcmp(plugin, "pgoutput") == 0;
@@ -169,6 +168,22 @@ shardext_cdc_plugin_init(OutputPluginCallbacks *cb, const char *plugin)
 		cb->stream_change_cb = CdcStreamChange;
 	if (cdc.real.stream_truncate_cb != NULL)
 		cb->stream_truncate_cb = CdcStreamTruncate;
+}
+
+/*
+ * RealOutputPluginInit returns the init function of PostgreSQL's own
+ * output plugin of that name (pgoutput, test_decoding), loaded from the
+ * installation's library directory by its full path.  Not by
+ * "$libdir/<plugin>": from PostgreSQL 18 on, that is looked up along
+ * dynamic_library_path, where workers put the wrappers of the same names
+ * first (a wrapper would load itself).
+ */
+LogicalOutputPluginInit
+RealOutputPluginInit(const char *plugin)
+{
+	return (LogicalOutputPluginInit)
+		load_external_function(psprintf("%s/%s", pkglib_path, plugin),
+							   "_PG_output_plugin_init", true, NULL);
 }
 
 /*

@@ -27,6 +27,7 @@
 typedef void (*CdcPluginInit) (OutputPluginCallbacks *cb, const char *plugin);
 extern PGDLLEXPORT void shardext_cdc_plugin_init(OutputPluginCallbacks *cb,
 												 const char *plugin);
+extern LogicalOutputPluginInit RealOutputPluginInit(const char *plugin);
 
 /* cdc_standins.c: the coordinator keeps the nodes' stand-ins in step */
 extern List *CdcCatalogNames(const char *query, Oid arg);

@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "replication/output_plugin.h"
 
 #ifndef SHARDEXT_CDC_PLUGIN
@@ -46,8 +47,12 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 		init(cb, SHARDEXT_CDC_PLUGIN);
 		return;
 	}
-	realInit = (LogicalOutputPluginInit) load_external_function("$libdir/" SHARDEXT_CDC_PLUGIN,
-																"_PG_output_plugin_init",
-																true, NULL);
+	/*
+	 * By its full path: from PostgreSQL 18 on, "$libdir/<name>" is looked up
+	 * along dynamic_library_path, which finds this wrapper first.
+	 */
+	realInit = (LogicalOutputPluginInit)
+		load_external_function(psprintf("%s/%s", pkglib_path, SHARDEXT_CDC_PLUGIN),
+							   "_PG_output_plugin_init", true, NULL);
 	realInit(cb);
 }
