@@ -208,19 +208,24 @@ CdcStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options, bool is_in
 	cdc.standins = NULL;
 	cdc.publicationsExist = false;
 	cdc.publicationNames = NIL;
-
-	cdc.real.startup_cb(ctx, options, is_init);
-
 	cdc.active = false;
-	if (is_init)
-		return;
-	if (cdc.isPgoutput)
+
+	/*
+	 * The consumer's publications, read before pgoutput's startup: that of
+	 * PostgreSQL 16 to 18 splits the option's string in place, which leaves
+	 * a quoted name (subscribers quote them) unreadable after it.
+	 */
+	if (!is_init && cdc.isPgoutput)
 	{
 		MemoryContext oldContext = MemoryContextSwitchTo(cdc.context);
 
 		cdc.publicationNames = PublicationNames(ctx->output_plugin_options);
 		MemoryContextSwitchTo(oldContext);
 	}
+
+	cdc.real.startup_cb(ctx, options, is_init);
+	if (is_init)
+		return;
 	cdc.active = DecidesActive();
 	if (cdc.active)
 	{
@@ -273,7 +278,7 @@ PublicationNames(List *options)
 		if (strcmp(option->defname, "publication_names") != 0 || option->arg == NULL)
 			continue;
 		if (!SplitIdentifierString(pstrdup(strVal(option->arg)), ',', &names))
-			return NIL;			/* pgoutput's startup has refused it already */
+			return NIL;			/* pgoutput's startup refuses it */
 		return names;
 	}
 	return NIL;
