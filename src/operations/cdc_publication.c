@@ -399,7 +399,7 @@ RunSlotCommand(WorkerNode *node, const char *sql, const char *name, char **failu
 	*failure = NULL;
 	if (conn != NULL)
 	{
-		result = ExecuteRemoteQueryBounded(conn, sql, 1, params, 0, failure);
+		result = TryRemoteQuery(conn, sql, 1, params, 0, failure);
 		CloseDedicatedConnection(conn);
 	}
 	PQclear(result);
@@ -652,17 +652,17 @@ shardext_cdc_slot_status(PG_FUNCTION_ARGS)
 
 		if (conn != NULL)
 		{
-			result = ExecuteRemoteQueryBounded(conn,
-											   "SELECT slot_name, plugin, active, confirmed_flush_lsn, "
-											   "pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), "
-											   "  confirmed_flush_lsn)::bigint "
-											   "FROM pg_catalog.pg_replication_slots "
-											   "WHERE slot_type = 'logical' "
-											   "AND database = pg_catalog.current_database() "
-											   "AND slot_name NOT LIKE 'shardext\\_move\\_%' "
-											   "AND slot_name OPERATOR(pg_catalog.!~) '^pg_[0-9]+_sync_' "
-											   "ORDER BY slot_name",
-											   0, NULL, 0, &failure);
+			result = TryRemoteQuery(conn,
+									"SELECT slot_name, plugin, active, confirmed_flush_lsn, "
+									"pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), "
+									"  confirmed_flush_lsn)::bigint "
+									"FROM pg_catalog.pg_replication_slots "
+									"WHERE slot_type = 'logical' "
+									"AND database = pg_catalog.current_database() "
+									"AND slot_name NOT LIKE 'shardext\\_move\\_%' "
+									"AND slot_name OPERATOR(pg_catalog.!~) '^pg_[0-9]+_sync_' "
+									"ORDER BY slot_name",
+									0, NULL, 0, &failure);
 			CloseDedicatedConnection(conn);
 		}
 		if (result == NULL)

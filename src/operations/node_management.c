@@ -25,6 +25,7 @@
 #include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
+#include "shardext/fencing.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
 #include "shardext/privileges.h"
@@ -94,6 +95,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 		PrepareNewNode(conn, host, port);
 		CheckNewNode(host, port);
 		nodeId = InsertWorkerNode(host, port, weight);
+		RecordServerIdentity(nodeId, conn);
 		params[0] = CoordinatorId();
 		params[1] = psprintf("%d", nodeId);
 		RunOnNewNode(conn, host, port,
@@ -177,19 +179,19 @@ NodeLacksDatabase(const char *host, int32 port, const char *dbname)
 		char	   *failure = NULL;
 		PGresult   *result;
 
-		result = ExecuteRemoteQueryBounded(maintenance,
-										   "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
-										   1, params, 0, &failure);
+		result = TryRemoteQuery(maintenance,
+								"SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
+								1, params, 0, &failure);
 		missing = result != NULL && PQntuples(result) == 0;
 		PQclear(result);
 		if (missing)
 		{
 			ereport(NOTICE,
 					(errmsg("creating database \"%s\" on node %s:%d", dbname, host, port)));
-			result = ExecuteRemoteQueryBounded(maintenance,
-											   psprintf("CREATE DATABASE %s",
-														quote_identifier(dbname)),
-											   0, NULL, 0, &failure);
+			result = TryRemoteQuery(maintenance,
+									psprintf("CREATE DATABASE %s",
+											 quote_identifier(dbname)),
+									0, NULL, 0, &failure);
 			if (result == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -406,8 +408,8 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 
 			PG_TRY();
 			{
-				PQclear(ExecuteRemoteQueryBounded(conn, "SELECT shardext.worker_unregister($1)",
-												  1, params, 0, &failure));
+				PQclear(TryRemoteQuery(conn, "SELECT shardext.worker_unregister($1)",
+									   1, params, 0, &failure));
 			}
 			PG_FINALLY();
 			{

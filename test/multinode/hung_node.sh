@@ -29,6 +29,7 @@ perl -MIO::Socket::INET -e '
 	while (my $c = $s->accept) { push @held, $c; }' &
 listener=$!
 cleanup() {
+	sessions_end
 	[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null
 	kill $listener 2>/dev/null
 	[ -n "$fake" ] && coord "DELETE FROM shardext.node WHERE nodeid = $fake" >/dev/null 2>&1
@@ -39,7 +40,7 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-sleep 0.5
+wait_for "the silent listener listens" 10 port_open "$port"
 
 # timed CMD...: runs CMD, sets out (stdout and stderr) and elapsed_ms
 timed() {
@@ -106,12 +107,9 @@ coord "ALTER SYSTEM SET shardext.connect_timeout = 1500" >/dev/null
 coord "ALTER SYSTEM SET shardext.recovery_interval = '1s'" >/dev/null
 coord "SELECT pg_reload_conf()" >/dev/null
 worker2 "BEGIN; CREATE TABLE hn_probe_2 (); PREPARE TRANSACTION '${prefix}999999999002_1'" >/dev/null
-for i in $(seq 1 100); do
-	left=$(worker2 "SELECT count(*) FROM pg_prepared_xacts WHERE gid = '${prefix}999999999002_1'")
-	[ "$left" = 0 ] && break
-	sleep 0.3
-done
-expect_eq "the daemon recovers on the good nodes" "0" "$left"
+wait_sql "the daemon recovers on the good nodes" 30 "$WORKER_2_PORT" \
+	"SELECT count(*) = 0 FROM pg_prepared_xacts WHERE gid = '${prefix}999999999002_1'"
+echo "ok - the daemon recovers on the good nodes"
 
 key_on() {	# port
 	coord "SELECT k FROM generate_series(1, 40) k
@@ -121,26 +119,24 @@ key_on() {	# port
 }
 K1=$(key_on "$WORKER_1_PORT")
 K2=$(key_on "$WORKER_2_PORT")
-session() {	# name sql...: a psql session in the background, output in $TMP/name
-	local name=$1
-	shift
-	local args=()
-	for sql in "$@"; do args+=(-c "$sql"); done
-	timeout 60 "$BINDIR/psql" -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres \
-		-p "$COORDINATOR_PORT" -d "$DB" "${args[@]}" >"$TMP/$name" 2>&1 &
-	sessions+=($!)
-}
-sessions=()
+# the deadlock: a holds K1 and waits for K2 (on worker 2), b holds K2 and asks for K1
 start=$(date +%s%N)
-session a "BEGIN" "UPDATE hn_rows SET v = v + 1 WHERE k = $K1" "SELECT pg_sleep(1)" \
-	"UPDATE hn_rows SET v = v + 1 WHERE k = $K2" "COMMIT"
-session b "BEGIN" "UPDATE hn_rows SET v = v + 10 WHERE k = $K2" "SELECT pg_sleep(1)" \
-	"UPDATE hn_rows SET v = v + 10 WHERE k = $K1" "COMMIT"
-wait "${sessions[@]}"
+session_start a
+session_start b
+session_run a "BEGIN; UPDATE hn_rows SET v = v + 1 WHERE k = $K1;"
+session_run b "BEGIN; UPDATE hn_rows SET v = v + 10 WHERE k = $K2;"
+session_send a "UPDATE hn_rows SET v = v + 1 WHERE k = $K2; COMMIT;"
+wait_sql "a waits for K2 on worker 2" 30 "$WORKER_2_PORT" \
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+session_send b "UPDATE hn_rows SET v = v + 10 WHERE k = $K1; COMMIT;"
+session_end a
+session_end b
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
-out=$(cat "$TMP/a" "$TMP/b")
+out=$(session_output a; session_output b)
 expect_in_out "one transaction of the deadlock is cancelled" "canceling the transaction to resolve a distributed deadlock"
-expect_in_out "the other commits" "^COMMIT$"
+expect_eq "the other commits" "t" \
+	"$(coord "SELECT (SELECT array_agg(v ORDER BY k) FROM hn_rows WHERE k IN ($K1, $K2))
+		IN ('{1,1}', '{10,10}')")"
 within "the daemon resolves a distributed deadlock with the silent node registered" 15000
 
 # --- 3. a worker backend that stops answering in the middle of a query
@@ -182,11 +178,10 @@ expect_eq "the session goes on afterwards" "40" "$(tail -1 <<<"$out")"
 # the same with pg_cancel_backend from another session
 coord "SELECT 1" >/dev/null
 (
-	for i in $(seq 1 100); do
-		[ -s "$TMP/t0" ] && break
-		sleep 0.1
-	done
-	sleep 1
+	wait_for "the query started" 30 test -s "$TMP/t0"
+	wait_sql "the query waits for the stopped worker backend" 30 "$COORDINATOR_PORT" \
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = current_database()
+			AND query = 'SELECT count(*) FROM hn_rows;' AND state = 'active' AND wait_event_type = 'Extension'"
 	coord "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
 		   WHERE datname = current_database() AND query = 'SELECT count(*) FROM hn_rows;'
 		   AND state = 'active'" >/dev/null

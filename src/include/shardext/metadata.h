@@ -35,6 +35,9 @@ typedef struct WorkerNode
 	double		weight;
 	bool		active;
 	int32		primaryNodeId;	/* a read replica: the node it replicates; else 0 */
+	uint64		systemId;		/* the server's recorded identity (fencing.c); */
+	uint32		timeline;		/* 0 when not recorded */
+	bool		needsRebuild;	/* an old primary a failover replaced */
 } WorkerNode;
 
 #define NodeIsReplica(node) ((node)->primaryNodeId != 0)
@@ -178,6 +181,8 @@ extern void SetNodeActive(int32 nodeId, bool active);
 extern void UpdateNodeAddress(int32 nodeId, const char *host, int32 port);
 extern void DeactivateReplicasOf(int32 primaryNodeId);
 extern void SwapNodeAddresses(int32 nodeId, int32 otherNodeId);
+extern void SetNodeIdentity(int32 nodeId, uint64 systemId, uint32 timeline);
+extern void SetNodeNeedsRebuild(int32 nodeId, bool needsRebuild);
 extern void InvalidateShardTable(int64 shardId);
 extern bytea *ReadTokenSecret(void);
 extern void DeleteShard(int64 shardId);

@@ -221,6 +221,18 @@ SetPlannedStmtRangeTable(PlannedStmt *stmt, Query *query)
 	(hook)((parse), (queryString), (cursorOptions), (boundParams))
 #endif
 
+/*
+ * PlanQueryCompat: pg_plan_query, which PostgreSQL 19 gives the EXPLAIN
+ * state of the statement (none here).
+ */
+#if PG_VERSION_NUM >= 190000
+#define PlanQueryCompat(query, sql, cursorOptions, params) \
+	pg_plan_query((query), (sql), (cursorOptions), (params), NULL)
+#else
+#define PlanQueryCompat(query, sql, cursorOptions, params) \
+	pg_plan_query((query), (sql), (cursorOptions), (params))
+#endif
+
 /* ==== expressions of a parsed query ==== */
 
 /*
