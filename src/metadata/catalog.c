@@ -72,7 +72,7 @@ AbortCatalogAccess(CatalogAccess *access)
  * row, *result gets its first column (copied into the caller's memory
  * context) if result is not NULL.
  */
-static uint64
+uint64
 RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
 			  const char *nulls, int expectedResult, Datum *result, bool *resultIsNull)
 {

@@ -20,7 +20,6 @@
 
 #include <math.h>
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -42,6 +41,7 @@
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shardext.h"
+#include "shardext/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(shardext_check_cluster);
 
@@ -96,12 +96,21 @@ typedef struct NodeSettings
 	double		clockUncertaintyMs; /* half the round trip */
 } NodeSettings;
 
+/* where ConnectForChecks connects, and the connection it gets */
+typedef struct CheckConnection
+{
+	const char *host;
+	int32		port;
+	NodeConnection *conn;
+} CheckConnection;
+
 static List *CheckNode(const char *host, int32 port, List *roles, WorkerNode *node);
 static void CheckFencing(List **checks, WorkerNode *node, NodeConnection *conn,
 						 NodeSettings *settings);
 static NodeCheck *MakeCheck(List **checks, const char *name, NodeCheckStatus status,
 							const char *summary, const char *detail, const char *hint);
 static NodeCheck *ConnectForChecks(const char *host, int32 port, NodeConnection **connOut);
+static void OpenCheckConnection(void *arg);
 static bool ReadNodeSettings(NodeConnection *conn, List *roles, NodeSettings *settings);
 static char *NodeSettingsQuery(List *roles);
 static void CheckVersions(List **checks, NodeSettings *settings);
@@ -277,6 +286,15 @@ MakeCheck(List **checks, const char *name, NodeCheckStatus status, const char *s
 	return check;
 }
 
+/* OpenCheckConnection: the part of ConnectForChecks that may fail */
+static void
+OpenCheckConnection(void *arg)
+{
+	CheckConnection *target = arg;
+
+	target->conn = OpenDedicatedConnection(target->host, target->port, false, true);
+}
+
 /*
  * ConnectForChecks opens a dedicated connection to the node as the current
  * user; a failure is caught (in a subtransaction) and becomes the outcome
@@ -285,41 +303,20 @@ MakeCheck(List **checks, const char *name, NodeCheckStatus status, const char *s
 static NodeCheck *
 ConnectForChecks(const char *host, int32 port, NodeConnection **connOut)
 {
-	MemoryContext callerContext = CurrentMemoryContext;
-	ResourceOwner callerOwner = CurrentResourceOwner;
-	NodeCheck  *check = NULL;
+	CheckConnection target = {host, port, NULL};
+	ErrorData  *edata;
 
-	*connOut = NULL;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(callerContext);
-	PG_TRY();
-	{
-		*connOut = OpenDedicatedConnection(host, port, false, true);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(callerContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		check = MakeCheck(NULL, "connection", NODE_CHECK_ERROR, "cannot connect",
-						  psprintf("%s%s%s", edata->message, edata->detail ? ": " : "",
-								   edata->detail ? edata->detail : ""),
-						  edata->hint);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(callerContext);
-	CurrentResourceOwner = callerOwner;
-
-	if (check == NULL)
-		check = MakeCheck(NULL, "connection", NODE_CHECK_OK, NULL,
-						  psprintf("Connected to %s:%d as \"%s\".", host, port,
-								   GetUserNameFromId(GetUserId(), false)),
-						  NULL);
-	return check;
+	edata = RunInSubtransaction(OpenCheckConnection, &target);
+	*connOut = target.conn;
+	if (edata != NULL)
+		return MakeCheck(NULL, "connection", NODE_CHECK_ERROR, "cannot connect",
+						 psprintf("%s%s%s", edata->message, edata->detail ? ": " : "",
+								  edata->detail ? edata->detail : ""),
+						 edata->hint);
+	return MakeCheck(NULL, "connection", NODE_CHECK_OK, NULL,
+					 psprintf("Connected to %s:%d as \"%s\".", host, port,
+							  GetUserNameFromId(GetUserId(), false)),
+					 NULL);
 }
 
 /*

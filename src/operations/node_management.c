@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/fencing.h"
@@ -99,6 +100,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 		params[1] = psprintf("%d", nodeId);
 		RunOnNewNode(conn, host, port,
 					 "SELECT shardext.worker_register($1, $2::int)", 2, params);
+		CdcPrepareNewNode(conn, host, port);
 	}
 	PG_FINALLY();
 	{
@@ -108,6 +110,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 
 	CommandCounterIncrement();
 	ReplicateReferenceTablesToNode(nodeId);
+	CdcSetUpNewNode(nodeId);
 
 	PG_RETURN_INT32(nodeId);
 }
@@ -391,6 +394,7 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 				 errhint("Move its shards to other nodes (shardext_drain_node()) or "
 						 "drop or undistribute the tables first.")));
 
+	CdcNodeRemoved(nodeId);
 	DeleteWorkerNode(nodeId);
 
 	/* best effort: the node may be gone for good */

@@ -160,6 +160,7 @@ extern ShardInterval *FindShardById(int64 shardId, DistTableCacheEntry **entryOu
 extern char *ShardTableName(Oid relid, int64 shardId);
 extern char *QualifiedShardName(Oid relid, int64 shardId);
 extern char *ShardNameFromParts(const char *relname, int64 shardId);
+extern char *ClippedShardName(const char *relname, int64 shardId, bool hashed);
 
 /* catalog.c: writers; each invalidates the cache entries it affects */
 extern int32 InsertWorkerNode(const char *host, int32 port, double weight);
@@ -193,6 +194,9 @@ extern void MarkMoveSwitched(int64 moveId);
 extern void RegisterLocalIdentity(const char *coordinatorId, int32 nodeId);
 extern void UnregisterLocalIdentity(const char *coordinatorId);
 extern void BeginCatalogAccess(CatalogAccess *access);
+extern uint64 RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
+							const char *nulls, int expectedResult, Datum *result,
+							bool *resultIsNull);
 extern void EndCatalogAccess(CatalogAccess *access);
 extern void InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid,
 							  int columnCount, AttrNumber *attnums, bool isUnique);
