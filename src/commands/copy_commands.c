@@ -64,20 +64,6 @@
 #include "shardext/remote_xact.h"
 #include "shardext/shard_copy.h"
 
-/* remote session settings that change how values are read and written */
-typedef struct FormatSetting
-{
-	const char *name;
-	const char *remoteValue;	/* as pinned at connect (connection.c) */
-} FormatSetting;
-
-static const FormatSetting formatSettings[] = {
-	{"DateStyle", "ISO, MDY"},
-	{"IntervalStyle", "postgres"},
-	{"bytea_output", "hex"},
-	{NULL, NULL}
-};
-
 static void CheckCopyPermissions(CopyStmt *stmt, Relation rel);
 static void RejectNewCopyOptions(CopyFormatOptions *opts, Relation rel);
 static uint64 CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString);
@@ -542,39 +528,6 @@ AttnumListString(Relation rel, List *attnums)
 																lfirst_int(cell) - 1)->attname)));
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
-}
-
-/*
- * FormatSettingCommands returns the SET that gives a remote session the
- * local session's output settings, and the RESET that restores its pinned
- * ones; both NULL when they agree already.
- */
-void
-FormatSettingCommands(char **setCommand, char **resetCommand)
-{
-	StringInfoData set;
-	StringInfoData reset;
-
-	initStringInfo(&set);
-	initStringInfo(&reset);
-	for (const FormatSetting *setting = formatSettings; setting->name; setting++)
-	{
-		const char *local = GetConfigOption(setting->name, false, false);
-
-		if (pg_strcasecmp(local, setting->remoteValue) == 0)
-			continue;
-		appendStringInfo(&set, "SET %s = %s;", setting->name, quote_literal_cstr(local));
-		appendStringInfo(&reset, "RESET %s;", setting->name);
-	}
-	/* shortest-exact output for any positive value, rounded otherwise */
-	if (atoi(GetConfigOption("extra_float_digits", false, false)) <= 0)
-	{
-		appendStringInfo(&set, "SET extra_float_digits = %s;",
-						 GetConfigOption("extra_float_digits", false, false));
-		appendStringInfoString(&reset, "RESET extra_float_digits;");
-	}
-	*setCommand = set.len > 0 ? set.data : NULL;
-	*resetCommand = reset.len > 0 ? reset.data : NULL;
 }
 
 /* where COPY TO writes: the client or a file/program */

@@ -16,9 +16,10 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
+#include "shardext/cdc.h"
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
-#include "shardext/operations.h"
+#include "shardext/remote_xact.h"
 
 PG_FUNCTION_INFO_V1(shardext_drop_trigger);
 
@@ -73,6 +74,7 @@ shardext_drop_trigger(PG_FUNCTION_ARGS)
 		appendStringInfo(list_nth(commands, position), "%s;\n", drop);
 	}
 
+	CdcTablesDropped(relids);
 	foreach(cell, relids)
 		DeleteDistTable(lfirst_oid(cell));
 

@@ -56,9 +56,9 @@
 #include "utils/rel.h"
 
 #include "shardext/connection.h"
-#include "shardext/deadlock_detection.h"
 #include "shardext/deparser.h"
 #include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
@@ -1181,8 +1181,7 @@ WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc, long ti
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
-		CheckForDistributedDeadlockCancel();
-		CHECK_FOR_INTERRUPTS();
+		ServeNodeWaitInterrupts();
 	}
 	else if (rc & WL_SOCKET_READABLE)
 	{
@@ -1246,8 +1245,7 @@ WaitForConnections(DistributedScanState *state)
 		if (events[i].events & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
-			CheckForDistributedDeadlockCancel();
-			CHECK_FOR_INTERRUPTS();
+			ServeNodeWaitInterrupts();
 		}
 		else if (events[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 		{

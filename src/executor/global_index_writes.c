@@ -826,33 +826,6 @@ MergeIndexTasks(List *indexTasks, List *tasks)
 }
 
 /*
- * QualifiedEqualityOperator returns OPERATOR(schema.=) of the equality of a
- * type's default btree operator class: the remote session's search_path
- * finds only pg_catalog's operators, and a type of an extension brings its
- * own.
- */
-char *
-QualifiedEqualityOperator(Oid type)
-{
-	Oid			opno = lookup_type_cache(type, TYPECACHE_EQ_OPR)->eq_opr;
-	HeapTuple	tuple;
-	Form_pg_operator operator;
-	char	   *result;
-
-	if (!OidIsValid(opno))
-		elog(ERROR, "type %u has no equality operator", type);
-	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for operator %u", opno);
-	operator = (Form_pg_operator) GETSTRUCT(tuple);
-	result = psprintf("OPERATOR(%s.%s)",
-					  quote_identifier(get_namespace_name(operator->oprnamespace)),
-					  NameStr(operator->oprname));
-	ReleaseSysCache(tuple);
-	return result;
-}
-
-/*
  * ReportUniqueViolation raises a unique violation of a global index's shard
  * as PostgreSQL reports one of a local unique index: under the global
  * index's name, with the shard's DETAIL (the index table's columns carry

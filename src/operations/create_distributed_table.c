@@ -37,6 +37,7 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/privileges.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
@@ -488,6 +489,9 @@ DistributeTable(Oid relid, char method, AttrNumber distAttnum, int32 colocationI
 
 	CreateShardTablesOnNodes(relid, shardIds, layouts);
 
+	/* before its rows arrive, so that change data capture streams them */
+	CdcTableDistributed(relid);
+
 	rel = table_open(relid, AccessExclusiveLock);
 	MoveLocalRowsToShards(rel);
 	table_close(rel, NoLock);
@@ -540,29 +544,6 @@ CreateShardTablesOnNodes(Oid relid, List *shardIds, List *layouts)
 	foreach(idCell, buffers)
 		commands = lappend(commands, ((StringInfo) lfirst(idCell))->data);
 	ExecuteOnNodesInTransaction(nodeIds, commands);
-}
-
-/*
- * ExecuteOnNodesInTransaction runs one command per node on the node's
- * first connection, as a write in the local transaction, all in parallel.
- */
-void
-ExecuteOnNodesInTransaction(List *nodeIds, List *commands)
-{
-	List	   *connections = NIL;
-	ListCell   *cell;
-
-	foreach(cell, nodeIds)
-	{
-		NodeConnection *conn = GetNodeConnection(lfirst_int(cell));
-
-		RemoteTransactionBegin(conn);
-		RemoteTransactionMarkModified(conn);
-		connections = lappend(connections, conn);
-	}
-	/* schemas of shards change: replicas are read only once they replayed it */
-	RemoteTransactionMarkSchemaChange();
-	ExecuteRemoteCommandsInParallel(connections, commands);
 }
 
 /*

@@ -35,6 +35,9 @@ static Node *IndexColumnValue(Node *clause, Index rtindex, AttrNumber attno, Oid
 static bool IsColumnEquality(Oid opno, Oid type, Oid inputCollation, Oid collation,
 							 bool first);
 
+/* depth of writes shardext itself makes to index tables (see global_index.h) */
+int			GlobalIndexInternalWriteDepth = 0;
+
 static bool
 IndexCoversAttnum(GlobalIndex *index, AttrNumber attnum)
 {

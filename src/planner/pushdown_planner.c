@@ -37,6 +37,7 @@
 
 #include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"

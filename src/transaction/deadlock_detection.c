@@ -59,6 +59,7 @@
 
 #include "shardext/deadlock_detection.h"
 #include "shardext/pg_compat.h"
+#include "shardext/remote_command.h"
 #include "shardext/wait_graph.h"
 
 #define DEADLOCK_DETAIL_LEN 1024
@@ -81,6 +82,7 @@ typedef struct DeadlockShared
 } DeadlockShared;
 
 static DeadlockShared *Deadlock = NULL;
+static NodeWaitCancel_hook_type prev_NodeWaitCancel_hook = NULL;
 
 static int	DeadlockSlotCount(void);
 static int	DetectDeadlocksOnce(void);
@@ -93,6 +95,7 @@ static WaitEdge *ChooseVictim(List *cycle, List *backends);
 static char *DescribeCycle(List *cycle, WaitEdge *victimEdge);
 static char *DescribeVertex(WaitVertex vertex);
 static void CancelVictim(CoordinatorBackend *victim, const char *detail);
+static void DeadlockCancelWaitHook(void);
 
 /* ---------------------------------------------------------------------
  * shared memory and the backend side
@@ -134,26 +137,24 @@ DistributedDeadlockShmemInit(void)
 }
 
 /*
- * DeadlockApplicationNamePrefix is the start of the application_name of
- * this coordinator database's sessions: shardext_<system id>_<database oid>_
+ * InitializeDistributedDeadlockDetection, called from _PG_init, makes the
+ * connection layer's interruptible waits for nodes check for a cancel by
+ * the detector (NodeWaitCancel_hook): a victim waits for a node.
  */
-char *
-DeadlockApplicationNamePrefix(void)
+void
+InitializeDistributedDeadlockDetection(void)
 {
-	return psprintf("shardext_" UINT64_FORMAT "_%u_", GetSystemIdentifier(),
-					MyDatabaseId);
+	prev_NodeWaitCancel_hook = NodeWaitCancel_hook;
+	NodeWaitCancel_hook = DeadlockCancelWaitHook;
 }
 
-/*
- * RemoteApplicationName returns the application_name of this backend's
- * connections to the nodes, which tells the deadlock detector whose
- * transaction a node's backend runs.  It fits NAMEDATALEN.
- */
-char *
-RemoteApplicationName(void)
+/* NodeWaitCancel_hook: the previous hook, then the detector's cancel */
+static void
+DeadlockCancelWaitHook(void)
 {
-	return psprintf("shardext_" UINT64_FORMAT "_%u_%d", GetSystemIdentifier(),
-					MyDatabaseId, MyProcPid);
+	if (prev_NodeWaitCancel_hook)
+		prev_NodeWaitCancel_hook();
+	CheckForDistributedDeadlockCancel();
 }
 
 /*

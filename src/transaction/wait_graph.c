@@ -130,7 +130,7 @@ ReadWaitGraph(void)
 	if (installed)
 	{
 		List	   *nodes = WorkerNodeList(false);
-		char	   *prefix = DeadlockApplicationNamePrefix();
+		char	   *prefix = RemoteApplicationNamePrefix();
 		ListCell   *cell;
 
 		MemoryContextSwitchTo(callerContext);
@@ -430,8 +430,8 @@ static PGresult *
 RunNodeQuery(DetectorConnection *dc, const char *query, int timeoutMs)
 {
 	char	   *failure = NULL;
-	PGresult   *result = ExecuteRemoteQueryBounded(dc->conn, query, 0, NULL, timeoutMs,
-												   &failure);
+	PGresult   *result = TryRemoteQuery(dc->conn, query, 0, NULL, timeoutMs,
+										&failure);
 
 	if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK)
 	{

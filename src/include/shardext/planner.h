@@ -185,19 +185,6 @@ extern void DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action
 extern PlannedStmt *PlanMergeWithShippedSource(Query *query, int cursorOptions,
 											   ParamListInfo boundParams);
 
-/* global_index_planner.c */
-extern void RejectMergeWithGlobalIndexes(Oid relid);
-extern OnConflictExpr *PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry,
-											 List *columns, DistributedJob *job);
-extern char *HiddenInsertReturning(Query *query, DistributedJob *job, const char *alias);
-extern void PlanGlobalIndexModify(Query *query, DistTableCacheEntry *entry,
-								  DistributedJob *job);
-extern void AppendHiddenReturning(RemoteSql *sql, Query *query, DistributedJob *job);
-extern void DeparseLockingSelect(RemoteSql *sql, Query *query, DistributedJob *job);
-extern Node *LockedCtidsParam(void);
-extern void FindGlobalIndexPruning(Query *query, Index rtindex, DistTableCacheEntry *entry,
-								   Node *quals, List **values, List **kinds, List **indexes);
-
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 								   RangeTblEntry *rte);

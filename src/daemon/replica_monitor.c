@@ -24,10 +24,10 @@
 
 #include "shardext/connection.h"
 #include "shardext/guc.h"
+#include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
-#include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
 
 #define POLL_TIMEOUT_MS 1000
@@ -153,7 +153,7 @@ PollNode(WorkerNode *node, const char *query)
 		KeepConnectionAcrossTransactions(mc->conn);
 	}
 
-	result = ExecuteRemoteQueryWithTimeout(mc->conn, query, POLL_TIMEOUT_MS);
+	result = TryRemoteQueryNoInterrupts(mc->conn, query, POLL_TIMEOUT_MS);
 	if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK ||
 		PQntuples(result) != 1 || PQgetisnull(result, 0, 0))
 	{

@@ -21,10 +21,18 @@
  * hook stops the daemon first (StopMaintenanceDaemon) and keeps it away for
  * a short time.
  *
+ * Those requests, and the shared memory they and the daemons use, are in
+ * transaction/maintenance_control.c, below the layers that ask; this file,
+ * which drives recovery, deadlock detection, replica polls and the cleanup
+ * of shard moves, sits above all of them (src/daemon).
+ *
  * Other periodic work belongs in the daemon's loop, each task in a
  * transaction of its own with its own error handling, like RunRecovery
  * (which also runs the cleanup after interrupted or finished shard moves,
- * MaintainShardMoves) and RunDeadlockDetection.
+ * MaintainShardMoves), RunDeadlockDetection, RunSagas (queued sagas,
+ * and those a session left unfinished: saga_runner.c; a session that
+ * queues one wakes the daemon, WakeMaintenanceDaemon), RunHealthChecks
+ * (probes of the workers and automatic failover) and RunRestorePoints.
  *
  * A daemon has no statement_timeout, so each task bounds its waits for
  * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
@@ -65,45 +73,22 @@
 
 #include "shardext/shardext.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/failover.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/saga.h"
 #include "shardext/shard_move.h"
 #include "shardext/shared_pool.h"
-
-#define MAX_MAINTAINED_DATABASES 128
 
 /* how often the launcher looks for new databases */
 #define LAUNCHER_NAPTIME_MS 5000
 /* how long a database without shardext is left alone unless asked */
 #define NO_EXTENSION_RECHECK_MS (300 * 1000)
-/* how long a stopped daemon is kept away (DROP DATABASE and the like) */
-#define STOP_PAUSE_MS (30 * 1000)
 /* the longest a task of the daemon may wait for nodes in all */
 #define TASK_REMOTE_TIMEOUT_MS (120 * 1000)
-
-typedef struct MaintainedDatabase
-{
-	Oid			databaseId;		/* InvalidOid: free slot */
-	pid_t		daemonPid;		/* 0: no daemon runs */
-	bool		starting;		/* the launcher started one that did not report yet */
-	bool		wanted;			/* a backend asked for a daemon */
-	TimestampTz noExtensionAt;	/* when a daemon found no shardext, or 0 */
-	TimestampTz pausedUntil;	/* no daemon before this time */
-} MaintainedDatabase;
-
-typedef struct MaintenanceShared
-{
-	slock_t		mutex;
-	pid_t		launcherPid;
-	Latch	   *launcherLatch;
-	MaintainedDatabase databases[MAX_MAINTAINED_DATABASES];
-	uint64		incarnation;	/* see CoordinatorIncarnation */
-} MaintenanceShared;
-
-static MaintenanceShared *Maintenance = NULL;
 
 /* launcher-local: handles of the daemons it started, by slot */
 static BackgroundWorkerHandle *daemonHandles[MAX_MAINTAINED_DATABASES];
@@ -111,49 +96,20 @@ static BackgroundWorkerHandle *daemonHandles[MAX_MAINTAINED_DATABASES];
 static List *ConnectableDatabases(void);
 static void StartDaemonsAsNeeded(void);
 static bool StartDaemon(int slot, Oid databaseId);
-static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
+static TimestampTz RunSagas(MemoryContext loopContext);
+static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg);
+static void HealthCheckTask(void *arg);
+static void RestorePointTask(void *arg);
+static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
+static TimestampTz RunRestorePoints(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
 /* the extension is of another version than the library: see CatalogOutdated */
 static bool catalogOutdated = false;
-
-Size
-MaintenanceShmemSize(void)
-{
-	return MAXALIGN(sizeof(MaintenanceShared));
-}
-
-void
-MaintenanceShmemInit(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	Maintenance = ShmemInitStruct("shardext maintenance", MaintenanceShmemSize(), &found);
-	if (!found)
-	{
-		memset(Maintenance, 0, MaintenanceShmemSize());
-		SpinLockInit(&Maintenance->mutex);
-		Maintenance->incarnation = (uint64) GetCurrentTimestamp();
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/*
- * CoordinatorIncarnation identifies this lifetime of the server's shared
- * memory: the time it was set up, new after every (crash) restart.  An xid
- * that reached no WAL may be handed out again after a crash; together with
- * the incarnation it names one transaction for good.
- */
-uint64
-CoordinatorIncarnation(void)
-{
-	return Maintenance->incarnation;
-}
 
 /* RegisterMaintenanceLauncher registers the launcher; called from _PG_init */
 void
@@ -170,86 +126,6 @@ RegisterMaintenanceLauncher(void)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "shardext maintenance launcher");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "shardext maintenance launcher");
 	RegisterBackgroundWorker(&worker);
-}
-
-/* the slot of a database, adding it if needed; caller holds the mutex */
-static MaintainedDatabase *
-FindOrAddDatabase(Oid databaseId)
-{
-	MaintainedDatabase *free = NULL;
-
-	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
-	{
-		MaintainedDatabase *db = &Maintenance->databases[i];
-
-		if (db->databaseId == databaseId)
-			return db;
-		if (free == NULL && db->databaseId == InvalidOid)
-			free = db;
-	}
-	if (free != NULL)
-	{
-		memset(free, 0, sizeof(MaintainedDatabase));
-		free->databaseId = databaseId;
-	}
-	return free;
-}
-
-/*
- * EnsureMaintenanceDaemon asks for a daemon in the current database if none
- * runs.  Cheap enough to call at every two-phase commit.
- */
-void
-EnsureMaintenanceDaemon(void)
-{
-	MaintainedDatabase *db;
-	Latch	   *latch = NULL;
-
-	if (Maintenance == NULL || !OidIsValid(MyDatabaseId))
-		return;
-
-	SpinLockAcquire(&Maintenance->mutex);
-	db = FindOrAddDatabase(MyDatabaseId);
-	if (db != NULL && db->daemonPid == 0 && !db->starting && !db->wanted)
-	{
-		db->wanted = true;
-		db->noExtensionAt = 0;
-		latch = Maintenance->launcherLatch;
-	}
-	SpinLockRelease(&Maintenance->mutex);
-
-	if (latch != NULL)
-		SetLatch(latch);
-}
-
-/*
- * StopMaintenanceDaemon ends the daemon of a database (which keeps a
- * connection to it) and keeps it away for a while, so that DROP DATABASE
- * and its kind can proceed.  They wait a few seconds for the daemon to go.
- */
-void
-StopMaintenanceDaemon(Oid databaseId)
-{
-	pid_t		pid = 0;
-
-	if (Maintenance == NULL)
-		return;
-
-	SpinLockAcquire(&Maintenance->mutex);
-	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
-	{
-		MaintainedDatabase *db = &Maintenance->databases[i];
-
-		if (db->databaseId != databaseId)
-			continue;
-		db->pausedUntil = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), STOP_PAUSE_MS);
-		db->wanted = false;
-		pid = db->daemonPid;
-	}
-	SpinLockRelease(&Maintenance->mutex);
-
-	if (pid != 0)
-		kill(pid, SIGTERM);
 }
 
 /*
@@ -363,7 +239,7 @@ StartDaemonsAsNeeded(void)
 		int			slot = -1;
 
 		SpinLockAcquire(&Maintenance->mutex);
-		db = FindOrAddDatabase(databaseId);
+		db = FindOrAddMaintainedDatabase(databaseId);
 		if (db != NULL && daemonHandles[db - Maintenance->databases] == NULL &&
 			db->daemonPid == 0 && !db->starting &&
 			db->pausedUntil <= now &&
@@ -431,6 +307,9 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextRecovery = 0;
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
+	TimestampTz nextSagaRound = 0;
+	TimestampTz nextHealthCheck = 0;
+	TimestampTz nextRestorePoint = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -503,14 +382,26 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 		if (now >= nextReplicaPoll)
 			nextReplicaPoll = RunReplicaPoll(loopContext);
+		if (now >= nextHealthCheck)
+			nextHealthCheck = RunHealthChecks(loopContext, &nextRecovery);
+		if (now >= nextRestorePoint)
+			nextRestorePoint = RunRestorePoints(loopContext);
+
+		if (now >= nextSagaRound)
+			nextSagaRound = RunSagas(loopContext);
 
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextHealthCheck));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextRestorePoint));
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(timeout, 1), PG_WAIT_EXTENSION);
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextSagaRound));
+		/* a wake-up (a queued saga) runs the sagas at once */
+		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					  Max(timeout, 1), PG_WAIT_EXTENSION) & WL_LATCH_SET)
+			nextSagaRound = 0;
 		ResetLatch(MyLatch);
 	}
 }
@@ -641,6 +532,132 @@ RunReplicaPoll(MemoryContext loopContext)
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   replicas ? ShardextReplicaPollInterval :
 									   Max(ShardextReplicaPollInterval, 1000));
+}
+
+/*
+ * RunSagas runs the sagas that are due (saga_runner.c) in a transaction of
+ * its own; errors are logged and the next round tries again.  Returns
+ * when to run them next.
+ */
+static TimestampTz
+RunSagas(MemoryContext loopContext)
+{
+	long		waitMs = 1000;
+
+	if (RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			waitMs = RunDueSagas();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+}
+
+/*
+ * RunDaemonTask runs task(arg) in a transaction of its own, with a
+ * snapshot, when shardext is installed; errors are logged and the next
+ * round tries again.
+ */
+static void
+RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg)
+{
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			task(arg);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+}
+
+/* what RunHealthChecks's task reports */
+typedef struct HealthCheckRound
+{
+	bool		failedOver;
+	TimestampTz nextCheck;
+} HealthCheckRound;
+
+static void
+HealthCheckTask(void *arg)
+{
+	HealthCheckRound *round = (HealthCheckRound *) arg;
+
+	round->failedOver = CheckNodeHealth(&round->nextCheck);
+}
+
+/*
+ * RunHealthChecks probes the workers once and fails over those that are
+ * unreachable (node_health.c, failover.c), with shardext.auto_failover on.
+ * After a failover recovery runs at once (*nextRecovery).  Returns when to
+ * probe next (earlier than the interval when a worker's failover_timeout
+ * ends before).
+ */
+static TimestampTz
+RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
+{
+	HealthCheckRound round;
+
+	round.failedOver = false;
+	round.nextCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  ShardextHealthCheckInterval);
+	if (!ShardextAutoFailover || ShardextHealthCheckInterval == 0 ||
+		RecoveryInProgress() || catalogOutdated)
+	{
+		ForgetNodeHealthConnections();
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	}
+	RunDaemonTask(loopContext, HealthCheckTask, &round);
+	if (round.failedOver)
+		*nextRecovery = 0;
+	return round.nextCheck;
+}
+
+static void
+RestorePointTask(void *arg)
+{
+	CreatePeriodicRestorePoint();
+}
+
+/*
+ * RunRestorePoints creates a cluster-wide restore point every
+ * shardext.restore_point_interval (restore_point.c).  Returns when to
+ * look again.
+ */
+static TimestampTz
+RunRestorePoints(MemoryContext loopContext)
+{
+	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	RunDaemonTask(loopContext, RestorePointTask, NULL);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   (int64) ShardextRestorePointInterval * 1000);
 }
 
 /*
