@@ -351,19 +351,17 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		{
 			bool		hasExtension;
 
+			ClearDaemonRequest(slot);
 			MemoryContextSwitchTo(loopContext);
 			hasExtension = RunRecovery();
 			MemoryContextSwitchTo(TopMemoryContext);
 			MemoryContextReset(loopContext);
 
-			if (!hasExtension)
-			{
-				SpinLockAcquire(&Maintenance->mutex);
-				Maintenance->databases[slot].noExtensionAt = GetCurrentTimestamp();
-				Maintenance->databases[slot].daemonPid = 0;
-				SpinLockRelease(&Maintenance->mutex);
+			if (!hasExtension && DaemonMayExit(slot))
 				proc_exit(0);
-			}
+			/* asked for since it looked (CREATE EXTENSION committed): look again */
+			if (!hasExtension)
+				continue;
 			/* with recovery disabled, only look every minute whether shardext went */
 			nextRecovery = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   ShardextRecoveryInterval > 0 ?
