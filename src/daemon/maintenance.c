@@ -77,6 +77,7 @@
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/repartition.h"
 #include "shardext/saga.h"
 #include "shardext/shard_move.h"
 #include "shardext/shared_pool.h"
@@ -85,6 +86,8 @@
 #define LAUNCHER_NAPTIME_MS 5000
 /* how long a database without shardext is left alone unless asked */
 #define NO_EXTENSION_RECHECK_MS (300 * 1000)
+/* how often the files repartition joins left on the nodes are looked for */
+#define REPARTITION_SWEEP_INTERVAL_MS (60 * 1000)
 /* the longest a task of the daemon may wait for nodes in all */
 #define TASK_REMOTE_TIMEOUT_MS (120 * 1000)
 
@@ -98,6 +101,7 @@ static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static TimestampTz RunSagas(MemoryContext loopContext);
+static TimestampTz RunRepartitionSweep(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
@@ -301,6 +305,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
 	TimestampTz nextSagaRound = 0;
+	TimestampTz nextSweep = 0;
+	uint64		sweepRequestsSeen = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -377,12 +383,22 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		if (now >= nextSagaRound)
 			nextSagaRound = RunSagas(loopContext);
 
+		/* at once when a repartition join failed, else now and then */
+		if (RepartitionSweepRequests() != sweepRequestsSeen)
+		{
+			sweepRequestsSeen = RepartitionSweepRequests();
+			nextSweep = 0;
+		}
+		if (now >= nextSweep)
+			nextSweep = RunRepartitionSweep(loopContext);
+
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextSagaRound));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextSweep));
 		/* a wake-up (a queued saga) runs the sagas at once */
 		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					  Max(timeout, 1), PG_WAIT_EXTENSION) & WL_LATCH_SET)
@@ -551,6 +567,39 @@ RunSagas(MemoryContext loopContext)
 	MemoryContextSwitchTo(TopMemoryContext);
 	MemoryContextReset(loopContext);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+}
+
+/*
+ * RunRepartitionSweep removes from the nodes the files of repartition joins
+ * of this database that no running query uses (repartition_registry.c), in
+ * a transaction of its own; errors are logged and the next round tries
+ * again.  Returns when to sweep next.
+ */
+static TimestampTz
+RunRepartitionSweep(MemoryContext loopContext)
+{
+	if (RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			SweepRepartitionLeftovers();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
 }
 
 /*

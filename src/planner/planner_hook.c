@@ -27,6 +27,7 @@
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
 #include "shardext/planner.h"
+#include "shardext/repartition.h"
 
 planner_hook_type prev_planner_hook = NULL;
 set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
@@ -118,6 +119,8 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 					RejectRowLocks(parse);
 				if (plan == NULL)
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
+				if (plan == NULL)
+					plan = PlanRepartitionSelect(parse, cursorOptions, boundParams);
 				if (plan == NULL)
 					plan = PlanRecursively(parse, queryString, cursorOptions, boundParams,
 										   ShardextLocalPlanner);

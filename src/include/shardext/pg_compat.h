@@ -258,6 +258,16 @@ FlattenAliasVars(Query *query, Node *node)
 }
 
 /*
+ * FlattenJoinAliasVars is FlattenAliasVars for JOIN output columns only
+ * (16 added the PlannerInfo argument).
+ */
+#if PG_VERSION_NUM >= 160000
+#define FlattenJoinAliasVars(query, node) flatten_join_alias_vars(NULL, (query), (node))
+#else
+#define FlattenJoinAliasVars(query, node) flatten_join_alias_vars((query), (node))
+#endif
+
+/*
  * ReplaceVarsFromTargetListOf: ReplaceVarsFromTargetList, which 18 gave
  * the index of the result relation (for Vars of RETURNING OLD/NEW).
  */
