@@ -94,6 +94,9 @@ static char *TextArrayLiteral(List *strings);
 static char *IntArrayLiteral(List *ints);
 static MovedUnit *UnitById(RepartitionPlan *plan, int unitId);
 
+/* the exchange whose partition tasks' parameters are being evaluated */
+static RepartitionExchange *FlagExchange = NULL;
+
 /*
  * BuildRepartitionTasks makes the tasks of a repartition scan (one per
  * partition); with runExchange, it first runs the exchange that moves the
@@ -476,7 +479,19 @@ static void
 AddPartitionTasks(DistributedScanState *state, RepartitionExchange *exchange)
 {
 	DistributedJob *job = state->job;
-	RemoteParams *params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+	RemoteParams *params;
+
+	/* NOT IN's flags are parameters: shardext.repartition_flag reads them */
+	FlagExchange = exchange;
+	PG_TRY();
+	{
+		params = EvaluateParams(state, state->paramExprStates, 0, job->paramCount);
+	}
+	PG_FINALLY();
+	{
+		FlagExchange = NULL;
+	}
+	PG_END_TRY();
 
 	for (int p = 0; p < exchange->partitionCount; p++)
 	{
@@ -643,6 +658,43 @@ ExplainRepartition(DistributedScanState *state, ExplainState *es)
 		ExplainPropertyInteger("Bytes Mapped", NULL, exchange->bytesMapped, es);
 		ExplainPropertyInteger("Bytes Moved Between Workers", NULL, exchange->bytesMoved, es);
 	}
+}
+
+PG_FUNCTION_INFO_V1(shardext_repartition_flag);
+
+/*
+ * shardext_repartition_flag(unit, kind) tells, while a repartition join
+ * makes its partition tasks, whether a moved unit mapped no rows
+ * (FLAG_UNIT_EMPTY) or a row with a NULL key (FLAG_UNIT_HAS_NULL_KEY):
+ * what NOT IN needs to know of all partitions.  Without an exchange that
+ * ran (EXPLAIN), false.
+ */
+Datum
+shardext_repartition_flag(PG_FUNCTION_ARGS)
+{
+	int			unitId = PG_GETARG_INT32(0);
+	int			kind = PG_GETARG_INT32(1);
+	RepartitionExchange *exchange = FlagExchange;
+	ListCell   *cell;
+
+	if (exchange == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("shardext.repartition_flag() can only be evaluated by a repartition join")));
+	if (!exchange->ran)
+		PG_RETURN_BOOL(false);
+	foreach(cell, exchange->plan->units)
+	{
+		int			u = foreach_current_index(cell);
+
+		if (((MovedUnit *) lfirst(cell))->unitId != unitId)
+			continue;
+		if (kind == FLAG_UNIT_EMPTY)
+			PG_RETURN_BOOL(exchange->unitRows[u] == 0);
+		PG_RETURN_BOOL(exchange->unitNullKeys[u] > 0);
+	}
+	elog(ERROR, "repartition unit %d is not in the plan", unitId);
+	PG_RETURN_NULL();
 }
 
 /* MakeTask makes a task that runs sql with params on a node */

@@ -418,14 +418,17 @@ ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice)
 		double		staying = 0;
 		ListCell   *other;
 
-		if (!IsDistributionColumn(unit, choice->keys[foreach_current_index(cell)]))
+		/* NOT IN's table moves: its map phase counts its rows and NULLs */
+		if (!IsDistributionColumn(unit, choice->keys[foreach_current_index(cell)]) ||
+			unit->nullKey != NULL)
 			continue;
 		foreach(other, context->units)
 		{
 			JoinUnit   *peer = lfirst(other);
 
 			if (peer->entry->colocationId == unit->entry->colocationId &&
-				IsDistributionColumn(peer, choice->keys[foreach_current_index(other)]))
+				IsDistributionColumn(peer, choice->keys[foreach_current_index(other)]) &&
+				peer->nullKey == NULL)
 				staying += peer->rows * peer->width;
 		}
 		if (staying > bestStaying)
@@ -448,7 +451,7 @@ ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice)
 			choice->cost += unit->rows * unit->width * context->nodeCount;
 		}
 		else if (bestGroup >= 0 && unit->entry->colocationId == bestGroup &&
-				 IsDistributionColumn(unit, choice->keys[u]))
+				 IsDistributionColumn(unit, choice->keys[u]) && unit->nullKey == NULL)
 		{
 			choice->roles[u] = UNIT_STATIONARY;
 			if (unit->tableRows > largest)

@@ -26,9 +26,11 @@
 #include "postgres.h"
 
 #include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
 #include "utils/lsyscache.h"
@@ -39,12 +41,14 @@
 #include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/repartition.h"
+#include "shardext/shardext.h"
 
 static bool QueryShapeAllowed(Query *query);
 static bool CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode,
 							 int level);
 static bool CollectSublinkJoins(RepartitionContext *context);
 static bool CollectSublinkJoin(RepartitionContext *context, Node *conjunct);
+static void RewriteNotIn(RepartitionContext *context, SublinkJoin *join);
 static bool SubqueryIsSimple(Query *subquery);
 static bool ReadsHashTables(Node *node);
 static bool OtherSublinksReadHashTables(RepartitionContext *context);
@@ -190,6 +194,10 @@ CollectSublinkJoins(RepartitionContext *context)
 		if (!CollectSublinkJoin(context, conjunct))
 			return false;
 	}
+	/* NOT IN's conditions on the flags join the WHERE clause */
+	if (context->flagConjuncts != NIL)
+		context->query->jointree->quals =
+			(Node *) make_ands_explicit(list_concat(conjuncts, context->flagConjuncts));
 	return true;
 }
 
@@ -212,10 +220,11 @@ CollectSublinkJoin(RepartitionContext *context, Node *conjunct)
 	if (sublink->subLinkType == ANY_SUBLINK)
 	{
 		OpExpr	   *test = (OpExpr *) sublink->testexpr;
+		TargetEntry *first = linitial(subquery->targetList);
 
-		/* NOT IN's NULL semantics are not those of an anti join */
-		if (node != conjunct || test == NULL || !IsA(test, OpExpr) ||
-			list_length(test->args) != 2 || !IsA(lsecond(test->args), Param))
+		if (test == NULL || !IsA(test, OpExpr) || list_length(test->args) != 2 ||
+			!IsA(lsecond(test->args), Param) || first->resjunk ||
+			contain_volatile_functions(linitial(test->args)))
 			return false;
 	}
 	else if (sublink->subLinkType != EXISTS_SUBLINK)
@@ -232,7 +241,68 @@ CollectSublinkJoin(RepartitionContext *context, Node *conjunct)
 	join->sublink = sublink;
 	join->unit = llast(context->units);
 	context->sublinks = lappend(context->sublinks, join);
+	if (sublink->subLinkType == ANY_SUBLINK && node != conjunct)
+		RewriteNotIn(context, join);
 	return true;
+}
+
+/*
+ * RewriteNotIn turns x NOT IN (SELECT y FROM t WHERE c) into what runs
+ * partition by partition, with PostgreSQL's NULL semantics (NOT IN is
+ * never true once a y is NULL, and always true when there are no rows):
+ *	  NOT EXISTS (SELECT y FROM t WHERE c AND x = y)
+ *	  AND (t_empty OR (x IS NOT NULL AND NOT t_has_null))
+ * where t_empty and t_has_null are flags of t's map phase over all
+ * partitions (shardext.repartition_flag, evaluated on the coordinator
+ * before the partition queries start).  t must therefore move.
+ */
+static void
+RewriteNotIn(RepartitionContext *context, SublinkJoin *join)
+{
+	SubLink    *sublink = join->sublink;
+	Query	   *subquery = (Query *) sublink->subselect;
+	OpExpr	   *test = (OpExpr *) sublink->testexpr;
+	TargetEntry *first = linitial(subquery->targetList);
+	Node	   *outer = copyObject(linitial(test->args));
+	Node	   *inner = copyObject(linitial(test->args));
+	OpExpr	   *equality = copyObject(test);
+	Oid			flagTypes[2] = {INT4OID, INT4OID};
+	Oid			flagFunction;
+	Node	   *empty;
+	Node	   *hasNull;
+	NullTest   *notNull = makeNode(NullTest);
+
+	flagFunction = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
+											 makeString("repartition_flag")),
+								  2, flagTypes, false);
+	IncrementVarSublevelsUp(inner, 1, 0);
+	linitial(equality->args) = inner;
+	lsecond(equality->args) = copyObject(first->expr);
+	subquery->jointree->quals = subquery->jointree->quals == NULL ? (Node *) equality :
+		(Node *) make_andclause(list_make2(subquery->jointree->quals, equality));
+	sublink->subLinkType = EXISTS_SUBLINK;
+	sublink->testexpr = NULL;
+	sublink->operName = NIL;
+	join->unit->nullKey = (Node *) first->expr;
+
+	empty = (Node *) makeFuncExpr(flagFunction, BOOLOID,
+								  list_make2(makeConst(INT4OID, -1, InvalidOid, 4,
+													   Int32GetDatum(join->unit->unitId),
+													   false, true),
+											 makeConst(INT4OID, -1, InvalidOid, 4,
+													   Int32GetDatum(FLAG_UNIT_EMPTY), false, true)),
+								  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	hasNull = copyObject(empty);
+	lsecond(((FuncExpr *) hasNull)->args) =
+		makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(FLAG_UNIT_HAS_NULL_KEY), false, true);
+	notNull->arg = (Expr *) outer;
+	notNull->nulltesttype = IS_NOT_NULL;
+	notNull->location = -1;
+	context->flagConjuncts =
+		lappend(context->flagConjuncts,
+				make_orclause(list_make2(empty,
+										 make_andclause(list_make2(notNull,
+																   make_notclause((Expr *) hasNull))))));
 }
 
 /*

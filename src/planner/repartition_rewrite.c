@@ -54,6 +54,7 @@ static bool CollectUnitColumns(RepartitionContext *context, JoinUnit *unit);
 static bool Moves(JoinUnit *unit);
 static int	ColumnPosition(List *columns, AttrNumber attno);
 static MovedUnit *MakeMovedUnit(RepartitionContext *context, JoinUnit *unit);
+static char *UnitDescription(JoinUnit *unit, RangeTblEntry *rte);
 static void RemoveConjuncts(Node *jtnode, List *removed);
 static Node *RemainingQuals(Node *quals, List *removed);
 static void ReplaceWithRead(RepartitionContext *context, JoinUnit *unit, Oid readFunction);
@@ -128,7 +129,8 @@ FindPushable(RepartitionContext *context, Node *jtnode)
 		Node	   *conjunct = lfirst(cell);
 		JoinUnit   *unit;
 
-		if (IsSublinkConjunct(context, conjunct))
+		if (IsSublinkConjunct(context, conjunct) ||
+			list_member_ptr(context->flagConjuncts, conjunct))
 			continue;
 		unit = ExpressionUnit(context, conjunct, 0, context->query);
 		if (unit != NULL && bms_is_member(unit->unitId, reachable) &&
@@ -377,10 +379,12 @@ MakeMovedUnit(RepartitionContext *context, JoinUnit *unit)
 		get_atttypetypmodcoll(unit->relid, lfirst_int(cell), &type, &typmod, &collation);
 		moved->columnTypes = lappend(moved->columnTypes, makeString(format_type_be_qualified(type)));
 	}
-	if (unit->role == UNIT_BROADCAST)
-		appendStringInfoString(&sql.buf, "NULL");	/* no key: every row goes everywhere */
-	else
+	if (unit->key != NULL)
 		DeparseRemoteExpr(&sql, unit->key);
+	else if (unit->nullKey != NULL)
+		DeparseRemoteExpr(&sql, unit->nullKey); /* broadcast: only its NULLs count */
+	else
+		appendStringInfoString(&sql.buf, "NULL");	/* broadcast: every row goes everywhere */
 	appendStringInfoString(&sql.buf, " FROM ONLY ");
 	RemoteSqlAppendRelation(&sql, unit->relid);
 	appendStringInfo(&sql.buf, " %s", alias);
@@ -409,19 +413,30 @@ MakeMovedUnit(RepartitionContext *context, JoinUnit *unit)
 	moved->layout = unit->role == UNIT_BROADCAST ? LAYOUT_BROADCAST :
 		context->strategy == REPARTITION_DUAL ? LAYOUT_MODULO : LAYOUT_RANGES;
 	moved->estimatedRows = unit->rows;
-	if (unit->role == UNIT_BROADCAST)
-		moved->description = psprintf("%s %s", get_rel_name(unit->relid), rte->eref->aliasname);
-	else
-	{
-		Var		   *key = (Var *) StripRelabel(unit->key);
-
-		moved->description = IsA(key, Var) ?
-			psprintf("%s %s by %s", get_rel_name(unit->relid), rte->eref->aliasname,
-					 get_attname(unit->relid, key->varattno, false)) :
-			psprintf("%s %s by an expression", get_rel_name(unit->relid),
-					 rte->eref->aliasname);
-	}
+	moved->description = UnitDescription(unit, rte);
 	return moved;
+}
+
+/*
+ * UnitDescription names a moving table for EXPLAIN: the table (with its
+ * alias when it has another), and the column it is partitioned by.
+ */
+static char *
+UnitDescription(JoinUnit *unit, RangeTblEntry *rte)
+{
+	char	   *name = get_rel_name(unit->relid);
+	Var		   *key = (Var *) StripRelabel(unit->key);
+
+	if (strcmp(name, rte->eref->aliasname) != 0)
+		name = psprintf("%s %s", quote_identifier(name), quote_identifier(rte->eref->aliasname));
+	else
+		name = pstrdup(quote_identifier(name));
+	if (unit->role == UNIT_BROADCAST)
+		return name;
+	if (IsA(key, Var))
+		return psprintf("%s by %s", name,
+						quote_identifier(get_attname(unit->relid, key->varattno, false)));
+	return psprintf("%s by an expression", name);
 }
 
 /* RemoveConjuncts drops the given conditions from a FROM clause */

@@ -315,6 +315,12 @@ CREATE FUNCTION shardext.repartition_read(exchange text, unit int, partition int
 COMMENT ON FUNCTION shardext.repartition_read(text, int, int)
 	IS 'on a worker: the rows of one partition of a repartition join';
 
+CREATE FUNCTION shardext.repartition_flag(unit int, kind int)
+	RETURNS boolean LANGUAGE C STRICT STABLE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_flag';
+COMMENT ON FUNCTION shardext.repartition_flag(int, int)
+	IS 'on the coordinator: what the map phase of a repartition join found (for NOT IN), evaluated before the partition queries run';
+
 CREATE FUNCTION shardext.repartition_cleanup(exchange text)
 	RETURNS boolean LANGUAGE C STRICT VOLATILE
 	AS 'MODULE_PATHNAME', 'shardext_repartition_cleanup';

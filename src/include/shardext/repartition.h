@@ -177,6 +177,7 @@ typedef struct JoinUnit
 	Oid			relid;
 	struct DistTableCacheEntry *entry;
 	Node	   *key;			/* its expression in the chosen key class */
+	Node	   *nullKey;		/* NOT IN: the subquery's column, whose NULLs count */
 	UnitRole	role;
 	List	   *pushed;			/* conjuncts its map query evaluates */
 	List	   *columns;		/* attnos the partition queries read */
@@ -211,6 +212,7 @@ typedef struct RepartitionContext
 	List	   *units;			/* JoinUnit * */
 	List	   *edges;			/* KeyEdge * */
 	List	   *sublinks;		/* SublinkJoin * */
+	List	   *flagConjuncts;	/* conditions on the map phase's flags (NOT IN) */
 	/* key nodes: (unit, expression) pairs, merged into classes by edges */
 	List	   *nodeUnits;
 	List	   *nodeExprs;
