@@ -1269,7 +1269,7 @@ RepartitionReadUnit(RangeTblEntry *rte)
 		return 0;
 	rtfunc = linitial(rte->functions);
 	call = (FuncExpr *) rtfunc->funcexpr;
-	if (!IsA(call, FuncExpr) || list_length(call->args) != 3 ||
+	if (!IsA(call, FuncExpr) || list_length(call->args) != 4 ||
 		!IsA(lsecond(call->args), Const) ||
 		strcmp(get_func_name(call->funcid), "repartition_read") != 0 ||
 		strcmp(get_namespace_name(get_func_namespace(call->funcid)), SHARDEXT_SCHEMA_NAME) != 0)

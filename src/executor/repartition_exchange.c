@@ -38,6 +38,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "shardext/deparser.h"
 #include "shardext/distributed_executor.h"
@@ -61,8 +62,12 @@ typedef struct RepartitionExchange
 	int64	   *unitRows;		/* per unit: rows mapped */
 	int64	   *unitNullKeys;	/* ... with a NULL key */
 	bool	  **mapped;			/* per unit, [node index * partitionCount + p]: rows */
+	int64	  **partitionBytes; /* per unit and partition: bytes mapped, all nodes */
+	int64	   *unitBytes;		/* per unit: bytes mapped */
 	int64		bytesMapped;
 	int64		bytesMoved;
+	double		mapMs;			/* how long the phases took */
+	double		fetchMs;
 	int64		limitBytes;		/* -1: none */
 } RepartitionExchange;
 
@@ -92,7 +97,8 @@ static RemoteTask *MakeTask(int32 nodeId, int64 shardId, const char *sql,
 static RemoteParams *TextParams(int count, const Oid *types, const char **values);
 static char *TextArrayLiteral(List *strings);
 static char *IntArrayLiteral(List *ints);
-static MovedUnit *UnitById(RepartitionPlan *plan, int unitId);
+static int	UnitIndex(RepartitionPlan *plan, int unitId);
+static int64 ExpectedRows(RepartitionExchange *exchange, int unitIndex, int partition);
 
 /* the exchange whose partition tasks' parameters are being evaluated */
 static RepartitionExchange *FlagExchange = NULL;
@@ -109,11 +115,16 @@ BuildRepartitionTasks(DistributedScanState *state, bool runExchange)
 
 	if (runExchange && !exchange->ran)
 	{
+		TimestampTz start = GetCurrentTimestamp();
+
 		StartExchange(exchange->id);
 		exchange->running = true;
 		RunMapPhase(state, exchange);
+		exchange->mapMs = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
 		TEST_PAUSE_POINT("repartition after map");
+		start = GetCurrentTimestamp();
 		RunFetchPhase(exchange);
+		exchange->fetchMs = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
 		TEST_PAUSE_POINT("repartition after fetch");
 		exchange->ran = true;
 	}
@@ -195,9 +206,14 @@ PlanPartitions(RepartitionExchange *exchange)
 	exchange->unitRows = palloc0(sizeof(int64) * Max(exchange->unitCount, 1));
 	exchange->unitNullKeys = palloc0(sizeof(int64) * Max(exchange->unitCount, 1));
 	exchange->mapped = palloc0(sizeof(bool *) * Max(exchange->unitCount, 1));
+	exchange->partitionBytes = palloc0(sizeof(int64 *) * Max(exchange->unitCount, 1));
+	exchange->unitBytes = palloc0(sizeof(int64) * Max(exchange->unitCount, 1));
 	for (int u = 0; u < exchange->unitCount; u++)
+	{
 		exchange->mapped[u] = palloc0(sizeof(bool) * list_length(exchange->nodeIds) *
 									  Max(exchange->partitionCount, 1));
+		exchange->partitionBytes[u] = palloc0(sizeof(int64) * Max(exchange->partitionCount, 1));
+	}
 }
 
 /* the position of a node among the exchange's nodes */
@@ -373,6 +389,8 @@ MapResult(RemoteTask *task, PGresult *row, void *arg)
 			if (value > 0)
 				exchange->mapped[info->unitIndex][info->nodeIndex * layoutPartitions +
 												  position - 2] = true;
+			exchange->partitionBytes[info->unitIndex][position - 2] += value;
+			exchange->unitBytes[info->unitIndex] += value;
 			exchange->bytesMapped += value;
 		}
 		position++;
@@ -549,31 +567,53 @@ PartitionTaskSql(DistributedScanState *state, RepartitionExchange *exchange, int
 		}
 		else
 		{
-			/* ("read", unit): the unit's rows of this partition */
+			/* ("read", unit): the unit's rows of this partition, and how many */
 			int			unitId = intVal(lsecond((List *) part));
-			MovedUnit  *unit = UnitById(exchange->plan, unitId);
+			int			unitIndex = UnitIndex(exchange->plan, unitId);
+			MovedUnit  *unit = list_nth(exchange->plan->units, unitIndex);
+			int			readPartition = unit->layout == LAYOUT_BROADCAST ? 0 : partition;
 
-			appendStringInfo(&sql, "%s, %d, %d", quote_literal_cstr(exchange->id), unitId,
-							 unit->layout == LAYOUT_BROADCAST ? 0 : partition);
+			appendStringInfo(&sql, "%s, %d, %d, " INT64_FORMAT,
+							 quote_literal_cstr(exchange->id), unitId, readPartition,
+							 ExpectedRows(exchange, unitIndex, readPartition));
 		}
 	}
 	return sql.data;
 }
 
-static MovedUnit *
-UnitById(RepartitionPlan *plan, int unitId)
+/* UnitIndex: the position of a unit in the plan */
+static int
+UnitIndex(RepartitionPlan *plan, int unitId)
 {
 	ListCell   *cell;
 
 	foreach(cell, plan->units)
 	{
-		MovedUnit  *unit = lfirst(cell);
-
-		if (unit->unitId == unitId)
-			return unit;
+		if (((MovedUnit *) lfirst(cell))->unitId == unitId)
+			return foreach_current_index(cell);
 	}
 	elog(ERROR, "repartition unit %d is not in the plan", unitId);
-	return NULL;				/* keep compiler quiet */
+	return -1;					/* keep compiler quiet */
+}
+
+/*
+ * ExpectedRows: how many rows a partition of a unit holds, by its share of
+ * the bytes mapped (the planner's estimate before the exchange ran), for
+ * the nodes' planners.
+ */
+static int64
+ExpectedRows(RepartitionExchange *exchange, int unitIndex, int partition)
+{
+	MovedUnit  *unit = list_nth(exchange->plan->units, unitIndex);
+
+	if (!exchange->ran)
+		return (int64) (unit->estimatedRows /
+						(unit->layout == LAYOUT_BROADCAST ? 1 : Max(exchange->partitionCount, 1)));
+	if (exchange->unitBytes[unitIndex] == 0)
+		return 0;
+	return (int64) ((double) exchange->unitRows[unitIndex] *
+					exchange->partitionBytes[unitIndex][partition] /
+					exchange->unitBytes[unitIndex]);
 }
 
 /*
@@ -657,6 +697,11 @@ ExplainRepartition(DistributedScanState *state, ExplainState *es)
 		ExplainPropertyInteger("Rows Mapped", NULL, rows, es);
 		ExplainPropertyInteger("Bytes Mapped", NULL, exchange->bytesMapped, es);
 		ExplainPropertyInteger("Bytes Moved Between Workers", NULL, exchange->bytesMoved, es);
+		if (es->timing)
+		{
+			ExplainPropertyFloat("Map Time", "ms", exchange->mapMs, 3, es);
+			ExplainPropertyFloat("Fetch Time", "ms", exchange->fetchMs, 3, es);
+		}
 	}
 }
 
@@ -675,7 +720,7 @@ shardext_repartition_flag(PG_FUNCTION_ARGS)
 	int			unitId = PG_GETARG_INT32(0);
 	int			kind = PG_GETARG_INT32(1);
 	RepartitionExchange *exchange = FlagExchange;
-	ListCell   *cell;
+	int			u;
 
 	if (exchange == NULL)
 		ereport(ERROR,
@@ -683,18 +728,10 @@ shardext_repartition_flag(PG_FUNCTION_ARGS)
 				 errmsg("shardext.repartition_flag() can only be evaluated by a repartition join")));
 	if (!exchange->ran)
 		PG_RETURN_BOOL(false);
-	foreach(cell, exchange->plan->units)
-	{
-		int			u = foreach_current_index(cell);
-
-		if (((MovedUnit *) lfirst(cell))->unitId != unitId)
-			continue;
-		if (kind == FLAG_UNIT_EMPTY)
-			PG_RETURN_BOOL(exchange->unitRows[u] == 0);
-		PG_RETURN_BOOL(exchange->unitNullKeys[u] > 0);
-	}
-	elog(ERROR, "repartition unit %d is not in the plan", unitId);
-	PG_RETURN_NULL();
+	u = UnitIndex(exchange->plan, unitId);
+	if (kind == FLAG_UNIT_EMPTY)
+		PG_RETURN_BOOL(exchange->unitRows[u] == 0);
+	PG_RETURN_BOOL(exchange->unitNullKeys[u] > 0);
 }
 
 /* MakeTask makes a task that runs sql with params on a node */

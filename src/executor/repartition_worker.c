@@ -28,6 +28,7 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/supportnodes.h"
 #include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -91,6 +92,7 @@ PG_FUNCTION_INFO_V1(shardext_repartition_map);
 PG_FUNCTION_INFO_V1(shardext_repartition_blocks);
 PG_FUNCTION_INFO_V1(shardext_repartition_fetch);
 PG_FUNCTION_INFO_V1(shardext_repartition_read);
+PG_FUNCTION_INFO_V1(shardext_repartition_read_support);
 PG_FUNCTION_INFO_V1(shardext_repartition_cleanup);
 PG_FUNCTION_INFO_V1(shardext_repartition_sweep);
 
@@ -547,8 +549,8 @@ WriteChunkRows(PartitionWriter *writer, TupleDesc desc, const char *chunk, int l
 }
 
 /*
- * shardext_repartition_read(exchange, unit, partition) returns the rows of
- * one partition of unit on this node (written by map tasks here and
+ * shardext_repartition_read(exchange, unit, partition, expected_rows)
+ * returns the rows of one partition of unit on this node (written by map tasks here and
  * fetched from other nodes), as the record its column definition list
  * describes: the types must be those the rows were written with.
  */
@@ -592,6 +594,33 @@ shardext_repartition_read(PG_FUNCTION_ARGS)
 	ExecDropSingleTupleTableSlot(slot);
 	EndPartitionReader(reader);
 	return (Datum) 0;
+}
+
+/*
+ * shardext_repartition_read_support tells the node's planner how many rows
+ * a read returns: what the coordinator expects (its last argument), from
+ * what the map tasks wrote.
+ */
+Datum
+shardext_repartition_read_support(PG_FUNCTION_ARGS)
+{
+	Node	   *request = (Node *) PG_GETARG_POINTER(0);
+
+	if (IsA(request, SupportRequestRows))
+	{
+		SupportRequestRows *rows = (SupportRequestRows *) request;
+		FuncExpr   *call = (FuncExpr *) rows->node;
+		Const	   *expected;
+
+		if (call != NULL && IsA(call, FuncExpr) && list_length(call->args) == 4 &&
+			IsA(lfourth(call->args), Const) && !((Const *) lfourth(call->args))->constisnull)
+		{
+			expected = lfourth(call->args);
+			rows->rows = Max(1.0, (double) DatumGetInt64(expected->constvalue));
+			PG_RETURN_POINTER(rows);
+		}
+	}
+	PG_RETURN_POINTER(NULL);
 }
 
 /*

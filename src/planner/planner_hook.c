@@ -101,6 +101,9 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 {
 	PlannedStmt *plan = NULL;
 
+	/* on a node: a repartition join's query of one partition */
+	if (ReadsRepartitionedRows(parse))
+		return PlanPartitionQuery(parse, queryString, cursorOptions, boundParams);
 	if (!ShardextExtensionLoaded() ||
 		!QueryReferencesDistributedTable((Node *) parse))
 		return ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);

@@ -33,6 +33,7 @@
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
@@ -40,6 +41,7 @@
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
 #include "shardext/planner.h"
+#include "shardext/remote_sql.h"
 #include "shardext/repartition.h"
 #include "shardext/shardext.h"
 
@@ -646,6 +648,52 @@ ClassRoot(int *classes, int node)
 	while (classes[node] != node)
 		node = classes[node];
 	return node;
+}
+
+static bool
+PartitionReadWalker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+		return ((RangeTblEntry *) node)->rtekind == RTE_FUNCTION &&
+			RepartitionReadUnit((RangeTblEntry *) node) > 0;
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, PartitionReadWalker, context,
+								 QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, PartitionReadWalker, context);
+}
+
+/*
+ * ReadsRepartitionedRows: is a SELECT (on a node) a repartition join's
+ * query of one partition, which reads partitions?
+ */
+bool
+ReadsRepartitionedRows(Query *query)
+{
+	return query->commandType == CMD_SELECT &&
+		query_tree_walker(query, PartitionReadWalker, NULL, QTW_EXAMINE_RTES_BEFORE);
+}
+
+/*
+ * PlanPartitionQuery plans a query of one partition (on a node) preferring
+ * hash joins: the partitions have no statistics, so PostgreSQL would
+ * guess 200 distinct keys, overrate each hash probe and sort both sides
+ * for a merge join instead; a hash of one partition fits work_mem, which
+ * the partition count was chosen for.
+ */
+PlannedStmt *
+PlanPartitionQuery(Query *query, const char *queryString, int cursorOptions,
+				   ParamListInfo boundParams)
+{
+	int			nestLevel = NewGUCNestLevel();
+	PlannedStmt *plan;
+
+	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	plan = ShardextLocalPlanner(query, queryString, cursorOptions, boundParams);
+	AtEOXact_GUC(true, nestLevel);
+	return plan;
 }
 
 /* UnitOfRtindex: the unit of a range table entry of owner, or NULL */

@@ -291,7 +291,7 @@ PlannedStmt *
 PlanRepartitionedQuery(RepartitionContext *context, Query *original, int cursorOptions,
 					   ParamListInfo boundParams)
 {
-	Oid			readTypes[3] = {TEXTOID, INT4OID, INT4OID};
+	Oid			readTypes[4] = {TEXTOID, INT4OID, INT4OID, INT8OID};
 	Oid			readFunction;
 	List	   *removed = NIL;
 	PushdownInfo info;
@@ -299,7 +299,7 @@ PlanRepartitionedQuery(RepartitionContext *context, Query *original, int cursorO
 
 	readFunction = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
 											 makeString("repartition_read")),
-								  3, readTypes, true);
+								  4, readTypes, true);
 	if (!OidIsValid(readFunction))
 		return NULL;			/* an older extension version */
 
@@ -504,12 +504,14 @@ ReplaceWithRead(RepartitionContext *context, JoinUnit *unit, Oid readFunction)
 	ListCell   *cell;
 
 	call = makeFuncExpr(readFunction, RECORDOID,
-						list_make3(makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
+						list_make4(makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 											 CStringGetTextDatum(""), false, false),
 								   makeConst(INT4OID, -1, InvalidOid, 4,
 											 Int32GetDatum(unit->unitId), false, true),
 								   makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(0),
-											 false, true)),
+											 false, true),
+								   makeConst(INT8OID, -1, InvalidOid, 8, Int64GetDatum(0),
+											 false, FLOAT8PASSBYVAL)),
 						InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
 	call->funcretset = true;
 	foreach(cell, unit->columns)

@@ -309,10 +309,17 @@ CREATE FUNCTION shardext.repartition_fetch(exchange text, unit int, tag text, ho
 COMMENT ON FUNCTION shardext.repartition_fetch(text, int, text, text, int, int4[], text[])
 	IS 'on a worker: pulls the rows of some partitions of a repartition join from another node';
 
-CREATE FUNCTION shardext.repartition_read(exchange text, unit int, partition int)
+CREATE FUNCTION shardext.repartition_read_support(internal)
+	RETURNS internal LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_repartition_read_support';
+COMMENT ON FUNCTION shardext.repartition_read_support(internal)
+	IS 'planner support of shardext.repartition_read: its rows are those the coordinator expects';
+
+CREATE FUNCTION shardext.repartition_read(exchange text, unit int, partition int, expected_rows bigint)
 	RETURNS SETOF record LANGUAGE C STRICT VOLATILE ROWS 10000
+	SUPPORT shardext.repartition_read_support
 	AS 'MODULE_PATHNAME', 'shardext_repartition_read';
-COMMENT ON FUNCTION shardext.repartition_read(text, int, int)
+COMMENT ON FUNCTION shardext.repartition_read(text, int, int, bigint)
 	IS 'on a worker: the rows of one partition of a repartition join';
 
 CREATE FUNCTION shardext.repartition_flag(unit int, kind int)

@@ -231,6 +231,9 @@ typedef struct RepartitionContext
 /* repartition_planner.c */
 extern struct PlannedStmt *PlanRepartitionSelect(Query *query, int cursorOptions,
 												 ParamListInfo boundParams);
+extern bool ReadsRepartitionedRows(Query *query);
+extern struct PlannedStmt *PlanPartitionQuery(Query *query, const char *queryString,
+											  int cursorOptions, ParamListInfo boundParams);
 extern JoinUnit *UnitOfRtindex(RepartitionContext *context, Query *owner, Index rtindex);
 extern JoinUnit *ExpressionUnit(RepartitionContext *context, Node *expr, int levelsUp,
 								Query *owner);
