@@ -98,6 +98,7 @@ static RemoteParams *TextParams(int count, const Oid *types, const char **values
 static char *TextArrayLiteral(List *strings);
 static char *IntArrayLiteral(List *ints);
 static int	UnitIndex(RepartitionPlan *plan, int unitId);
+static char *MapSqlOfShard(MovedUnit *unit, int shardIndex);
 static int64 ExpectedRows(RepartitionExchange *exchange, int unitIndex, int partition);
 
 /* the exchange whose partition tasks' parameters are being evaluated */
@@ -313,26 +314,12 @@ MapTasksOfUnit(DistributedScanState *state, RepartitionExchange *exchange, int u
 	for (int s = 0; s < entry->shardCount; s++)
 	{
 		ShardInterval *shard = &entry->shards[s];
-		List	   *names = NIL;
 		MapTaskInfo *info = palloc(sizeof(MapTaskInfo));
 		const char *values[11];
 		Oid			types[11] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID,
 		INT4OID, INT4OID, INT4OID, INT4ARRAYOID, INT8OID};
 		RemoteTask *task;
 
-		foreach(cell, unit->mapRelations)
-		{
-			Oid			relid = lfirst_oid(cell);
-			DistTableCacheEntry *other = GetDistTableCacheEntry(relid);
-
-			if (other == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-			names = lappend(names,
-							QualifiedShardName(relid, other->method == DISTRIBUTE_BY_HASH ?
-											   other->shards[s].shardId : other->shards[0].shardId));
-		}
 		if (shard->placementCount == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -341,7 +328,7 @@ MapTasksOfUnit(DistributedScanState *state, RepartitionExchange *exchange, int u
 		values[0] = exchange->id;
 		values[1] = psprintf("%d", unit->unitId);
 		values[2] = psprintf("s%d", s);
-		values[3] = BuildTaskSql(unit->mapSqlParts, names);
+		values[3] = MapSqlOfShard(unit, s);
 		values[4] = paramTypeArray;
 		values[5] = paramValueArray;
 		values[6] = psprintf("%d", unit->keyCount);
@@ -359,6 +346,32 @@ MapTasksOfUnit(DistributedScanState *state, RepartitionExchange *exchange, int u
 		tasks = lappend(tasks, task);
 	}
 	return tasks;
+}
+
+/* MapSqlOfShard: a moving table's map query on one of its shards */
+static char *
+MapSqlOfShard(MovedUnit *unit, int shardIndex)
+{
+	List	   *names = NIL;
+	ListCell   *cell;
+
+	foreach(cell, unit->mapRelations)
+	{
+		Oid			relid = lfirst_oid(cell);
+		DistTableCacheEntry *entry = GetDistTableCacheEntry(relid);
+
+		if (entry == NULL || (entry->method == DISTRIBUTE_BY_HASH && shardIndex >= entry->shardCount))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"%s\" is no longer distributed as it was planned",
+							get_rel_name(relid)),
+					 errhint("Run the statement again.")));
+		names = lappend(names,
+						QualifiedShardName(relid, entry->method == DISTRIBUTE_BY_HASH ?
+										   entry->shards[shardIndex].shardId :
+										   entry->shards[0].shardId));
+	}
+	return BuildTaskSql(unit->mapSqlParts, names);
 }
 
 /*
@@ -688,6 +701,9 @@ ExplainRepartition(DistributedScanState *state, ExplainState *es)
 										unit->layout == LAYOUT_BROADCAST ? " (to every node)" : ""));
 	}
 	ExplainPropertyList("Moved", moved, es);
+	/* what each moving table's map tasks run (on its first shard) */
+	foreach(cell, plan->units)
+		ExplainPropertyText("Map SQL", MapSqlOfShard(lfirst(cell), 0), es);
 	if (es->analyze && exchange->ran)
 	{
 		int64		rows = 0;
