@@ -43,6 +43,13 @@ EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
+
+# libpq 17 has the non-blocking cancel API (src/connection/remote_cancel.c)
+# but, unlike 18, no LIBPQ_HAS_ASYNC_CANCEL to say so: look for it in the
+# libpq-fe.h compiled against (the libpq linked, not the server, decides)
+ifneq ($(shell grep -ls PQcancelCreate '$(shell $(PG_CONFIG) --includedir)/libpq-fe.h'),)
+PG_CPPFLAGS += -DSHARDEXT_LIBPQ_CANCEL_CREATE
+endif
 include $(PGXS)
 
 $(OBJS): $(SHARDEXT_HEADERS) $(BUILD_FLAGS)

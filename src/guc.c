@@ -48,6 +48,7 @@ int			ShardextSagaRetention = 7 * 24 * 3600;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
 int			ShardextMoveCutoverTimeout = 10000;
+int			ShardextMoveCatchUpTimeout = 3600 * 1000;
 int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
@@ -458,6 +459,18 @@ RegisterMoveGucs(void)
 							NULL,
 							&ShardextMoveCutoverTimeout,
 							10000, 10, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_catchup_timeout",
+							"Longest time the target of an online shard move or split may "
+							"take to catch up with the writes to the source before writes "
+							"pause; past it the move fails and the source stays "
+							"authoritative.",
+							NULL,
+							&ShardextMoveCatchUpTimeout,
+							3600 * 1000, 100, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

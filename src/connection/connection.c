@@ -132,6 +132,8 @@ static bool AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait);
 static void ReleaseIdleConnectionsAfter(PoolEntry *entry);
 static int	ComparePoolOrder(const void *a, const void *b);
 static void BeginConnect(NodeConnection *conn, const char *dbname, bool replication);
+static void BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user,
+						   bool replication);
 static bool FinishConnect(NodeConnection *conn);
 static void CompleteConnection(NodeConnection *conn);
 static void LearnNodeLimit(NodeConnection *conn);
@@ -728,8 +730,14 @@ CompactConnectionList(ConnectionCacheEntry *entry)
 static void
 BeginConnect(NodeConnection *conn, const char *dbname, bool replication)
 {
+	BeginConnectAs(conn, dbname, GetUserNameFromId(conn->userId, false), replication);
+}
+
+/* BeginConnectAs is BeginConnect with the role's name given (no catalog read) */
+static void
+BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user, bool replication)
+{
 	const char *timeZone = GetConfigOption("TimeZone", false, false);
-	char	   *user = GetUserNameFromId(conn->userId, false);
 	TimestampTz now = GetCurrentTimestamp();
 
 	conn->pgConn = StartConnection(conn->host, conn->port, dbname, user, timeZone,
@@ -806,10 +814,10 @@ LearnNodeLimit(NodeConnection *conn)
 	PGresult   *result;
 	char	   *failure = NULL;
 
-	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT pg_catalog.current_setting('max_connections')::int"
-									   " - pg_catalog.current_setting('superuser_reserved_connections')::int",
-									   0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
+	result = TryRemoteQuery(conn,
+							"SELECT pg_catalog.current_setting('max_connections')::int"
+							" - pg_catalog.current_setting('superuser_reserved_connections')::int",
+							0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
 	if (result != NULL && PQntuples(result) == 1 && !PQgetisnull(result, 0, 0))
 		SetPoolNodeLimit(conn->poolEntry, Max(atoi(PQgetvalue(result, 0, 0)), 1));
 	PQclear(result);
@@ -954,6 +962,46 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 				 errhint("%s", hint)));
 	}
 	return conn;
+}
+
+/*
+ * OpenSideConnection opens a second connection to the node, database and
+ * role of conn, for cancelling conn's command where libpq has no
+ * non-blocking cancel (remote_cancel.c).  It runs on abort paths: it waits
+ * at most until deadline (and shardext.connect_timeout), serves no
+ * interrupts, reads no catalog, takes no slot of the node's pool and never
+ * throws for remote trouble; returns NULL when the node could not be
+ * reached.  Close it with CloseDedicatedConnection.
+ */
+NodeConnection *
+OpenSideConnection(NodeConnection *conn, TimestampTz deadline)
+{
+	NodeConnection *side;
+	MemoryContext oldContext;
+
+	if (conn->pgConn == NULL)
+		return NULL;
+	EnsureConnectionContext();
+	side = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
+	side->nodeId = -1;
+	side->userId = conn->userId;
+	side->host = MemoryContextStrdup(ConnectionContext, conn->host);
+	side->port = conn->port;
+	side->dedicated = true;
+	side->owner = CurrentResourceOwner;
+	oldContext = MemoryContextSwitchTo(ConnectionContext);
+	dedicatedConnections = lappend(dedicatedConnections, side);
+	MemoryContextSwitchTo(oldContext);
+
+	BeginConnectAs(side, PQdb(conn->pgConn), PQuser(conn->pgConn), false);
+	if (WaitForNodeUntil(side, NODE_WAIT_CONNECTED, deadline, false) != NODE_WAIT_DONE ||
+		PQsetnonblocking(side->pgConn, 1) != 0)
+	{
+		CloseDedicatedConnection(side);
+		return NULL;
+	}
+	side->connecting = false;
+	return side;
 }
 
 /* CloseDedicatedConnection closes and frees a dedicated connection */

@@ -22,8 +22,6 @@
 #include "commands/dbcommands.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -54,18 +52,6 @@ char *
 BareColumnList(MoveShard *shard)
 {
 	return pnstrdup(shard->columnList + 1, strlen(shard->columnList) - 2);
-}
-
-/* MoveSleep sleeps interruptibly */
-void
-MoveSleep(long milliseconds)
-{
-	int			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   milliseconds, PG_WAIT_EXTENSION);
-
-	if (rc & WL_LATCH_SET)
-		ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
 }
 
 /*

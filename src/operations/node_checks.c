@@ -319,8 +319,8 @@ static bool
 ReadNodeSettings(NodeConnection *conn, List *roles, NodeSettings *settings)
 {
 	TimestampTz before = GetCurrentTimestamp();
-	PGresult   *result = ExecuteRemoteQueryWithTimeout(conn, NodeSettingsQuery(roles),
-													   NODE_CHECK_TIMEOUT_MS);
+	PGresult   *result = TryRemoteQueryNoInterrupts(conn, NodeSettingsQuery(roles),
+													NODE_CHECK_TIMEOUT_MS);
 	TimestampTz after = GetCurrentTimestamp();
 	double		middleMs;
 

@@ -174,19 +174,19 @@ NodeLacksDatabase(const char *host, int32 port, const char *dbname)
 		char	   *failure = NULL;
 		PGresult   *result;
 
-		result = ExecuteRemoteQueryBounded(maintenance,
-										   "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
-										   1, params, 0, &failure);
+		result = TryRemoteQuery(maintenance,
+								"SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
+								1, params, 0, &failure);
 		missing = result != NULL && PQntuples(result) == 0;
 		PQclear(result);
 		if (missing)
 		{
 			ereport(NOTICE,
 					(errmsg("creating database \"%s\" on node %s:%d", dbname, host, port)));
-			result = ExecuteRemoteQueryBounded(maintenance,
-											   psprintf("CREATE DATABASE %s",
-														quote_identifier(dbname)),
-											   0, NULL, 0, &failure);
+			result = TryRemoteQuery(maintenance,
+									psprintf("CREATE DATABASE %s",
+											 quote_identifier(dbname)),
+									0, NULL, 0, &failure);
 			if (result == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -402,8 +402,8 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 
 			PG_TRY();
 			{
-				PQclear(ExecuteRemoteQueryBounded(conn, "SELECT shardext.worker_unregister($1)",
-												  1, params, 0, &failure));
+				PQclear(TryRemoteQuery(conn, "SELECT shardext.worker_unregister($1)",
+									   1, params, 0, &failure));
 			}
 			PG_FINALLY();
 			{

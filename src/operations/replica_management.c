@@ -342,8 +342,8 @@ CheckPrimaryStopped(WorkerNode *primary)
 
 	if (conn == NULL)
 		return;
-	result = ExecuteRemoteQueryWithTimeout(conn, "SELECT NOT pg_catalog.pg_is_in_recovery()",
-										   5000);
+	result = TryRemoteQueryNoInterrupts(conn, "SELECT NOT pg_catalog.pg_is_in_recovery()",
+										5000);
 	writable = result != NULL && PQntuples(result) == 1 &&
 		strcmp(PQgetvalue(result, 0, 0), "t") == 0;
 	PQclear(result);

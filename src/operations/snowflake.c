@@ -538,16 +538,20 @@ SnowflakeClockBehindError(uint64 lastState, int64 nowMs)
 /*
  * SnowflakeWaitForClock waits until the clock reads at least targetMs.
  * Waits are short: a millisecond when a sequence is used up, at most a
- * reservation after startup.
+ * reservation after startup.  A clock that steps back while it waits ends
+ * the wait early: the caller looks again, and fails when the clock is
+ * further behind than shardext.snowflake_max_clock_skew.
  */
 static void
 SnowflakeWaitForClock(int64 targetMs)
 {
+	int64		gapMs = targetMs - SnowflakeNowMs();
+
 	for (;;)
 	{
 		int64		nowMs = SnowflakeNowMs();
 
-		if (nowMs >= targetMs)
+		if (nowMs >= targetMs || targetMs - nowMs > gapMs)
 			return;
 		CHECK_FOR_INTERRUPTS();
 		if (targetMs - nowMs > 1)

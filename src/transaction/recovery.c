@@ -127,8 +127,8 @@ static int	RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation 
 static bool DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref);
 static bool AskDecider(const DeciderRef *ref, const char *gid, const char *owner,
 					   const char *prefix, bool *committed);
-static char *NodeValueBounded(WorkerNode *node, const char *query, int nParams,
-							  const char *const *params, char **failure);
+static char *TryNodeValue(WorkerNode *node, const char *query, int nParams,
+						  const char *const *params, char **failure);
 static void RaiseDecisionFloors(List **floors, List *stillPrepared, const char *prefix);
 static void ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon);
 static uint64 OldestRunningFullXid(void);
@@ -348,8 +348,8 @@ AskDecider(const DeciderRef *ref, const char *gid, const char *owner, const char
 				 errmsg("the node that decides prepared transaction %s is not registered", gid)));
 		return false;
 	}
-	value = NodeValueBounded(node, "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
-							 4, params, &failure);
+	value = TryNodeValue(node, "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
+						 4, params, &failure);
 	if (value == NULL)
 	{
 		ereport(WARNING,
@@ -364,14 +364,14 @@ AskDecider(const DeciderRef *ref, const char *gid, const char *owner, const char
 }
 
 /*
- * NodeValueBounded runs a query with text parameters on a node over a
+ * TryNodeValue runs a query with text parameters on a node over a
  * connection of its own (closed on every path), waiting
  * RECOVERY_COMMAND_TIMEOUT_MS at most, and returns the first value of its
  * result; NULL, with *failure set, when it did not run.
  */
 static char *
-NodeValueBounded(WorkerNode *node, const char *query, int nParams, const char *const *params,
-				 char **failure)
+TryNodeValue(WorkerNode *node, const char *query, int nParams, const char *const *params,
+			 char **failure)
 {
 	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
 	char	   *value = NULL;
@@ -381,8 +381,8 @@ NodeValueBounded(WorkerNode *node, const char *query, int nParams, const char *c
 		return NULL;
 	PG_TRY();
 	{
-		PGresult   *result = ExecuteRemoteQueryBounded(conn, query, nParams, params,
-													   RECOVERY_COMMAND_TIMEOUT_MS, failure);
+		PGresult   *result = TryRemoteQuery(conn, query, nParams, params,
+											RECOVERY_COMMAND_TIMEOUT_MS, failure);
 
 		if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK &&
 			PQntuples(result) == 1)
@@ -474,8 +474,8 @@ ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon)
 		if (olderNeeded)
 			continue;			/* left for a round after they are resolved */
 		params[2] = psprintf(UINT64_FORMAT, below);
-		if (NodeValueBounded(node, "SELECT shardext.forget_commit_decisions($1, $2, $3)",
-							 3, params, &failure) == NULL)
+		if (TryNodeValue(node, "SELECT shardext.forget_commit_decisions($1, $2, $3)",
+						 3, params, &failure) == NULL)
 			ereport(WARNING,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not delete old commit decisions on node %s:%d",
@@ -568,11 +568,11 @@ PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix, b
 	char	   *failure = NULL;
 	List	   *gids = NIL;
 
-	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT gid, owner FROM pg_catalog.pg_prepared_xacts "
-									   "WHERE database = pg_catalog.current_database() "
-									   "AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
-									   1, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure);
+	result = TryRemoteQuery(conn,
+							"SELECT gid, owner FROM pg_catalog.pg_prepared_xacts "
+							"WHERE database = pg_catalog.current_database() "
+							"AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
+							1, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure);
 	*ok = (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK);
 	if (!*ok)
 	{
@@ -671,8 +671,8 @@ static bool
 RunResolution(NodeConnection *conn, WorkerNode *node, const char *command)
 {
 	char	   *failure = NULL;
-	PGresult   *result = ExecuteRemoteQueryBounded(conn, command, 0, NULL,
-												   RECOVERY_COMMAND_TIMEOUT_MS, &failure);
+	PGresult   *result = TryRemoteQuery(conn, command, 0, NULL,
+										RECOVERY_COMMAND_TIMEOUT_MS, &failure);
 
 	if (result != NULL)
 	{

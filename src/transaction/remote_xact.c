@@ -853,8 +853,8 @@ FinishPreparedTransactions(List *connections)
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
-		bool		committed = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-															   REMOTE_CLEANUP_TIMEOUT_MS);
+		bool		committed = TryFinishRemoteCommandNoInterrupts(conn, "COMMIT PREPARED",
+																   REMOTE_CLEANUP_TIMEOUT_MS);
 
 		/* committed now, with its LSN, or later by recovery */
 		NoteNodeWrite(conn->nodeId, committed ? ReportedCommitLsn(conn) : InvalidXLogRecPtr);
@@ -916,8 +916,8 @@ AbortRemoteTransactions(void)
 		 */
 		if (clean && conn->xactState == REMOTE_XACT_PREPARED &&
 			PQtransactionStatus(conn->pgConn) != PQTRANS_IDLE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 		else if (clean && conn->xactState == REMOTE_XACT_PREPARED)
 		{
 			char	   *command = psprintf("ROLLBACK PREPARED %s",
@@ -928,13 +928,13 @@ AbortRemoteTransactions(void)
 			 * way.  Where neither works, recovery rolls the prepared
 			 * transaction back (it has no commit record).
 			 */
-			if (!ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
-				clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-														REMOTE_CLEANUP_TIMEOUT_MS);
+			if (!TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
+				clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+													 REMOTE_CLEANUP_TIMEOUT_MS);
 		}
 		else if (clean && conn->xactState != REMOTE_XACT_NONE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 
 		if (!clean)
 			CloseNodeConnection(conn);
@@ -1034,7 +1034,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	{
 		command = psprintf("ROLLBACK TO SAVEPOINT shardext_sp_%d;"
 						   "RELEASE SAVEPOINT shardext_sp_%d", level, level);
-		clean = ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
+		clean = TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
 		pfree(command);
 	}
 

@@ -108,6 +108,14 @@ typedef struct NodeConnection
 	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
 
 	/*
+	 * Set while SendNodeCancelRequest sends a cancel request with libpq's
+	 * non-blocking cancel API (remote_cancel.c): its PGcancelConn, and how
+	 * far it got; the waits for the connection watch its socket then.
+	 */
+	void	   *cancelRequest;
+	PostgresPollingStatusType cancelPollStatus;
+
+	/*
 	 * Dedicated connections (OpenDedicatedConnection) are closed when the
 	 * resource owner that was current when they were opened is released,
 	 * unless the caller closed them first or took them over
@@ -140,6 +148,7 @@ extern NodeConnection *OpenDedicatedConnectionTo(const char *host, int32 port,
 extern NodeConnection *OpenDedicatedConnectionWithTimeout(const char *host, int32 port,
 														  int timeoutMs);
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
+extern NodeConnection *OpenSideConnection(NodeConnection *conn, TimestampTz deadline);
 extern void CloseDedicatedConnection(NodeConnection *conn);
 extern void KeepConnectionAcrossTransactions(NodeConnection *conn);
 extern bool LastConnectionTimedOut(void);

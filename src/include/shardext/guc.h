@@ -40,6 +40,7 @@ extern int	ShardextSagaRetention;
 extern int	ShardextMoveMaxLag;
 extern int	ShardextMoveLockTimeout;
 extern int	ShardextMoveCutoverTimeout;
+extern int	ShardextMoveCatchUpTimeout;
 extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
