@@ -250,9 +250,8 @@ SweepNode(WorkerNode *node, const char *prefix, const char *incarnation, uint64 
 		return;
 	PG_TRY();
 	{
-		result = ExecuteRemoteQueryBounded(conn,
-										   "SELECT shardext.repartition_sweep($1, $2, $3)",
-										   3, params, SWEEP_TIMEOUT_MS, &failure);
+		result = TryRemoteQuery(conn, "SELECT shardext.repartition_sweep($1, $2, $3)",
+								3, params, SWEEP_TIMEOUT_MS, &failure);
 		if (result == NULL)
 			ereport(LOG,
 					(errmsg("could not remove repartition join files on node %s:%d: %s",
