@@ -30,11 +30,13 @@
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
+#include "common/file_utils.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "shardext/repartition.h"
 
