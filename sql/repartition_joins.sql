@@ -171,6 +171,8 @@ SELECT compare($$SELECT count(*) FROM orders o WHERE o.customer_id NOT IN
 	(SELECT r.id FROM returns r WHERE r.id < 0)$$);
 SELECT compare($$SELECT count(*) FROM orders o WHERE o.customer_id NOT IN
 	(SELECT r.id FROM returns r WHERE r.reason = 'late')$$);
+SELECT compare($$SELECT count(*) FROM orders o WHERE o.customer_id NOT IN
+	(SELECT r.order_ref FROM returns r WHERE 1 > 2)$$);
 
 -- three and more tables: co-located, reference and repartitioned pairs
 SELECT * FROM strategy($$SELECT c.label, count(*) FROM orders o
@@ -200,6 +202,21 @@ SELECT compare($$SELECT x.carrier, count(*) FROM (SELECT s.carrier, o.status FRO
 	GROUP BY 1$$);
 SELECT compare($$SELECT * FROM (SELECT o.status, count(*) AS n FROM orders o
 	JOIN returns r ON r.order_ref = o.id GROUP BY 1) x WHERE n > 5$$);
+-- a subquery (or view) of co-located tables moves as one, or stays when
+-- joined on its distribution column
+CREATE VIEW order_merchants AS SELECT o.id, o.amount, m.country FROM orders o
+	JOIN merchants m ON m.merchant_id = o.merchant_id;
+CREATE VIEW rj_l.order_merchants AS SELECT o.id, o.amount, m.country FROM rj_l.orders o
+	JOIN rj_l.merchants m ON m.merchant_id = o.merchant_id;
+SELECT * FROM strategy($$SELECT om.country, count(*) FROM (SELECT o.id, o.amount, m.country
+	FROM orders o JOIN merchants m ON m.merchant_id = o.merchant_id) om
+	JOIN returns r ON r.order_ref = om.id GROUP BY 1$$);
+SELECT compare($$SELECT om.country, count(*) FROM order_merchants om
+	JOIN returns r ON r.order_ref = om.id GROUP BY 1$$);
+SELECT * FROM strategy($$SELECT count(*) FROM (SELECT merchant_id, sum(amount) AS total FROM orders
+	GROUP BY merchant_id) t JOIN returns r ON r.id = t.merchant_id$$);
+SELECT compare($$SELECT count(*), sum(t.total) FROM (SELECT merchant_id, sum(amount) AS total
+	FROM orders GROUP BY merchant_id) t JOIN returns r ON r.id = t.merchant_id$$);
 
 -- aggregates, DISTINCT, ORDER BY / LIMIT and window functions over the join
 SELECT compare($$SELECT avg(o.amount), count(DISTINCT s.carrier), min(s.weight),

@@ -36,6 +36,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/tuplestore.h"
 #include "utils/typcache.h"
 
 #include "shardext/connection.h"

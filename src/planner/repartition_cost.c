@@ -77,7 +77,7 @@ typedef struct RoleChoice
 static double TableRows(Oid relid);
 static void FetchTableRows(List *relids);
 static void TableRowsResult(RemoteTask *task, PGresult *row, void *arg);
-static double RowWidth(Oid relid, List *attnos);
+static double RowWidth(JoinUnit *unit);
 static double ConjunctSelectivity(Node *node);
 static bool ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice);
 static bool ChooseBroadcast(RepartitionContext *context, JoinUnit *stays, RoleChoice *choice);
@@ -124,7 +124,7 @@ EstimateUnits(RepartitionContext *context)
 		unit->rows = clamp_row_est(unit->tableRows * selectivity);
 		if (unit->tableRows == 0)
 			unit->rows = 0;
-		unit->width = RowWidth(unit->relid, unit->columns) + ROW_OVERHEAD;
+		unit->width = RowWidth(unit) + ROW_OVERHEAD;
 	}
 }
 
@@ -263,20 +263,20 @@ TableRowsResult(RemoteTask *task, PGresult *row, void *arg)
 	rows[index] += known + unknownBytes / 64.0;
 }
 
-/* RowWidth: the average bytes of some columns of a table */
+/* RowWidth: the average bytes of the columns of a unit that would move */
 static double
-RowWidth(Oid relid, List *attnos)
+RowWidth(JoinUnit *unit)
 {
 	double		width = 0;
 	ListCell   *cell;
 
-	foreach(cell, attnos)
+	foreach(cell, unit->columns)
 	{
 		Oid			type;
 		int32		typmod;
 		Oid			collation;
 
-		get_atttypetypmodcoll(relid, lfirst_int(cell), &type, &typmod, &collation);
+		UnitColumnType(unit, lfirst_int(cell), &type, &typmod, &collation);
 		width += get_typavgwidth(type, typmod);
 	}
 	return width;
@@ -369,7 +369,13 @@ ChooseRepartitionStrategy(RepartitionContext *context)
 	if (best.cost < 0)
 		return false;
 	ApplyChoice(context, &best);
-	return true;
+	/* nothing to move: the query is co-located, planned another way */
+	foreach(cell, context->units)
+	{
+		if (((JoinUnit *) lfirst(cell))->role != UNIT_STATIONARY)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -513,14 +519,14 @@ MayBroadcast(JoinUnit *unit)
 	return ShardextBroadcastJoinMaxRows > 0 && unit->rows <= ShardextBroadcastJoinMaxRows;
 }
 
-/* is expr the distribution column of the unit's table? */
+/* is expr a distribution column of the unit (its table's, or its subquery's)? */
 static bool
 IsDistributionColumn(JoinUnit *unit, Node *expr)
 {
 	Var		   *var = (Var *) StripRelabel(expr);
 
 	return var != NULL && IsA(var, Var) && var->varlevelsup == 0 &&
-		var->varno == unit->rtindex && var->varattno == unit->entry->distAttnum;
+		var->varno == unit->rtindex && list_member_int(unit->distColumns, var->varattno);
 }
 
 /* ApplyChoice sets the roles and keys of a choice on the units */

@@ -48,9 +48,11 @@
 static bool QueryShapeAllowed(Query *query);
 static bool CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode,
 							 int level);
+static bool CollectSubqueryUnit(RepartitionContext *context, Query *query, Index rtindex,
+								int level);
 static bool CollectSublinkJoins(RepartitionContext *context);
 static bool CollectSublinkJoin(RepartitionContext *context, Node *conjunct);
-static void RewriteNotIn(RepartitionContext *context, SublinkJoin *join);
+static bool RewriteNotIn(RepartitionContext *context, SublinkJoin *join);
 static bool SubqueryIsSimple(Query *subquery);
 static bool ReadsHashTables(Node *node);
 static bool OtherSublinksReadHashTables(RepartitionContext *context);
@@ -122,10 +124,12 @@ QueryShapeAllowed(Query *query)
 
 /*
  * CollectFromUnits adds a unit for every hash-distributed table of a FROM
- * clause; false when the clause has something no partition can read:
- * a local table, a function, a subquery (their parts may be planned on
- * their own, recursive_planner.c) or TABLESAMPLE.  Reference tables are
- * read whole in every partition.
+ * clause, and for every subquery (or view) that runs shard by shard on
+ * co-located tables; false when the clause has something no partition can
+ * read: a local table, a function, another subquery (whose parts may be
+ * planned on their own, recursive_planner.c) or TABLESAMPLE.  Reference
+ * tables, and subqueries of reference tables only, are read whole in every
+ * partition.
  */
 static bool
 CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode, int level)
@@ -137,6 +141,8 @@ CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode, int le
 		DistTableCacheEntry *entry;
 		JoinUnit   *unit;
 
+		if (rte->rtekind == RTE_SUBQUERY)
+			return CollectSubqueryUnit(context, query, rtindex, level);
 		if (rte->rtekind != RTE_RELATION || rte->tablesample != NULL)
 			return false;
 		entry = GetDistTableCacheEntry(rte->relid);
@@ -151,6 +157,7 @@ CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode, int le
 		unit->rtindex = rtindex;
 		unit->relid = rte->relid;
 		unit->entry = entry;
+		unit->distColumns = list_make1_int(entry->distAttnum);
 		context->units = lappend(context->units, unit);
 		return true;
 	}
@@ -173,6 +180,42 @@ CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode, int le
 		return true;
 	}
 	return false;
+}
+
+/*
+ * CollectSubqueryUnit adds a subquery in FROM that runs shard by shard (a
+ * join of co-located tables, grouped by a distribution column ...) as a
+ * unit on the shards of its colocation group; its output columns that
+ * carry a distribution column are its distribution columns.  A subquery
+ * of reference tables is read whole by every partition.
+ */
+static bool
+CollectSubqueryUnit(RepartitionContext *context, Query *query, Index rtindex, int level)
+{
+	RangeTblEntry *rte = rt_fetch(rtindex, query->rtable);
+	PushdownInfo info;
+	bool		readsHashTables;
+	JoinUnit   *unit;
+	ListCell   *cell;
+
+	memset(&info, 0, sizeof(info));
+	info.colocationId = -1;
+	if (!SubqueryIsColocated(rte, rtindex, &info, &readsHashTables))
+		return false;
+	if (!readsHashTables)
+		return true;
+	unit = palloc0(sizeof(JoinUnit));
+	unit->unitId = list_length(context->units) + 1;
+	unit->owner = query;
+	unit->level = level;
+	unit->rtindex = rtindex;
+	unit->relid = info.anchorRelid;
+	unit->entry = GetDistTableCacheEntry(info.anchorRelid);
+	unit->subquery = rte->subquery;
+	foreach(cell, info.distVars)
+		unit->distColumns = lappend_int(unit->distColumns, ((Var *) lfirst(cell))->varattno);
+	context->units = lappend(context->units, unit);
+	return true;
 }
 
 /*
@@ -244,7 +287,7 @@ CollectSublinkJoin(RepartitionContext *context, Node *conjunct)
 	join->unit = llast(context->units);
 	context->sublinks = lappend(context->sublinks, join);
 	if (sublink->subLinkType == ANY_SUBLINK && node != conjunct)
-		RewriteNotIn(context, join);
+		return RewriteNotIn(context, join);
 	return true;
 }
 
@@ -256,9 +299,11 @@ CollectSublinkJoin(RepartitionContext *context, Node *conjunct)
  *	  AND (t_empty OR (x IS NOT NULL AND NOT t_has_null))
  * where t_empty and t_has_null are flags of t's map phase over all
  * partitions (shardext.repartition_flag, evaluated on the coordinator
- * before the partition queries start).  t must therefore move.
+ * before the partition queries start).  t must therefore move, and its
+ * map query must evaluate every condition of the subquery (which has no
+ * other table): false otherwise.
  */
-static void
+static bool
 RewriteNotIn(RepartitionContext *context, SublinkJoin *join)
 {
 	SubLink    *sublink = join->sublink;
@@ -273,7 +318,16 @@ RewriteNotIn(RepartitionContext *context, SublinkJoin *join)
 	Node	   *empty;
 	Node	   *hasNull;
 	NullTest   *notNull = makeNode(NullTest);
+	ListCell   *cell;
 
+	if (list_length(subquery->jointree->fromlist) != 1 ||
+		!IsA(linitial(subquery->jointree->fromlist), RangeTblRef))
+		return false;
+	foreach(cell, TopLevelConjuncts(subquery))
+	{
+		if (!IsConjunctOfUnit(context, lfirst(cell), subquery, join->unit))
+			return false;
+	}
 	flagFunction = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
 											 makeString("repartition_flag")),
 								  2, flagTypes, false);
@@ -305,6 +359,7 @@ RewriteNotIn(RepartitionContext *context, SublinkJoin *join)
 				make_orclause(list_make2(empty,
 										 make_andclause(list_make2(notNull,
 																   make_notclause((Expr *) hasNull))))));
+	return true;
 }
 
 /*

@@ -24,6 +24,7 @@
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
+#include "parser/parse_relation.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -83,13 +84,26 @@ FindPushedConjuncts(RepartitionContext *context)
 		{
 			Node	   *conjunct = lfirst(conjunctCell);
 
-			if (ExpressionUnit(context, conjunct, 0, subquery) == join->unit &&
-				ExprIsShippable(conjunct, subquery, false))
+			if (IsConjunctOfUnit(context, conjunct, subquery, join->unit))
 				join->unit->pushed = lappend(join->unit->pushed, conjunct);
 		}
 	}
 	foreach(cell, context->units)
 		(void) CollectUnitColumns(context, lfirst(cell));
+}
+
+/*
+ * IsConjunctOfUnit: can a condition of a semi or anti join's subquery go
+ * into its table's map query: it reads only that table's columns (or no
+ * row at all), and can be shipped?
+ */
+bool
+IsConjunctOfUnit(RepartitionContext *context, Node *conjunct, Query *subquery, JoinUnit *unit)
+{
+	if (ExpressionUnit(context, conjunct, 0, subquery) != unit &&
+		(ContainsAnyVar(conjunct) || contain_volatile_functions(conjunct)))
+		return false;
+	return ExprIsShippable(conjunct, subquery, false);
 }
 
 /*
@@ -259,6 +273,25 @@ UnitColumnsWalker(Node *node, UnitColumnsContext *context)
 	return expression_tree_walker(node, UnitColumnsWalker, context);
 }
 
+/* UnitColumnType: the type of a column of a unit (of its table or subquery) */
+void
+UnitColumnType(JoinUnit *unit, AttrNumber attno, Oid *type, int32 *typmod, Oid *collation)
+{
+	TargetEntry *tle;
+
+	if (unit->subquery == NULL)
+	{
+		get_atttypetypmodcoll(unit->relid, attno, type, typmod, collation);
+		return;
+	}
+	tle = get_tle_by_resno(unit->subquery->targetList, attno);
+	if (tle == NULL)
+		elog(ERROR, "subquery has no column %d", attno);
+	*type = exprType((Node *) tle->expr);
+	*typmod = exprTypmod((Node *) tle->expr);
+	*collation = exprCollation((Node *) tle->expr);
+}
+
 /* ColumnPosition: the read's column (1-based) of a moved table's column */
 static int
 ColumnPosition(List *columns, AttrNumber attno)
@@ -374,9 +407,12 @@ MakeMovedUnit(RepartitionContext *context, JoinUnit *unit)
 		int32		typmod;
 		Oid			collation;
 
-		appendStringInfo(&sql.buf, "%s.%s, ", alias,
-						 quote_identifier(get_attname(unit->relid, lfirst_int(cell), false)));
-		get_atttypetypmodcoll(unit->relid, lfirst_int(cell), &type, &typmod, &collation);
+		if (unit->subquery != NULL)
+			appendStringInfo(&sql.buf, "%s.c%d, ", alias, lfirst_int(cell));
+		else
+			appendStringInfo(&sql.buf, "%s.%s, ", alias,
+							 quote_identifier(get_attname(unit->relid, lfirst_int(cell), false)));
+		UnitColumnType(unit, lfirst_int(cell), &type, &typmod, &collation);
 		moved->columnTypes = lappend(moved->columnTypes, makeString(format_type_be_qualified(type)));
 	}
 	if (unit->key != NULL)
@@ -385,9 +421,20 @@ MakeMovedUnit(RepartitionContext *context, JoinUnit *unit)
 		DeparseRemoteExpr(&sql, unit->nullKey); /* broadcast: only its NULLs count */
 	else
 		appendStringInfoString(&sql.buf, "NULL");	/* broadcast: every row goes everywhere */
-	appendStringInfoString(&sql.buf, " FROM ONLY ");
-	RemoteSqlAppendRelation(&sql, unit->relid);
-	appendStringInfo(&sql.buf, " %s", alias);
+	if (unit->subquery != NULL)
+	{
+		RangeTblRef *ref = makeNode(RangeTblRef);
+
+		ref->rtindex = unit->rtindex;
+		appendStringInfoString(&sql.buf, " FROM ");
+		DeparseRemoteFromItem(&sql, (Node *) ref);
+	}
+	else
+	{
+		appendStringInfoString(&sql.buf, " FROM ONLY ");
+		RemoteSqlAppendRelation(&sql, unit->relid);
+		appendStringInfo(&sql.buf, " %s", alias);
+	}
 	foreach(cell, unit->pushed)
 	{
 		appendStringInfoString(&sql.buf, cell == list_head(unit->pushed) ? " WHERE " : " AND ");
@@ -427,6 +474,16 @@ UnitDescription(JoinUnit *unit, RangeTblEntry *rte)
 	char	   *name = get_rel_name(unit->relid);
 	Var		   *key = (Var *) StripRelabel(unit->key);
 
+	if (unit->subquery != NULL)
+	{
+		name = psprintf("subquery %s", quote_identifier(rte->eref->aliasname));
+		if (unit->role == UNIT_BROADCAST)
+			return name;
+		if (IsA(key, Var))
+			return psprintf("%s by %s", name,
+							quote_identifier(get_rte_attribute_name(rte, key->varattno)));
+		return psprintf("%s by an expression", name);
+	}
 	if (strcmp(name, rte->eref->aliasname) != 0)
 		name = psprintf("%s %s", quote_identifier(name), quote_identifier(rte->eref->aliasname));
 	else
@@ -520,7 +577,7 @@ ReplaceWithRead(RepartitionContext *context, JoinUnit *unit, Oid readFunction)
 		int32		typmod;
 		Oid			collation;
 
-		get_atttypetypmodcoll(unit->relid, lfirst_int(cell), &type, &typmod, &collation);
+		UnitColumnType(unit, lfirst_int(cell), &type, &typmod, &collation);
 		names = lappend(names, makeString(psprintf("c%d", foreach_current_index(cell) + 1)));
 		rtfunc->funccoltypes = lappend_oid(rtfunc->funccoltypes, type);
 		rtfunc->funccoltypmods = lappend_int(rtfunc->funccoltypmods, typmod);
@@ -534,7 +591,10 @@ ReplaceWithRead(RepartitionContext *context, JoinUnit *unit, Oid readFunction)
 	read->eref = makeAlias(table->eref->aliasname, names);
 	read->inFromCl = true;
 	lfirst(entryCell) = read;
-	AppendRteWithPermissions(context->query, table, QueryPermInfos(unit->owner));
+	if (unit->subquery != NULL)
+		AppendRelationsForChecks(context->query, unit->subquery, false);
+	else
+		AppendRteWithPermissions(context->query, table, QueryPermInfos(unit->owner));
 }
 
 /*
@@ -552,14 +612,25 @@ SetDistributionVars(RepartitionContext *context, PushdownInfo *info)
 	{
 		JoinUnit   *unit = lfirst(cell);
 		Var		   *key = (Var *) StripRelabel(unit->key);
-		DistTableCacheEntry *entry = unit->entry;
 
 		if (unit->level != 0)
 			continue;
 		if (unit->role == UNIT_STATIONARY)
-			info->distVars = lappend(info->distVars,
-									 makeVar(unit->rtindex, entry->distAttnum, entry->distType,
-											 entry->distTypmod, entry->distCollation, 0));
+		{
+			ListCell   *columnCell;
+
+			foreach(columnCell, unit->distColumns)
+			{
+				Oid			type;
+				int32		typmod;
+				Oid			collation;
+
+				UnitColumnType(unit, lfirst_int(columnCell), &type, &typmod, &collation);
+				info->distVars = lappend(info->distVars,
+										 makeVar(unit->rtindex, lfirst_int(columnCell), type,
+												 typmod, collation, 0));
+			}
+		}
 		else if (unit->role == UNIT_MOVED && key != NULL && IsA(key, Var) &&
 				 list_member_int(unit->columns, key->varattno))
 			info->distVars = lappend(info->distVars,

@@ -110,6 +110,8 @@ typedef struct PushdownInfo
 } PushdownInfo;
 
 extern bool AnalyzePushdownFrom(Query *query, PushdownInfo *info);
+extern bool SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
+								bool *readsHashTables);
 extern bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
 extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
 extern bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);

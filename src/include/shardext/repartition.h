@@ -174,8 +174,11 @@ typedef struct JoinUnit
 	Query	   *owner;			/* the query whose range table holds it */
 	int			level;			/* 0: the top query's FROM; 1: a subquery's */
 	Index		rtindex;
-	Oid			relid;
-	struct DistTableCacheEntry *entry;
+	Oid			relid;			/* its table; of a subquery, the table whose
+								 * shards it runs on */
+	struct DistTableCacheEntry *entry;	/* that table's */
+	Query	   *subquery;		/* a subquery of co-located tables, or NULL */
+	List	   *distColumns;	/* its columns that are distribution columns */
 	Node	   *key;			/* its expression in the chosen key class */
 	Node	   *nullKey;		/* NOT IN: the subquery's column, whose NULLs count */
 	UnitRole	role;
@@ -244,7 +247,11 @@ extern bool ChooseRepartitionStrategy(RepartitionContext *context);
 extern bool ValidateRoles(RepartitionContext *context);
 
 /* repartition_rewrite.c */
+extern void UnitColumnType(JoinUnit *unit, AttrNumber attno, Oid *type, int32 *typmod,
+						   Oid *collation);
 extern void FindPushedConjuncts(RepartitionContext *context);
+extern bool IsConjunctOfUnit(RepartitionContext *context, Node *conjunct, Query *subquery,
+							 JoinUnit *unit);
 extern struct PlannedStmt *PlanRepartitionedQuery(RepartitionContext *context,
 												  Query *original, int cursorOptions,
 												  ParamListInfo boundParams);
