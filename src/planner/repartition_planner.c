@@ -87,6 +87,8 @@ PlanRepartitionSelect(Query *query, int cursorOptions, ParamListInfo boundParams
 	context.query->havingQual = FlattenJoinAliasVars(context.query, context.query->havingQual);
 	context.query->jointree = (FromExpr *) FlattenJoinAliasVars(context.query,
 																(Node *) context.query->jointree);
+	/* co-located tables joined on their distribution columns move together */
+	GroupColocatedTables(context.query);
 	if (!CollectFromUnits(&context, context.query, (Node *) context.query->jointree, 0) ||
 		!CollectSublinkJoins(&context) || OtherSublinksReadHashTables(&context) ||
 		list_length(context.units) < 2)

@@ -99,6 +99,17 @@ RteWrappedInSubquery(Query *query, RangeTblEntry *rte, Query *subquery, RangeTbl
 #endif
 }
 
+/*
+ * RteForgetPermissions: a copy of a relation's entry checks nothing (the
+ * original, kept elsewhere in the range table, does).
+ */
+#if PG_VERSION_NUM >= 160000
+#define RteForgetPermissions(rte) ((rte)->perminfoindex = 0)
+#else
+#define RteForgetPermissions(rte) \
+	((rte)->requiredPerms = 0, (rte)->checkAsUser = InvalidOid, (rte)->selectedCols = NULL)
+#endif
+
 /* NsItemRequirePermissions: the relation needs these rights of the current user */
 #if PG_VERSION_NUM >= 160000
 #define NsItemRequirePermissions(nsitem, mode) \

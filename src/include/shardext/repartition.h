@@ -241,6 +241,9 @@ extern JoinUnit *UnitOfRtindex(RepartitionContext *context, Query *owner, Index 
 extern JoinUnit *ExpressionUnit(RepartitionContext *context, Node *expr, int levelsUp,
 								Query *owner);
 
+/* repartition_group.c */
+extern void GroupColocatedTables(Query *query);
+
 /* repartition_cost.c */
 extern void EstimateUnits(RepartitionContext *context);
 extern bool ChooseRepartitionStrategy(RepartitionContext *context);
