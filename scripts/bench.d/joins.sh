@@ -42,7 +42,7 @@ SQL
 # load ROWS: local tables l_*, distributed d_* with the same rows
 load() {
 	local rows=$1
-	$PSQL -p "$PORT" -d $DB <<SQL
+	$PSQL -p "$PORT" -d $DB >/dev/null <<SQL
 SET client_min_messages TO warning;
 DROP TABLE IF EXISTS l_orders, l_shipments, l_payments, d_orders, d_shipments, d_payments;
 CREATE TABLE l_orders AS

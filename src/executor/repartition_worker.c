@@ -252,7 +252,8 @@ MapDestroy(DestReceiver *self)
  * PartitionOfRow hashes the keys of a row with their types' standard hash
  * functions (those of shards and hash joins; values equal by a hash
  * equality of the family hash alike, whatever their types), and maps the
- * hash to a partition of the layout.
+ * hash to a partition of the layout: a shard's range, or a partition by
+ * modulo.
  */
 static int
 PartitionOfRow(MapReceiver *receiver, TupleTableSlot *slot)
@@ -278,8 +279,13 @@ PartitionOfRow(MapReceiver *receiver, TupleTableSlot *slot)
 	}
 	if (receiver->layout == LAYOUT_BROADCAST)
 		return 0;
+	/*
+	 * Mixed again first: a hash join of the partition hashes its rows with
+	 * the same function and takes its buckets from the low bits, which the
+	 * plain modulo would make alike for every row of a partition.
+	 */
 	if (receiver->layout == LAYOUT_MODULO)
-		return hash % (uint32) receiver->partitionCount;
+		return murmurhash32(hash) % (uint32) receiver->partitionCount;
 
 	/* the last partition whose lowest hash is at most the row's */
 	high = receiver->partitionCount - 1;

@@ -734,10 +734,12 @@ ReadsRepartitionedRows(Query *query)
 
 /*
  * PlanPartitionQuery plans a query of one partition (on a node) preferring
- * hash joins: the partitions have no statistics, so PostgreSQL would
- * guess 200 distinct keys, overrate each hash probe and sort both sides
- * for a merge join instead; a hash of one partition fits work_mem, which
- * the partition count was chosen for.
+ * hash joins, and without JIT compilation: the partitions have no
+ * statistics, so PostgreSQL would guess 200 distinct keys, overrate each
+ * hash probe and sort both sides for a merge join instead, and expect a
+ * join output that makes compiling the query look worth hundreds of
+ * milliseconds; a hash of one partition fits work_mem, which the partition
+ * count was chosen for, and joining it takes less than compiling.
  */
 PlannedStmt *
 PlanPartitionQuery(Query *query, const char *queryString, int cursorOptions,
@@ -747,6 +749,8 @@ PlanPartitionQuery(Query *query, const char *queryString, int cursorOptions,
 	PlannedStmt *plan;
 
 	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	plan = ShardextLocalPlanner(query, queryString, cursorOptions, boundParams);
 	AtEOXact_GUC(true, nestLevel);
