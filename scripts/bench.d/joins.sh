@@ -30,9 +30,10 @@ DB=bench_joins
 
 echo "machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/')"
 for port in $PORT $W1 $W2; do
-	$PSQL -p "$port" -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
+	$PSQL -p "$port" -d postgres -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
 done
-$PSQL -p "$PORT" -d $DB <<SQL
+$PSQL -p "$PORT" -d $DB >/dev/null <<SQL
 SET client_min_messages TO warning;
 CREATE EXTENSION shardext;
 SELECT shardext_add_node('127.0.0.1', $W1);
