@@ -143,9 +143,12 @@ shardext_repartition_map(PG_FUNCTION_ARGS)
 	}
 	else if (receiver->layout == LAYOUT_BROADCAST)
 		receiver->partitionCount = 1;
-	if (receiver->partitionCount < 1 || receiver->keyCount < 0 ||
+	if (receiver->partitionCount < 1 || receiver->partitionCount > MAX_PARTITIONS ||
+		receiver->keyCount < 0 || receiver->keyCount > 32 ||
 		receiver->layout < LAYOUT_MODULO || receiver->layout > LAYOUT_BROADCAST)
-		elog(ERROR, "invalid repartition layout");
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid repartition layout")));
 	receiver->pub.receiveSlot = MapReceiveSlot;
 	receiver->pub.rStartup = MapStartup;
 	receiver->pub.rShutdown = MapShutdown;
@@ -741,7 +744,7 @@ PartitionSet(ArrayType *partitions, int *maxPartition)
 	{
 		int			partition = DatumGetInt32(elements[i]);
 
-		if (nulls[i] || partition < 0 || partition > 1000000)
+		if (nulls[i] || partition < 0 || partition >= MAX_PARTITIONS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid partition number")));

@@ -54,6 +54,9 @@
 #define EXCHANGE_ID_MAXLEN 80
 #define EXCHANGE_DIR_PREFIX "pgsql_tmp_shardext_"
 
+/* the most partitions an exchange has (a layout's shards, or new ones) */
+#define MAX_PARTITIONS 65536
+
 /* how a map task assigns rows to partitions */
 #define LAYOUT_MODULO 0			/* hash modulo the partition count */
 #define LAYOUT_RANGES 1			/* the shard ranges of a table: hash in [min_i, min_i+1) */
