@@ -535,16 +535,18 @@ RunReplicaPoll(MemoryContext loopContext)
 									   Max(ShardextReplicaPollInterval, 1000));
 }
 
+/* a task of the daemon that returns how long to wait before its next round (ms) */
+typedef long (*DaemonTask) (void);
+
 /*
- * RunSagas runs the sagas that are due (saga_runner.c) in a transaction of
- * its own; errors are logged and the next round tries again.  Returns
- * when to run them next.
+ * RunTaskInTransaction runs a task of the daemon in a transaction of its
+ * own (not on a standby, nor before ALTER EXTENSION UPDATE); errors are
+ * logged and the next round tries again.  Returns when to run it next:
+ * after what the task says, or waitMs when it did not run.
  */
 static TimestampTz
-RunSagas(MemoryContext loopContext)
+RunTaskInTransaction(MemoryContext loopContext, DaemonTask task, long waitMs)
 {
-	long		waitMs = 1000;
-
 	if (RecoveryInProgress() || catalogOutdated)
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
 	MemoryContextSwitchTo(loopContext);
@@ -554,7 +556,7 @@ RunSagas(MemoryContext loopContext)
 	PG_TRY();
 	{
 		if (ShardextExtensionLoaded())
-			waitMs = RunDueSagas();
+			waitMs = task();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -570,36 +572,33 @@ RunSagas(MemoryContext loopContext)
 }
 
 /*
- * RunRepartitionSweep removes from the nodes the files of repartition joins
- * of this database that no running query uses (repartition_registry.c), in
- * a transaction of its own; errors are logged and the next round tries
- * again.  Returns when to sweep next.
+ * RunSagas runs the sagas that are due (saga_runner.c); returns when to
+ * run them next.
  */
+static TimestampTz
+RunSagas(MemoryContext loopContext)
+{
+	return RunTaskInTransaction(loopContext, RunDueSagas, 1000);
+}
+
+/*
+ * SweepRepartitionFiles removes from the nodes the files of repartition
+ * joins of this database that no running query uses
+ * (repartition_registry.c).
+ */
+static long
+SweepRepartitionFiles(void)
+{
+	SweepRepartitionLeftovers();
+	return REPARTITION_SWEEP_INTERVAL_MS;
+}
+
+/* RunRepartitionSweep sweeps the nodes; returns when to sweep next */
 static TimestampTz
 RunRepartitionSweep(MemoryContext loopContext)
 {
-	if (RecoveryInProgress() || catalogOutdated)
-		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
-	MemoryContextSwitchTo(loopContext);
-	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	PG_TRY();
-	{
-		if (ShardextExtensionLoaded())
-			SweepRepartitionLeftovers();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		LogErrorAndAbort();
-	}
-	PG_END_TRY();
-	SetRemoteCommandTimeout(0);
-	MemoryContextSwitchTo(TopMemoryContext);
-	MemoryContextReset(loopContext);
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
+	return RunTaskInTransaction(loopContext, SweepRepartitionFiles,
+								REPARTITION_SWEEP_INTERVAL_MS);
 }
 
 /*

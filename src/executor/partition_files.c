@@ -262,6 +262,23 @@ WritePartitionRow(PartitionWriter *writer, int partition, Datum *values, bool *n
 	MemoryContextSwitchTo(oldContext);
 }
 
+/*
+ * ReportIntermediateResultLimit raises the error of an exchange that wrote
+ * more than shardext.max_intermediate_result_size (limitBytes).
+ */
+void
+ReportIntermediateResultLimit(int64 limitBytes)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the intermediate results of a repartition join exceed "
+					"shardext.max_intermediate_result_size (" INT64_FORMAT " kB)",
+					limitBytes / 1024),
+			 errhint("Filter the joined tables further, raise "
+					 "shardext.max_intermediate_result_size, or set "
+					 "shardext.enable_repartition_joins to off to join on the coordinator.")));
+}
+
 /* FlushBlock appends a partition's block to the file and empties it */
 static void
 FlushBlock(PartitionWriter *writer, int partition)
@@ -273,15 +290,7 @@ FlushBlock(PartitionWriter *writer, int partition)
 		return;
 	writer->total += length;
 	if (writer->limit >= 0 && writer->total > writer->limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the intermediate results of a repartition join exceed "
-						"shardext.max_intermediate_result_size (" INT64_FORMAT " kB)",
-						writer->limit / 1024),
-				 errhint("Filter the joined tables further, raise "
-						 "shardext.max_intermediate_result_size, or set "
-						 "shardext.enable_repartition_joins to off to join on the "
-						 "coordinator.")));
+		ReportIntermediateResultLimit(writer->limit);
 	header.magic = PARTITION_BLOCK_MAGIC;
 	header.partition = partition;
 	header.length = length;

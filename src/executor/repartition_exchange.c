@@ -412,15 +412,7 @@ MapResult(RemoteTask *task, PGresult *row, void *arg)
 	}
 	pfree(text);
 	if (exchange->limitBytes >= 0 && exchange->bytesMapped > exchange->limitBytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the intermediate results of a repartition join exceed "
-						"shardext.max_intermediate_result_size (" INT64_FORMAT " kB)",
-						exchange->limitBytes / 1024),
-				 errhint("Filter the joined tables further, raise "
-						 "shardext.max_intermediate_result_size, or set "
-						 "shardext.enable_repartition_joins to off to join on the "
-						 "coordinator.")));
+		ReportIntermediateResultLimit(exchange->limitBytes);
 }
 
 /*

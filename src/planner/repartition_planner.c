@@ -48,6 +48,8 @@
 static bool QueryShapeAllowed(Query *query);
 static bool CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode,
 							 int level);
+static JoinUnit *NewUnit(RepartitionContext *context, Query *owner, Index rtindex, int level,
+						 Oid relid);
 static bool CollectSubqueryUnit(RepartitionContext *context, Query *query, Index rtindex,
 								int level);
 static bool CollectSublinkJoins(RepartitionContext *context);
@@ -152,15 +154,8 @@ CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode, int le
 			return false;
 		if (entry->method != DISTRIBUTE_BY_HASH)
 			return true;
-		unit = palloc0(sizeof(JoinUnit));
-		unit->unitId = list_length(context->units) + 1;
-		unit->owner = query;
-		unit->level = level;
-		unit->rtindex = rtindex;
-		unit->relid = rte->relid;
-		unit->entry = entry;
+		unit = NewUnit(context, query, rtindex, level, rte->relid);
 		unit->distColumns = list_make1_int(entry->distAttnum);
-		context->units = lappend(context->units, unit);
 		return true;
 	}
 	if (IsA(jtnode, JoinExpr))
@@ -182,6 +177,22 @@ CollectFromUnits(RepartitionContext *context, Query *query, Node *jtnode, int le
 		return true;
 	}
 	return false;
+}
+
+/* NewUnit adds a unit: an entry of owner's range table, on relid's shards */
+static JoinUnit *
+NewUnit(RepartitionContext *context, Query *owner, Index rtindex, int level, Oid relid)
+{
+	JoinUnit   *unit = palloc0(sizeof(JoinUnit));
+
+	unit->unitId = list_length(context->units) + 1;
+	unit->owner = owner;
+	unit->level = level;
+	unit->rtindex = rtindex;
+	unit->relid = relid;
+	unit->entry = GetDistTableCacheEntry(relid);
+	context->units = lappend(context->units, unit);
+	return unit;
 }
 
 /*
@@ -206,13 +217,7 @@ CollectSubqueryUnit(RepartitionContext *context, Query *query, Index rtindex, in
 		return false;
 	if (!readsHashTables)
 		return true;
-	unit = palloc0(sizeof(JoinUnit));
-	unit->unitId = list_length(context->units) + 1;
-	unit->owner = query;
-	unit->level = level;
-	unit->rtindex = rtindex;
-	unit->relid = info.anchorRelid;
-	unit->entry = GetDistTableCacheEntry(info.anchorRelid);
+	unit = NewUnit(context, query, rtindex, level, info.anchorRelid);
 	unit->subquery = rte->subquery;
 	foreach(cell, info.distVars)
 		unit->distColumns = lappend_int(unit->distColumns, ((Var *) lfirst(cell))->varattno);

@@ -111,6 +111,7 @@ typedef struct PartitionWriter PartitionWriter;
 typedef struct PartitionReader PartitionReader;
 
 extern void CheckExchangeId(const char *exchangeId);
+extern void ReportIntermediateResultLimit(int64 limitBytes);
 extern char *ExchangeDirectory(const char *exchangeId, Oid userId);
 extern PartitionWriter *BeginPartitionWriter(const char *exchangeId, const char *fileName,
 											 TupleDesc desc, int partitionCount,
