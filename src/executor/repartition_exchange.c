@@ -99,6 +99,9 @@ static char *TextArrayLiteral(List *strings);
 static char *IntArrayLiteral(List *ints);
 static int	UnitIndex(RepartitionPlan *plan, int unitId);
 static char *MapSqlOfShard(MovedUnit *unit, int shardIndex);
+static void MapParams(DistributedScanState *state, MovedUnit *unit, char **types,
+					  char **values);
+static List *LayoutBoundaries(RepartitionExchange *exchange, MovedUnit *unit);
 static int64 ExpectedRows(RepartitionExchange *exchange, int unitIndex, int partition);
 
 /* the exchange whose partition tasks' parameters are being evaluated */
@@ -258,58 +261,17 @@ MapTasksOfUnit(DistributedScanState *state, RepartitionExchange *exchange, int u
 {
 	MovedUnit  *unit = list_nth(exchange->plan->units, unitIndex);
 	DistTableCacheEntry *entry = GetDistTableCacheEntry(unit->relid);
-	List	   *paramTypes = NIL;
-	List	   *paramValues = NIL;
-	List	   *boundaries = NIL;
 	List	   *tasks = NIL;
 	char	   *paramTypeArray;
 	char	   *paramValueArray;
 	char	   *boundaryArray;
-	ListCell   *cell;
 
 	if (entry == NULL || entry->method != DISTRIBUTE_BY_HASH)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" is no longer distributed", get_rel_name(unit->relid))));
-
-	/* the map query's parameters, as text typed by name */
-	foreach(cell, unit->mapParams)
-	{
-		ExprState  *exprState = list_nth(state->insertExprStates, lfirst_int(cell));
-		Oid			type = exprType((Node *) exprState->expr);
-		bool		isnull;
-		Datum		value = ExecEvalExpr(exprState, state->css.ss.ps.ps_ExprContext, &isnull);
-		Oid			output;
-		bool		isVarlena;
-
-		paramTypes = lappend(paramTypes, format_type_be_qualified(type));
-		if (isnull)
-			paramValues = lappend(paramValues, NULL);
-		else
-		{
-			int			nestLevel = BeginSafeDeparse();
-
-			getTypeOutputInfo(type, &output, &isVarlena);
-			paramValues = lappend(paramValues, OidOutputFunctionCall(output, value));
-			EndSafeDeparse(nestLevel);
-		}
-	}
-	if (unit->layout == LAYOUT_RANGES)
-	{
-		DistTableCacheEntry *anchor = GetDistTableCacheEntry(exchange->plan->layoutRelid);
-
-		if (anchor == NULL || anchor->shardCount != exchange->partitionCount)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("shards of table \"%s\" changed during the statement",
-							get_rel_name(exchange->plan->layoutRelid)),
-					 errhint("Run the statement again.")));
-		for (int p = 0; p < anchor->shardCount; p++)
-			boundaries = lappend_int(boundaries, anchor->shards[p].hashMin);
-	}
-	paramTypeArray = TextArrayLiteral(paramTypes);
-	paramValueArray = TextArrayLiteral(paramValues);
-	boundaryArray = IntArrayLiteral(boundaries);
+	MapParams(state, unit, &paramTypeArray, &paramValueArray);
+	boundaryArray = IntArrayLiteral(LayoutBoundaries(exchange, unit));
 
 	for (int s = 0; s < entry->shardCount; s++)
 	{
@@ -346,6 +308,66 @@ MapTasksOfUnit(DistributedScanState *state, RepartitionExchange *exchange, int u
 		tasks = lappend(tasks, task);
 	}
 	return tasks;
+}
+
+/*
+ * MapParams evaluates the parameters of a moving table's map query: the
+ * text[] literals of their type names and of their values as text.
+ */
+static void
+MapParams(DistributedScanState *state, MovedUnit *unit, char **types, char **values)
+{
+	List	   *typeNames = NIL;
+	List	   *texts = NIL;
+	ListCell   *cell;
+
+	foreach(cell, unit->mapParams)
+	{
+		ExprState  *exprState = list_nth(state->insertExprStates, lfirst_int(cell));
+		Oid			type = exprType((Node *) exprState->expr);
+		bool		isnull;
+		Datum		value = ExecEvalExpr(exprState, state->css.ss.ps.ps_ExprContext, &isnull);
+		Oid			output;
+		bool		isVarlena;
+
+		typeNames = lappend(typeNames, format_type_be_qualified(type));
+		if (isnull)
+			texts = lappend(texts, NULL);
+		else
+		{
+			int			nestLevel = BeginSafeDeparse();
+
+			getTypeOutputInfo(type, &output, &isVarlena);
+			texts = lappend(texts, OidOutputFunctionCall(output, value));
+			EndSafeDeparse(nestLevel);
+		}
+	}
+	*types = TextArrayLiteral(typeNames);
+	*values = TextArrayLiteral(texts);
+}
+
+/*
+ * LayoutBoundaries: for a table moving into the shards of the stationary
+ * table, the lowest hash of each of them (the layout of the exchange).
+ */
+static List *
+LayoutBoundaries(RepartitionExchange *exchange, MovedUnit *unit)
+{
+	DistTableCacheEntry *anchor;
+	List	   *boundaries = NIL;
+
+	if (unit->layout != LAYOUT_RANGES)
+		return NIL;
+	anchor = GetDistTableCacheEntry(exchange->plan->layoutRelid);
+	if (anchor == NULL || anchor->shardCount != exchange->partitionCount)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shards of table \"%s\" changed during the statement",
+						get_rel_name(exchange->plan->layoutRelid)),
+				 errhint("Run the statement again.")));
+	for (int p = 0; p < anchor->shardCount; p++)
+		boundaries = lappend_int(boundaries, anchor->shards[p].hashMin);
+	return boundaries;
 }
 
 /* MapSqlOfShard: a moving table's map query on one of its shards */

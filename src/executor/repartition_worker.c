@@ -73,6 +73,15 @@ typedef struct MapReceiver
 	int64		nullKeys;
 } MapReceiver;
 
+/* where the parse of a binary COPY stream has got to */
+typedef struct CopyStream
+{
+	NodeConnection *conn;
+	StringInfoData pending;		/* received, not parsed yet */
+	bool		headerRead;
+	bool		ended;			/* the trailer came */
+} CopyStream;
+
 static void MapStartup(DestReceiver *self, int operation, TupleDesc typeinfo);
 static bool MapReceiveSlot(TupleTableSlot *slot, DestReceiver *self);
 static void MapShutdown(DestReceiver *self);
@@ -83,6 +92,7 @@ static ParamListInfo MakeParams(Oid *types, ArrayType *values, int count);
 static TupleDesc DescOfTypes(Oid *types, int count);
 static void ReceiveCopiedChunks(NodeConnection *conn, PartitionWriter *writer,
 								TupleDesc desc, Bitmapset *partitions, int64 *bytes);
+static bool NextCopiedChunk(CopyStream *stream, char **chunk, uint32 *size);
 static void WriteChunkRows(PartitionWriter *writer, TupleDesc desc, const char *chunk,
 						   int length, Bitmapset *partitions, FmgrInfo *inputs,
 						   Oid *ioparams, MemoryContext rowContext);
@@ -431,90 +441,99 @@ static void
 ReceiveCopiedChunks(NodeConnection *conn, PartitionWriter *writer, TupleDesc desc,
 					Bitmapset *partitions, int64 *bytes)
 {
-	StringInfoData pending;
+	CopyStream	stream;
 	FmgrInfo   *inputs = palloc0(sizeof(FmgrInfo) * Max(desc->natts, 1));
 	Oid		   *ioparams = palloc0(sizeof(Oid) * Max(desc->natts, 1));
 	MemoryContext rowContext = AllocSetContextCreate(CurrentMemoryContext,
 													 "shardext fetched row",
 													 ALLOCSET_DEFAULT_SIZES);
-	bool		headerRead = false;
-	bool		ended = false;
 	char	   *buffer;
 	int			length;
+	char	   *chunk;
+	uint32		size;
 
 	PrepareWireInputs(desc, inputs, ioparams);
-	initStringInfo(&pending);
+	memset(&stream, 0, sizeof(stream));
+	stream.conn = conn;
+	initStringInfo(&stream.pending);
 	while ((length = ReceiveRemoteCopyData(conn, &buffer)) >= 0)
 	{
-		appendBinaryStringInfo(&pending, buffer, length);
+		appendBinaryStringInfo(&stream.pending, buffer, length);
 		FreeRemoteCopyData(buffer);
 		*bytes += length;
-		for (;;)
-		{
-			int16		fields;
-			uint32		size;
-
-			if (!headerRead)
-			{
-				uint32		extension;
-
-				if (pending.len - pending.cursor < 19)
-					break;
-				if (memcmp(pending.data + pending.cursor, CopyBinarySignature, 11) != 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_PROTOCOL_VIOLATION),
-							 errmsg("node %s:%d did not send a binary COPY", conn->host,
-									conn->port)));
-				memcpy(&extension, pending.data + pending.cursor + 15, 4);
-				pending.cursor += 19 + pg_ntoh32(extension);
-				headerRead = true;
-				continue;
-			}
-			if (ended || pending.len - pending.cursor < 2)
-				break;
-			memcpy(&fields, pending.data + pending.cursor, 2);
-			fields = (int16) pg_ntoh16((uint16) fields);
-			if (fields == -1)
-			{
-				ended = true;
-				pending.cursor += 2;
-				break;
-			}
-			if (fields != 1 || pending.len - pending.cursor < 6)
-			{
-				if (fields != 1)
-					ereport(ERROR,
-							(errcode(ERRCODE_PROTOCOL_VIOLATION),
-							 errmsg("node %s:%d sent a row of %d columns", conn->host,
-									conn->port, fields)));
-				break;
-			}
-			memcpy(&size, pending.data + pending.cursor + 2, 4);
-			size = pg_ntoh32(size);
-			if (size == (uint32) -1 || size > MaxAllocSize)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROTOCOL_VIOLATION),
-						 errmsg("node %s:%d sent an invalid block", conn->host, conn->port)));
-			if ((uint64) (pending.len - pending.cursor) < 6 + (uint64) size)
-				break;
-			WriteChunkRows(writer, desc, pending.data + pending.cursor + 6, size, partitions,
-						   inputs, ioparams, rowContext);
-			pending.cursor += 6 + size;
-		}
+		while (NextCopiedChunk(&stream, &chunk, &size))
+			WriteChunkRows(writer, desc, chunk, size, partitions, inputs, ioparams, rowContext);
 		/* keep only what is not parsed yet */
-		if (pending.cursor > 0)
+		if (stream.pending.cursor > 0)
 		{
-			memmove(pending.data, pending.data + pending.cursor, pending.len - pending.cursor);
-			pending.len -= pending.cursor;
-			pending.data[pending.len] = '\0';
-			pending.cursor = 0;
+			memmove(stream.pending.data, stream.pending.data + stream.pending.cursor,
+					stream.pending.len - stream.pending.cursor);
+			stream.pending.len -= stream.pending.cursor;
+			stream.pending.data[stream.pending.len] = '\0';
+			stream.pending.cursor = 0;
 		}
 	}
-	if (!ended || pending.len != 0)
+	if (!stream.ended || stream.pending.len != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("the rows from node %s:%d ended early", conn->host, conn->port)));
 	MemoryContextDelete(rowContext);
+}
+
+/*
+ * NextCopiedChunk takes the next complete row (a chunk) of the binary COPY
+ * stream, past its header; false when more must come first (or it ended).
+ */
+static bool
+NextCopiedChunk(CopyStream *stream, char **chunk, uint32 *size)
+{
+	StringInfo	pending = &stream->pending;
+	int16		fields;
+
+	if (!stream->headerRead)
+	{
+		uint32		extension;
+
+		if (pending->len - pending->cursor < 19)
+			return false;
+		if (memcmp(pending->data + pending->cursor, CopyBinarySignature, 11) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("node %s:%d did not send a binary COPY", stream->conn->host,
+							stream->conn->port)));
+		memcpy(&extension, pending->data + pending->cursor + 15, 4);
+		pending->cursor += 19 + pg_ntoh32(extension);
+		stream->headerRead = true;
+	}
+	if (stream->ended || pending->len - pending->cursor < 2)
+		return false;
+	memcpy(&fields, pending->data + pending->cursor, 2);
+	fields = (int16) pg_ntoh16((uint16) fields);
+	if (fields == -1)
+	{
+		stream->ended = true;
+		pending->cursor += 2;
+		return false;
+	}
+	if (fields != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("node %s:%d sent a row of %d columns", stream->conn->host,
+						stream->conn->port, fields)));
+	if (pending->len - pending->cursor < 6)
+		return false;
+	memcpy(size, pending->data + pending->cursor + 2, 4);
+	*size = pg_ntoh32(*size);
+	if (*size == (uint32) -1 || *size > MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("node %s:%d sent an invalid block", stream->conn->host,
+						stream->conn->port)));
+	if ((uint64) (pending->len - pending->cursor) < 6 + (uint64) *size)
+		return false;
+	*chunk = pending->data + pending->cursor + 6;
+	pending->cursor += 6 + *size;
+	return true;
 }
 
 /* WriteChunkRows writes the rows of one chunk of repartition_blocks */

@@ -76,16 +76,24 @@ typedef struct RoleChoice
 
 static double TableRows(Oid relid);
 static void FetchTableRows(List *relids);
+static RemoteTask *TableRowsTask(int32 nodeId, List *indexes, List *names);
 static void TableRowsResult(RemoteTask *task, PGresult *row, void *arg);
 static double RowWidth(JoinUnit *unit);
 static double ConjunctSelectivity(Node *node);
 static bool ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice);
+static void ChooseKeys(RepartitionContext *context, int keyClass, Node **keys);
+static int32 StayingGroup(RepartitionContext *context, Node **keys);
+static bool MayStay(JoinUnit *unit, Node *key);
 static bool ChooseBroadcast(RepartitionContext *context, JoinUnit *stays, RoleChoice *choice);
 static bool MayBroadcast(JoinUnit *unit);
 static bool IsDistributionColumn(JoinUnit *unit, Node *expr);
 static void ApplyChoice(RepartitionContext *context, RoleChoice *choice);
 static int	PartitionCount(RepartitionContext *context);
 static bool ValidateJoinTree(RepartitionContext *context, Node *jtnode, Bitmapset **partitioned);
+static bool ValidateOuterJoin(RepartitionContext *context, JoinExpr *join, Bitmapset **partitioned);
+static bool ValidateInnerRegion(RepartitionContext *context, Node *jtnode,
+								Bitmapset **partitioned);
+static void ConnectItems(List *itemSets, int *component, KeyEdge *edge);
 static void InnerRegion(Node *jtnode, List **items, List **conjuncts);
 static bool IsPartitioned(JoinUnit *unit);
 static bool IsKeyEdge(RepartitionContext *context, KeyEdge *edge);
@@ -177,22 +185,17 @@ FetchTableRows(List *relids)
 		for (int s = 0; entry != NULL && s < entry->shardCount; s++)
 		{
 			ShardInterval *shard = &entry->shards[s];
-			ListCell   *nodeCell;
 			int			position;
 
 			if (shard->placementCount == 0)
 				continue;
-			position = list_length(nodeIds);
-			foreach(nodeCell, nodeIds)
-			{
-				if (lfirst_int(nodeCell) == shard->placementNodeIds[0])
-					position = foreach_current_index(nodeCell);
-			}
-			if (position == list_length(nodeIds))
+			position = ListIntPosition(nodeIds, shard->placementNodeIds[0]);
+			if (position < 0)
 			{
 				nodeIds = lappend_int(nodeIds, shard->placementNodeIds[0]);
 				nodeIndexes = lappend(nodeIndexes, NIL);
 				nodeNames = lappend(nodeNames, NIL);
+				position = list_length(nodeIds) - 1;
 			}
 			list_nth_cell(nodeIndexes, position)->ptr_value =
 				lappend_int(list_nth(nodeIndexes, position), foreach_current_index(cell));
@@ -202,43 +205,9 @@ FetchTableRows(List *relids)
 		}
 	}
 	foreach(cell, nodeIds)
-	{
-		int			position = foreach_current_index(cell);
-		StringInfoData indexes;
-		ArrayBuildState *names = NULL;
-		RemoteTask *task = palloc0(sizeof(RemoteTask));
-		Oid		   *types = palloc(sizeof(Oid) * 2);
-		ListCell   *item;
-
-		initStringInfo(&indexes);
-		appendStringInfoChar(&indexes, '{');
-		foreach(item, (List *) list_nth(nodeIndexes, position))
-			appendStringInfo(&indexes, "%s%d", indexes.len > 1 ? "," : "", lfirst_int(item));
-		appendStringInfoChar(&indexes, '}');
-		foreach(item, (List *) list_nth(nodeNames, position))
-			names = accumArrayResult(names, CStringGetTextDatum(lfirst(item)), false, TEXTOID,
-									 CurrentMemoryContext);
-		task->sql = "SELECT t.i, "
-			"pg_catalog.sum(CASE WHEN c.reltuples >= 0 AND c.relpages > 0 THEN c.reltuples / c.relpages "
-			"* (pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::float8) "
-			"ELSE 0 END), "
-			"pg_catalog.sum(CASE WHEN c.reltuples >= 0 AND c.relpages > 0 THEN 0 "
-			"ELSE pg_catalog.pg_relation_size(c.oid) END) "
-			"FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
-			"pg_catalog.unnest($2::pg_catalog.text[])) AS t(i, n) "
-			"JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(t.n) GROUP BY t.i";
-		task->nodeId = lfirst_int(cell);
-		task->returnsRows = true;
-		task->params = MakeRemoteParams(2);
-		types[0] = INT4ARRAYOID;
-		types[1] = TEXTARRAYOID;
-		task->params->types[0] = types[0];
-		task->params->types[1] = types[1];
-		task->params->values[0] = indexes.data;
-		task->params->values[1] = OidOutputFunctionCall(F_ARRAY_OUT,
-														makeArrayResult(names, CurrentMemoryContext));
-		tasks = lappend(tasks, task);
-	}
+		tasks = lappend(tasks, TableRowsTask(lfirst_int(cell),
+											 list_nth(nodeIndexes, foreach_current_index(cell)),
+											 list_nth(nodeNames, foreach_current_index(cell))));
 	ExecuteRemoteTasks(tasks, false, RemoteReadsInTransaction(), TableRowsResult, rows);
 
 	foreach(cell, relids)
@@ -249,6 +218,48 @@ FetchTableRows(List *relids)
 		stats->rows = rows[foreach_current_index(cell)];
 		stats->fetchedAt = GetCurrentTimestamp();
 	}
+}
+
+/*
+ * TableRowsTask: the query of one node for the shards it holds (names, and
+ * the index of each one's table): per table, the rows its statistics
+ * give, scaled to the shards' current size, and the size of the shards it
+ * has no statistics of.
+ */
+static RemoteTask *
+TableRowsTask(int32 nodeId, List *indexes, List *names)
+{
+	RemoteTask *task = palloc0(sizeof(RemoteTask));
+	StringInfoData indexArray;
+	ArrayBuildState *nameArray = NULL;
+	ListCell   *cell;
+
+	initStringInfo(&indexArray);
+	appendStringInfoChar(&indexArray, '{');
+	foreach(cell, indexes)
+		appendStringInfo(&indexArray, "%s%d", indexArray.len > 1 ? "," : "", lfirst_int(cell));
+	appendStringInfoChar(&indexArray, '}');
+	foreach(cell, names)
+		nameArray = accumArrayResult(nameArray, CStringGetTextDatum(lfirst(cell)), false,
+									 TEXTOID, CurrentMemoryContext);
+	task->sql = "SELECT t.i, "
+		"pg_catalog.sum(CASE WHEN c.reltuples >= 0 AND c.relpages > 0 THEN c.reltuples / c.relpages "
+		"* (pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::float8) "
+		"ELSE 0 END), "
+		"pg_catalog.sum(CASE WHEN c.reltuples >= 0 AND c.relpages > 0 THEN 0 "
+		"ELSE pg_catalog.pg_relation_size(c.oid) END) "
+		"FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
+		"pg_catalog.unnest($2::pg_catalog.text[])) AS t(i, n) "
+		"JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(t.n) GROUP BY t.i";
+	task->nodeId = nodeId;
+	task->returnsRows = true;
+	task->params = MakeRemoteParams(2);
+	task->params->types[0] = INT4ARRAYOID;
+	task->params->types[1] = TEXTARRAYOID;
+	task->params->values[0] = indexArray.data;
+	task->params->values[1] = OidOutputFunctionCall(F_ARRAY_OUT,
+													makeArrayResult(nameArray, CurrentMemoryContext));
+	return task;
 }
 
 /* TableRowsResult adds a node's estimate for a table (unknown shards by size) */
@@ -389,8 +400,7 @@ static bool
 ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice)
 {
 	int			unitCount = list_length(context->units);
-	int32		bestGroup = -1;
-	double		bestStaying = -1;
+	int32		group;
 	double		largest = -1;
 	ListCell   *cell;
 
@@ -398,52 +408,9 @@ ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice)
 	choice->roles = palloc0(sizeof(UnitRole) * unitCount);
 	choice->keys = palloc0(sizeof(Node *) * unitCount);
 	choice->keyClass = keyClass;
-
-	/* each unit's key in the class: its distribution column if it is there */
-	foreach(cell, context->units)
-	{
-		JoinUnit   *unit = lfirst(cell);
-		int			u = foreach_current_index(cell);
-		ListCell   *unitCell;
-		ListCell   *exprCell;
-
-		forboth(unitCell, context->nodeUnits, exprCell, context->nodeExprs)
-		{
-			int			node = foreach_current_index(unitCell);
-
-			if (lfirst(unitCell) != unit || context->nodeClass[node] != keyClass)
-				continue;
-			if (choice->keys[u] == NULL || IsDistributionColumn(unit, lfirst(exprCell)))
-				choice->keys[u] = lfirst(exprCell);
-		}
-	}
-	/* the colocation group whose staying tables are the largest stays */
-	foreach(cell, context->units)
-	{
-		JoinUnit   *unit = lfirst(cell);
-		double		staying = 0;
-		ListCell   *other;
-
-		/* NOT IN's table moves: its map phase counts its rows and NULLs */
-		if (!IsDistributionColumn(unit, choice->keys[foreach_current_index(cell)]) ||
-			unit->nullKey != NULL)
-			continue;
-		foreach(other, context->units)
-		{
-			JoinUnit   *peer = lfirst(other);
-
-			if (peer->entry->colocationId == unit->entry->colocationId &&
-				IsDistributionColumn(peer, choice->keys[foreach_current_index(other)]) &&
-				peer->nullKey == NULL)
-				staying += peer->rows * peer->width;
-		}
-		if (staying > bestStaying)
-		{
-			bestStaying = staying;
-			bestGroup = unit->entry->colocationId;
-		}
-	}
-	choice->strategy = bestGroup >= 0 ? REPARTITION_SINGLE : REPARTITION_DUAL;
+	ChooseKeys(context, keyClass, choice->keys);
+	group = StayingGroup(context, choice->keys);
+	choice->strategy = group >= 0 ? REPARTITION_SINGLE : REPARTITION_DUAL;
 	foreach(cell, context->units)
 	{
 		JoinUnit   *unit = lfirst(cell);
@@ -456,8 +423,8 @@ ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice)
 			choice->roles[u] = UNIT_BROADCAST;
 			choice->cost += unit->rows * unit->width * context->nodeCount;
 		}
-		else if (bestGroup >= 0 && unit->entry->colocationId == bestGroup &&
-				 IsDistributionColumn(unit, choice->keys[u]) && unit->nullKey == NULL)
+		else if (group >= 0 && unit->entry->colocationId == group &&
+				 MayStay(unit, choice->keys[u]))
 		{
 			choice->roles[u] = UNIT_STATIONARY;
 			if (unit->tableRows > largest)
@@ -474,6 +441,80 @@ ChooseKeyClass(RepartitionContext *context, int keyClass, RoleChoice *choice)
 	}
 	ApplyChoice(context, choice);
 	return ValidateRoles(context);
+}
+
+/*
+ * ChooseKeys sets each unit's key of a class: its distribution column if
+ * that is in the class, else any of its expressions there (or NULL).
+ */
+static void
+ChooseKeys(RepartitionContext *context, int keyClass, Node **keys)
+{
+	ListCell   *cell;
+
+	foreach(cell, context->units)
+	{
+		JoinUnit   *unit = lfirst(cell);
+		int			u = foreach_current_index(cell);
+		ListCell   *unitCell;
+		ListCell   *exprCell;
+
+		forboth(unitCell, context->nodeUnits, exprCell, context->nodeExprs)
+		{
+			int			node = foreach_current_index(unitCell);
+
+			if (lfirst(unitCell) != unit || context->nodeClass[node] != keyClass)
+				continue;
+			if (keys[u] == NULL || IsDistributionColumn(unit, lfirst(exprCell)))
+				keys[u] = lfirst(exprCell);
+		}
+	}
+}
+
+/*
+ * StayingGroup: the colocation group whose tables that may stay (keyed by
+ * their distribution column) are the largest, or -1 when there is none.
+ */
+static int32
+StayingGroup(RepartitionContext *context, Node **keys)
+{
+	int32		bestGroup = -1;
+	double		bestStaying = -1;
+	ListCell   *cell;
+
+	foreach(cell, context->units)
+	{
+		JoinUnit   *unit = lfirst(cell);
+		double		staying = 0;
+		ListCell   *other;
+
+		if (!MayStay(unit, keys[foreach_current_index(cell)]))
+			continue;
+		foreach(other, context->units)
+		{
+			JoinUnit   *peer = lfirst(other);
+
+			if (peer->entry->colocationId == unit->entry->colocationId &&
+				MayStay(peer, keys[foreach_current_index(other)]))
+				staying += peer->rows * peer->width;
+		}
+		if (staying > bestStaying)
+		{
+			bestStaying = staying;
+			bestGroup = unit->entry->colocationId;
+		}
+	}
+	return bestGroup;
+}
+
+/*
+ * MayStay: a unit keyed by its distribution column may stay in its shards,
+ * but for NOT IN's table, whose map phase counts its rows and NULLs.
+ */
+static bool
+MayStay(JoinUnit *unit, Node *key)
+{
+	return IsDistributionColumn(unit, key) && unit->nullKey == NULL;
 }
 
 /*
@@ -636,96 +677,117 @@ ValidateJoinTree(RepartitionContext *context, Node *jtnode, Bitmapset **partitio
 		return true;
 	}
 	if (IsA(jtnode, JoinExpr) && ((JoinExpr *) jtnode)->jointype != JOIN_INNER)
-	{
-		JoinExpr   *join = (JoinExpr *) jtnode;
-		Bitmapset  *left;
-		Bitmapset  *right;
-		List	   *conjuncts = NIL;
-		ListCell   *cell;
+		return ValidateOuterJoin(context, (JoinExpr *) jtnode, partitioned);
+	return ValidateInnerRegion(context, jtnode, partitioned);
+}
 
-		if (!ValidateJoinTree(context, join->larg, &left) ||
-			!ValidateJoinTree(context, join->rarg, &right))
-			return false;
-		*partitioned = bms_union(left, right);
-		if (left == NULL || right == NULL)
-			return (join->jointype == JOIN_LEFT && right == NULL) ||
-				(join->jointype == JOIN_RIGHT && left == NULL) ||
-				(left == NULL && right == NULL);
-		CollectConjuncts(join->quals, &conjuncts);
-		foreach(cell, context->edges)
-		{
-			KeyEdge    *edge = lfirst(cell);
+/*
+ * ValidateOuterJoin: an outer join of two partitioned sides must join them
+ * by a key edge; a side without partitioned units may only be the side
+ * that is null-extended (read whole in every partition, a preserved side
+ * would give its unmatched rows once per partition).
+ */
+static bool
+ValidateOuterJoin(RepartitionContext *context, JoinExpr *join, Bitmapset **partitioned)
+{
+	Bitmapset  *left;
+	Bitmapset  *right;
+	List	   *conjuncts = NIL;
+	ListCell   *cell;
 
-			if (list_member_ptr(conjuncts, edge->clause) && IsKeyEdge(context, edge) &&
-				((bms_is_member(edge->left->unitId, left) &&
-				  bms_is_member(edge->right->unitId, right)) ||
-				 (bms_is_member(edge->left->unitId, right) &&
-				  bms_is_member(edge->right->unitId, left))))
-				return true;
-		}
+	if (!ValidateJoinTree(context, join->larg, &left) ||
+		!ValidateJoinTree(context, join->rarg, &right))
 		return false;
-	}
-
-	/* a region of inner joins: its partitioned items connected by key edges */
+	*partitioned = bms_union(left, right);
+	if (left == NULL || right == NULL)
+		return (join->jointype == JOIN_LEFT && right == NULL) ||
+			(join->jointype == JOIN_RIGHT && left == NULL) ||
+			(left == NULL && right == NULL);
+	CollectConjuncts(join->quals, &conjuncts);
+	foreach(cell, context->edges)
 	{
-		List	   *items = NIL;
-		List	   *conjuncts = NIL;
-		List	   *itemSets = NIL;
-		int		   *component;
-		int			itemCount;
-		int			first = -1;
-		ListCell   *cell;
+		KeyEdge    *edge = lfirst(cell);
 
-		InnerRegion(jtnode, &items, &conjuncts);
-		itemCount = list_length(items);
-		component = palloc(sizeof(int) * Max(itemCount, 1));
-		foreach(cell, items)
-		{
-			Bitmapset  *set;
+		if (list_member_ptr(conjuncts, edge->clause) && IsKeyEdge(context, edge) &&
+			((bms_is_member(edge->left->unitId, left) &&
+			  bms_is_member(edge->right->unitId, right)) ||
+			 (bms_is_member(edge->left->unitId, right) &&
+			  bms_is_member(edge->right->unitId, left))))
+			return true;
+	}
+	return false;
+}
 
-			if (!ValidateJoinTree(context, lfirst(cell), &set))
-				return false;
-			itemSets = lappend(itemSets, set);
-			*partitioned = bms_union(*partitioned, set);
-			component[foreach_current_index(cell)] = foreach_current_index(cell);
-		}
-		foreach(cell, context->edges)
-		{
-			KeyEdge    *edge = lfirst(cell);
-			int			left = -1;
-			int			right = -1;
-			ListCell   *setCell;
+/*
+ * ValidateInnerRegion: the items of a region of inner joins that have
+ * partitioned units must be connected by key edges of the region's
+ * conditions.
+ */
+static bool
+ValidateInnerRegion(RepartitionContext *context, Node *jtnode, Bitmapset **partitioned)
+{
+	List	   *items = NIL;
+	List	   *conjuncts = NIL;
+	List	   *itemSets = NIL;
+	int		   *component;
+	int			first = -1;
+	ListCell   *cell;
 
-			if (!list_member_ptr(conjuncts, edge->clause) || !IsKeyEdge(context, edge))
-				continue;
-			foreach(setCell, itemSets)
-			{
-				if (bms_is_member(edge->left->unitId, lfirst(setCell)))
-					left = foreach_current_index(setCell);
-				if (bms_is_member(edge->right->unitId, lfirst(setCell)))
-					right = foreach_current_index(setCell);
-			}
-			if (left < 0 || right < 0)
-				continue;
-			left = component[left];
-			right = component[right];
-			for (int i = 0; i < itemCount; i++)
-			{
-				if (component[i] == left)
-					component[i] = right;
-			}
-		}
-		foreach(cell, itemSets)
-		{
-			int			i = foreach_current_index(cell);
+	InnerRegion(jtnode, &items, &conjuncts);
+	component = palloc(sizeof(int) * Max(list_length(items), 1));
+	foreach(cell, items)
+	{
+		Bitmapset  *set;
 
-			if (lfirst(cell) == NULL)
-				continue;
-			if (first >= 0 && component[i] != first)
-				return false;
-			first = component[i];
-		}
-		return true;
+		if (!ValidateJoinTree(context, lfirst(cell), &set))
+			return false;
+		itemSets = lappend(itemSets, set);
+		*partitioned = bms_union(*partitioned, set);
+		component[foreach_current_index(cell)] = foreach_current_index(cell);
+	}
+	foreach(cell, context->edges)
+	{
+		KeyEdge    *edge = lfirst(cell);
+
+		if (list_member_ptr(conjuncts, edge->clause) && IsKeyEdge(context, edge))
+			ConnectItems(itemSets, component, edge);
+	}
+	foreach(cell, itemSets)
+	{
+		int			i = foreach_current_index(cell);
+
+		if (lfirst(cell) == NULL)
+			continue;
+		if (first >= 0 && component[i] != first)
+			return false;
+		first = component[i];
+	}
+	return true;
+}
+
+/* ConnectItems merges the components of the two items an edge joins */
+static void
+ConnectItems(List *itemSets, int *component, KeyEdge *edge)
+{
+	int			left = -1;
+	int			right = -1;
+	ListCell   *cell;
+
+	foreach(cell, itemSets)
+	{
+		if (bms_is_member(edge->left->unitId, lfirst(cell)))
+			left = foreach_current_index(cell);
+		if (bms_is_member(edge->right->unitId, lfirst(cell)))
+			right = foreach_current_index(cell);
+	}
+	if (left < 0 || right < 0)
+		return;
+	left = component[left];
+	right = component[right];
+	for (int i = 0; i < list_length(itemSets); i++)
+	{
+		if (component[i] == left)
+			component[i] = right;
 	}
 }
 

@@ -52,7 +52,6 @@ static void FlattenInnerJoins(Node *jtnode, List **items, List **conjuncts);
 static List *FindGroups(Query *query, List *items, List *conjuncts);
 static bool DistributionEquality(Query *query, Node *clause, Index *left, Index *right);
 static TableGroup *GroupOf(List *groups, Index rtindex);
-static int	ListPosition(List *ints, int value);
 static bool GroupVarsWalker(Node *node, GroupVarsContext *context);
 static void MakeGroupSubquery(Query *query, TableGroup *group);
 
@@ -256,20 +255,6 @@ DistributionEquality(Query *query, Node *clause, Index *left, Index *right)
 	return true;
 }
 
-/* ListPosition: where value is in a list of ints (0-based) */
-static int
-ListPosition(List *ints, int value)
-{
-	ListCell   *cell;
-
-	foreach(cell, ints)
-	{
-		if (lfirst_int(cell) == value)
-			return foreach_current_index(cell);
-	}
-	return -1;
-}
-
 static TableGroup *
 GroupOf(List *groups, Index rtindex)
 {
@@ -389,7 +374,7 @@ MakeGroupSubquery(Query *query, TableGroup *group)
 		get_atttypetypmodcoll(table->relid, attno, &type, &typmod, &collation);
 		subquery->targetList =
 			lappend(subquery->targetList,
-					makeTargetEntry((Expr *) makeVar(ListPosition(group->rtindexes, varno) + 1,
+					makeTargetEntry((Expr *) makeVar(ListIntPosition(group->rtindexes, varno) + 1,
 													 attno, type, typmod, collation, 0),
 									resno++, name, false));
 		names = lappend(names, makeString(name));
@@ -397,11 +382,11 @@ MakeGroupSubquery(Query *query, TableGroup *group)
 	/* the tables' Vars in the subquery's conditions: its own numbering */
 	foreach(cell, group->rtindexes)
 		ChangeVarNodes((Node *) subquery->jointree->quals, lfirst_int(cell),
-					   ListPosition(group->rtindexes, lfirst_int(cell)) + 1000000, 0);
+					   ListIntPosition(group->rtindexes, lfirst_int(cell)) + 1000000, 0);
 	foreach(cell, group->rtindexes)
 		ChangeVarNodes((Node *) subquery->jointree->quals,
-					   ListPosition(group->rtindexes, lfirst_int(cell)) + 1000000,
-					   ListPosition(group->rtindexes, lfirst_int(cell)) + 1, 0);
+					   ListIntPosition(group->rtindexes, lfirst_int(cell)) + 1000000,
+					   ListIntPosition(group->rtindexes, lfirst_int(cell)) + 1, 0);
 	foreach(cell, group->rtindexes)
 		alias = psprintf("%s%s%s", alias, alias[0] != '\0' ? "_" : "",
 						 rt_fetch(lfirst_int(cell), query->rtable)->eref->aliasname);

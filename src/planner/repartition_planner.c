@@ -762,6 +762,20 @@ PlanPartitionQuery(Query *query, const char *queryString, int cursorOptions,
 	return plan;
 }
 
+/* ListIntPosition: where value is in a list of ints (0-based), or -1 */
+int
+ListIntPosition(List *ints, int value)
+{
+	ListCell   *cell;
+
+	foreach(cell, ints)
+	{
+		if (lfirst_int(cell) == value)
+			return foreach_current_index(cell);
+	}
+	return -1;
+}
+
 /* UnitOfRtindex: the unit of a range table entry of owner, or NULL */
 JoinUnit *
 UnitOfRtindex(RepartitionContext *context, Query *owner, Index rtindex)

@@ -242,6 +242,7 @@ extern bool ReadsRepartitionedRows(Query *query);
 extern struct PlannedStmt *PlanPartitionQuery(Query *query, const char *queryString,
 											  int cursorOptions, ParamListInfo boundParams);
 extern JoinUnit *UnitOfRtindex(RepartitionContext *context, Query *owner, Index rtindex);
+extern int	ListIntPosition(List *ints, int value);
 extern JoinUnit *ExpressionUnit(RepartitionContext *context, Node *expr, int levelsUp,
 								Query *owner);
 
