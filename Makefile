@@ -39,7 +39,8 @@ REGRESS = $(shell sed -n 's/^test: *//p' $(srcdir)/test/schedule)
 SHARDEXT_PORT ?= 9700
 REGRESS_OPTS = --host=127.0.0.1 --port=$(SHARDEXT_PORT) --user=postgres
 REGRESS_PREP = installcheck-prepare
-EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS)
+EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS) $(CDC_PLUGINS) \
+	$(CDC_PLUGINS:$(DLSUFFIX)=.o)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -53,6 +54,28 @@ endif
 include $(PGXS)
 
 $(OBJS): $(SHARDEXT_HEADERS) $(BUILD_FLAGS)
+
+# Change data capture: the output plugins pgoutput and test_decoding of
+# workers, one small library each built from src/plugins/shardext_cdc/
+# wrapper.c, installed in $(pkglibdir)/shardext_cdc (which workers put first
+# on dynamic_library_path; see cdc_decoder.c).
+CDC_PLUGIN_DIR = src/plugins/shardext_cdc
+CDC_PLUGINS = $(CDC_PLUGIN_DIR)/pgoutput$(DLSUFFIX) $(CDC_PLUGIN_DIR)/test_decoding$(DLSUFFIX)
+
+all: $(CDC_PLUGINS)
+
+$(CDC_PLUGIN_DIR)/%.o: $(srcdir)/$(CDC_PLUGIN_DIR)/wrapper.c $(BUILD_FLAGS)
+	@mkdir -p $(CDC_PLUGIN_DIR)
+	$(CC) $(CFLAGS) $(CPPFLAGS) -DSHARDEXT_CDC_PLUGIN='"$*"' -c -o $@ $<
+
+$(CDC_PLUGIN_DIR)/%$(DLSUFFIX): $(CDC_PLUGIN_DIR)/%.o
+	$(CC) $(CFLAGS) $< $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@
+
+install: install-cdc-plugins
+.PHONY: install-cdc-plugins
+install-cdc-plugins: $(CDC_PLUGINS)
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)/shardext_cdc'
+	$(INSTALL_SHLIB) $(CDC_PLUGINS) '$(DESTDIR)$(pkglibdir)/shardext_cdc/'
 
 # what the tests read from the environment; test/bin/diff normalises ports
 installcheck: export COORDINATOR_PORT = $(SHARDEXT_PORT)

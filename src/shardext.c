@@ -20,6 +20,7 @@
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/failover.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/distributed_plan.h"
@@ -97,6 +98,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(SnowflakeShmemSize());
 	RequestAddinShmemSpace(MaintenanceShmemSize());
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
+	RequestAddinShmemSpace(NodeHealthShmemSize());
 	ShardStatsShmemRequest();
 	ReplicaStateShmemRequest();
 	SharedPoolShmemRequest();
@@ -116,6 +118,7 @@ ShardextShmemStartup(void)
 	SnowflakeShmemInit();
 	MaintenanceShmemInit();
 	DistributedDeadlockShmemInit();
+	NodeHealthShmemInit();
 	ShardStatsShmemInit();
 	ReplicaStateShmemInit();
 	SharedPoolShmemInit();

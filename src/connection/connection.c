@@ -59,6 +59,7 @@
 #include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
@@ -146,6 +147,8 @@ static bool ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept
 static void CompactConnectionList(ConnectionCacheEntry *entry);
 static void RepointConnection(NodeConnection *conn, WorkerNode *node);
 static int	ConnectTimeout(NodeConnection *conn);
+static NodeConnection *NewDedicatedConnection(const char *host, int32 port, bool counted,
+											  int timeoutMs);
 static NodeConnection *OpenDedicated(const char *host, int32 port, const char *dbname,
 									 bool replication, bool counted, bool errorOnFailure,
 									 int timeoutMs, const char *hint);
@@ -449,12 +452,19 @@ ContinueNodeConnection(NodeConnection *conn, bool socketReady)
 
 /*
  * AdvanceConnect polls a connection attempt whose socket is ready; each
- * answer of the node gives it shardext.connect_timeout again.
+ * answer of the node gives it shardext.connect_timeout again.  It notes
+ * whether the attempt got past the TCP connection (ProbeNodeConnection).
  */
 void
 AdvanceConnect(NodeConnection *conn)
 {
+	ConnStatusType status;
+
 	conn->pollStatus = PQconnectPoll(conn->pgConn);
+	status = PQstatus(conn->pgConn);
+	/* past CONNECTION_STARTED, a TCP connection to the node was established */
+	if (status != CONNECTION_STARTED && status != CONNECTION_BAD)
+		conn->tcpEstablished = true;
 	conn->connectDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														ConnectTimeout(conn));
 }
@@ -743,6 +753,7 @@ BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user, bool 
 	conn->pgConn = StartConnection(conn->host, conn->port, dbname, user, timeZone,
 								   replication);
 	conn->connecting = true;
+	conn->tcpEstablished = false;
 	conn->pollStatus = PQstatus(conn->pgConn) == CONNECTION_BAD ?
 		PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
 	conn->connectDeadline = TimestampTzPlusMilliseconds(now, ConnectTimeout(conn));
@@ -784,8 +795,10 @@ FinishConnect(NodeConnection *conn)
 
 /*
  * CompleteConnection makes a freshly opened connection ready for commands:
- * non-blocking mode, and the node's connection limit learned when the
- * pool's limit is derived from it and no backend asked within the last
+ * non-blocking mode, the server of a cached connection checked to be the
+ * one the catalog records for the node (fencing.c; OpenDedicated checks its
+ * own), and the node's connection limit learned when
+ * the pool's limit is derived from it and no backend asked within the last
  * second.  That costs a round trip now and then (a tenth of a millisecond
  * against milliseconds for the connection itself; the extra connections of
  * slow start never ask) and keeps the limit right when the node is
@@ -798,6 +811,8 @@ CompleteConnection(NodeConnection *conn)
 	if (PQsetnonblocking(conn->pgConn, 1) != 0)
 		ConnectionFailed(conn, NULL);
 	conn->openedAt = GetCurrentTimestamp();
+	if (!conn->dedicated)
+		(void) CheckNodeConnectionIdentity(conn, ERROR);
 	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit &&
 		!PoolNodeLimitFresh(conn->poolEntry, NODE_LIMIT_MAX_AGE_MS))
 		LearnNodeLimit(conn);
@@ -911,14 +926,15 @@ OpenLoopbackConnection(bool errorOnFailure)
 						 "Check that the server accepts connections from its own socket.");
 }
 
-/* OpenDedicated does the work of the OpenDedicated* and loopback functions */
+/*
+ * NewDedicatedConnection makes the struct of a dedicated connection, not
+ * connected yet, owned by the current resource owner.
+ */
 static NodeConnection *
-OpenDedicated(const char *host, int32 port, const char *dbname, bool replication,
-			  bool counted, bool errorOnFailure, int timeoutMs, const char *hint)
+NewDedicatedConnection(const char *host, int32 port, bool counted, int timeoutMs)
 {
 	NodeConnection *conn;
 	MemoryContext oldContext;
-	bool		connected;
 
 	EnsureConnectionContext();
 	conn = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
@@ -934,12 +950,83 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 	oldContext = MemoryContextSwitchTo(ConnectionContext);
 	dedicatedConnections = lappend(dedicatedConnections, conn);
 	MemoryContextSwitchTo(oldContext);
+	return conn;
+}
+
+/*
+ * ProbeNodeConnection tries to connect to a node within timeoutMs for the
+ * maintenance daemon's health probes (node_health.c): outside the node's
+ * pool, without the identity check (a probe looks at whatever answers),
+ * and saying how far it got in *outcome -- a connection (returned; close
+ * it with CloseDedicatedConnection), no TCP connection at all (refused, or
+ * not established in time: nothing listens there, or the host cannot be
+ * reached), or a TCP connection over which the server did not complete
+ * the startup in time, or refused it.  *detail says why it failed.
+ */
+NodeConnection *
+ProbeNodeConnection(const char *host, int32 port, int timeoutMs, NodeProbeOutcome *outcome,
+					char **detail)
+{
+	NodeConnection *conn = NewDedicatedConnection(host, port, false, timeoutMs);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	bool		identityCheck = SetNodeIdentityCheck(false);
+	NodeWaitResult waited = NODE_WAIT_FAILED;
+
+	PG_TRY();
+	{
+		BeginConnect(conn, get_database_name(MyDatabaseId), false);
+		waited = WaitForNodeUntil(conn, NODE_WAIT_CONNECTED, deadline, true);
+		if (waited == NODE_WAIT_DONE)
+			CompleteConnection(conn);
+	}
+	PG_CATCH();
+	{
+		SetNodeIdentityCheck(identityCheck);
+		CloseDedicatedConnection(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	SetNodeIdentityCheck(identityCheck);
+
+	*detail = NULL;
+	if (waited == NODE_WAIT_DONE)
+	{
+		*outcome = NODE_PROBE_CONNECTED;
+		return conn;
+	}
+	if (!conn->tcpEstablished)
+		*outcome = NODE_PROBE_UNREACHABLE;
+	else if (waited == NODE_WAIT_TIMEOUT)
+		*outcome = NODE_PROBE_NOT_ANSWERING;
+	else
+		*outcome = NODE_PROBE_REJECTED;
+	*detail = waited == NODE_WAIT_TIMEOUT ?
+		psprintf("no answer within %d ms", timeoutMs) :
+		pchomp(PQerrorMessage(conn->pgConn));
+	CloseDedicatedConnection(conn);
+	return NULL;
+}
+
+/* OpenDedicated does the work of the OpenDedicated* and loopback functions */
+static NodeConnection *
+OpenDedicated(const char *host, int32 port, const char *dbname, bool replication,
+			  bool counted, bool errorOnFailure, int timeoutMs, const char *hint)
+{
+	NodeConnection *conn = NewDedicatedConnection(host, port, counted, timeoutMs);
+	bool		connected;
 
 	PG_TRY();
 	{
 		(void) AcquireSlot(conn, POOL_SLOT_REQUIRED, true);
 		BeginConnect(conn, dbname, replication);
 		connected = FinishConnect(conn);
+		/* a fenced server: an error, or a warning and no connection */
+		if (connected &&
+			!CheckNodeConnectionIdentity(conn, errorOnFailure ? ERROR : WARNING))
+		{
+			CloseDedicatedConnection(conn);
+			return NULL;
+		}
 	}
 	PG_CATCH();
 	{

@@ -53,6 +53,9 @@ static bool FinishRemoteCommandUntil(NodeConnection *conn, const char *command,
 									 TimestampTz deadline, PGresult **lastOut,
 									 bool *timedOut);
 
+/* how long ExecuteStandbyScalar pauses before it runs a cancelled query again */
+#define STANDBY_RETRY_DELAY_MS 20
+
 NodeWaitCancel_hook_type NodeWaitCancel_hook = NULL;
 
 /* the SQLSTATE of the last remote error of TryRemoteQuery */
@@ -996,6 +999,59 @@ const char *
 RemoteFailureSqlstate(void)
 {
 	return lastFailureSqlstate;
+}
+
+/*
+ * ExecuteStandbyScalar runs a one-value query on a server that may be a hot
+ * standby still replaying WAL and returns the value (NULL for a NULL
+ * value).  Replay cancels the queries it conflicts with ("canceling
+ * statement due to conflict with recovery", SQLSTATE 40001, or 40P01 for a
+ * deadlock with the startup process): without hot_standby_feedback any
+ * query that holds a snapshot can be cancelled while the standby replays
+ * its primary's pruning, and once the standby no longer streams it does so
+ * after max_standby_archive_delay.  Such a query runs again, after a short
+ * pause, until deadline; any other failure, or a conflict at the deadline,
+ * raises the node's error.  After a failure the caller closes the
+ * connection (a timed out query may still run).
+ */
+char *
+ExecuteStandbyScalar(NodeConnection *conn, const char *query, TimestampTz deadline)
+{
+	for (;;)
+	{
+		long		remainingMs = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																  deadline);
+		char	   *failure = NULL;
+		PGresult   *result = TryRemoteQuery(conn, query, 0, NULL, Max(remainingMs, 1),
+										   &failure);
+		char	   *value = NULL;
+		const char *sqlstate;
+
+		if (result != NULL)
+		{
+			if (PQntuples(result) > 0 && PQnfields(result) > 0 && !PQgetisnull(result, 0, 0))
+				value = pstrdup(PQgetvalue(result, 0, 0));
+			PQclear(result);
+			return value;
+		}
+		sqlstate = RemoteFailureSqlstate();
+		if ((strcmp(sqlstate, "40001") != 0 && strcmp(sqlstate, "40P01") != 0) ||
+			GetCurrentTimestamp() >= deadline)
+			ereport(ERROR,
+					(errcode(strlen(sqlstate) == 5 ?
+							 MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],
+										   sqlstate[3], sqlstate[4]) :
+							 ERRCODE_CONNECTION_FAILURE),
+					 errmsg_internal("%s", failure),
+					 errcontext("while executing command on %s:%d", conn->host, conn->port)));
+		ereport(DEBUG1,
+				(errmsg_internal("shardext: query on standby %s:%d cancelled by recovery, "
+								 "running it again", conn->host, conn->port)));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 STANDBY_RETRY_DELAY_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*

@@ -29,9 +29,12 @@
  * Other periodic work belongs in the daemon's loop, each task in a
  * transaction of its own with its own error handling, like RunRecovery
  * (which also runs the cleanup after interrupted or finished shard moves,
- * MaintainShardMoves), RunDeadlockDetection and RunSagas (queued sagas,
+ * MaintainShardMoves), RunDeadlockDetection, RunSagas (queued sagas,
  * and those a session left unfinished: saga_runner.c; a session that
- * queues one wakes the daemon, WakeMaintenanceDaemon).
+ * queues one wakes the daemon, WakeMaintenanceDaemon), RunHealthChecks
+ * (probes of the workers and automatic failover), RunRestorePoints and
+ * RunRepartitionSweep (files repartition joins left on the nodes; a join
+ * that failed asks for a sweep at once).  RunDaemonTask is their wrapper.
  *
  * A daemon has no statement_timeout, so each task bounds its waits for
  * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
@@ -72,6 +75,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/failover.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
@@ -102,6 +106,13 @@ static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static TimestampTz RunSagas(MemoryContext loopContext);
 static TimestampTz RunRepartitionSweep(MemoryContext loopContext);
+static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg);
+static void SagaTask(void *arg);
+static void SweepTask(void *arg);
+static void HealthCheckTask(void *arg);
+static void RestorePointTask(void *arg);
+static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
+static TimestampTz RunRestorePoints(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
@@ -307,6 +318,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextSagaRound = 0;
 	TimestampTz nextSweep = 0;
 	uint64		sweepRequestsSeen = 0;
+	TimestampTz nextHealthCheck = 0;
+	TimestampTz nextRestorePoint = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -379,6 +392,10 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 		if (now >= nextReplicaPoll)
 			nextReplicaPoll = RunReplicaPoll(loopContext);
+		if (now >= nextHealthCheck)
+			nextHealthCheck = RunHealthChecks(loopContext, &nextRecovery);
+		if (now >= nextRestorePoint)
+			nextRestorePoint = RunRestorePoints(loopContext);
 
 		if (now >= nextSagaRound)
 			nextSagaRound = RunSagas(loopContext);
@@ -394,6 +411,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextHealthCheck));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextRestorePoint));
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
@@ -535,20 +554,53 @@ RunReplicaPoll(MemoryContext loopContext)
 									   Max(ShardextReplicaPollInterval, 1000));
 }
 
-/* a task of the daemon that returns how long to wait before its next round (ms) */
-typedef long (*DaemonTask) (void);
-
 /*
- * RunTaskInTransaction runs a task of the daemon in a transaction of its
- * own (not on a standby, nor before ALTER EXTENSION UPDATE); errors are
- * logged and the next round tries again.  Returns when to run it next:
- * after what the task says, or waitMs when it did not run.
+ * RunSagas runs the sagas that are due (saga_runner.c); returns when to
+ * run them next.
  */
 static TimestampTz
-RunTaskInTransaction(MemoryContext loopContext, DaemonTask task, long waitMs)
+RunSagas(MemoryContext loopContext)
 {
-	if (RecoveryInProgress() || catalogOutdated)
-		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+	long		waitMs = 1000;
+
+	if (!RecoveryInProgress() && !catalogOutdated)
+		RunDaemonTask(loopContext, SagaTask, &waitMs);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+}
+
+static void
+SagaTask(void *arg)
+{
+	*(long *) arg = RunDueSagas();
+}
+
+/*
+ * RunRepartitionSweep removes from the nodes the files of repartition
+ * joins of this database that no running query uses
+ * (repartition_registry.c); returns when to sweep next.
+ */
+static TimestampTz
+RunRepartitionSweep(MemoryContext loopContext)
+{
+	if (!RecoveryInProgress() && !catalogOutdated)
+		RunDaemonTask(loopContext, SweepTask, NULL);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
+}
+
+static void
+SweepTask(void *arg)
+{
+	SweepRepartitionLeftovers();
+}
+
+/*
+ * RunDaemonTask runs task(arg) in a transaction of its own, with a
+ * snapshot, when shardext is installed; errors are logged and the next
+ * round tries again.
+ */
+static void
+RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg)
+{
 	MemoryContextSwitchTo(loopContext);
 	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	StartTransactionCommand();
@@ -556,7 +608,7 @@ RunTaskInTransaction(MemoryContext loopContext, DaemonTask task, long waitMs)
 	PG_TRY();
 	{
 		if (ShardextExtensionLoaded())
-			waitMs = task();
+			task(arg);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -568,37 +620,69 @@ RunTaskInTransaction(MemoryContext loopContext, DaemonTask task, long waitMs)
 	SetRemoteCommandTimeout(0);
 	MemoryContextSwitchTo(TopMemoryContext);
 	MemoryContextReset(loopContext);
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+}
+
+/* what RunHealthChecks's task reports */
+typedef struct HealthCheckRound
+{
+	bool		failedOver;
+	TimestampTz nextCheck;
+} HealthCheckRound;
+
+static void
+HealthCheckTask(void *arg)
+{
+	HealthCheckRound *round = (HealthCheckRound *) arg;
+
+	round->failedOver = CheckNodeHealth(&round->nextCheck);
 }
 
 /*
- * RunSagas runs the sagas that are due (saga_runner.c); returns when to
- * run them next.
+ * RunHealthChecks probes the workers once and fails over those that are
+ * unreachable (node_health.c, failover.c), with shardext.auto_failover on.
+ * After a failover recovery runs at once (*nextRecovery).  Returns when to
+ * probe next (earlier than the interval when a worker's failover_timeout
+ * ends before).
  */
 static TimestampTz
-RunSagas(MemoryContext loopContext)
+RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 {
-	return RunTaskInTransaction(loopContext, RunDueSagas, 1000);
+	HealthCheckRound round;
+
+	round.failedOver = false;
+	round.nextCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  ShardextHealthCheckInterval);
+	if (!ShardextAutoFailover || ShardextHealthCheckInterval == 0 ||
+		RecoveryInProgress() || catalogOutdated)
+	{
+		ForgetNodeHealthConnections();
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	}
+	RunDaemonTask(loopContext, HealthCheckTask, &round);
+	if (round.failedOver)
+		*nextRecovery = 0;
+	return round.nextCheck;
+}
+
+static void
+RestorePointTask(void *arg)
+{
+	CreatePeriodicRestorePoint();
 }
 
 /*
- * SweepRepartitionFiles removes from the nodes the files of repartition
- * joins of this database that no running query uses
- * (repartition_registry.c).
+ * RunRestorePoints creates a cluster-wide restore point every
+ * shardext.restore_point_interval (restore_point.c).  Returns when to
+ * look again.
  */
-static long
-SweepRepartitionFiles(void)
-{
-	SweepRepartitionLeftovers();
-	return REPARTITION_SWEEP_INTERVAL_MS;
-}
-
-/* RunRepartitionSweep sweeps the nodes; returns when to sweep next */
 static TimestampTz
-RunRepartitionSweep(MemoryContext loopContext)
+RunRestorePoints(MemoryContext loopContext)
 {
-	return RunTaskInTransaction(loopContext, SweepRepartitionFiles,
-								REPARTITION_SWEEP_INTERVAL_MS);
+	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	RunDaemonTask(loopContext, RestorePointTask, NULL);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   (int64) ShardextRestorePointInterval * 1000);
 }
 
 /*

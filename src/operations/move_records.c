@@ -370,9 +370,13 @@ CleanupCommand(const char *objectType, const char *objectName, const char *resto
 						"  ALTER SUBSCRIPTION %s DISABLE; "
 						"  ALTER SUBSCRIPTION %s SET (slot_name = NONE); "
 						"  DROP SUBSCRIPTION %s; "
-						"END IF; END $shardext$",
+						"END IF; "
+						"PERFORM pg_catalog.pg_replication_origin_drop(roname) "
+						"  FROM pg_catalog.pg_replication_origin WHERE roname = %s; "
+						"END $shardext$",
 						quote_literal_cstr(objectName), quote_identifier(objectName),
-						quote_identifier(objectName), quote_identifier(objectName));
+						quote_identifier(objectName), quote_identifier(objectName),
+						quote_literal_cstr(objectName));
 	if (strcmp(objectType, "replication_slot") == 0)
 		return psprintf("DO $shardext$ BEGIN "
 						"FOR i IN 1..200 LOOP "

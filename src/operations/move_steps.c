@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
@@ -253,6 +254,16 @@ void
 MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 {
 	ListCell   *cell;
+	bool		internalOrigin;
+
+	/*
+	 * Where change data capture publishes, the copy is internal data
+	 * movement: a replication origin of the move's name marks it (see
+	 * cdc_decoder.c); the subscription's cleanup drops the origin too.
+	 */
+	AddCleanupRecord(state, state->target.nodeId, "subscription", state->objectName, 0,
+					 NULL, "always");
+	internalOrigin = CdcBeginInternalWrites(state->targetConn, state->objectName);
 
 	if (useSlotSnapshot)
 	{
@@ -298,6 +309,8 @@ MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 		}
 	}
 	ExecuteRemoteCommand(state->sourceConn, "COMMIT");
+	if (internalOrigin)
+		CdcEndInternalWrites(state->targetConn, state->objectName);
 	ReportMoveProgress(state, true, -1);
 }
 

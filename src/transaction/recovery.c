@@ -31,6 +31,13 @@
  * ended before recovery started, and that no prepared transaction still
  * needs, are deleted on each node.
  *
+ * Recovery also records the identity of nodes added before 1.2, which
+ * fencing needs (fencing.c).
+ *
+ * A COMMIT PREPARED that follows a decider's decision runs inside the
+ * commit gate (commit_gate.c), so that a restore point never falls between
+ * a late decision and the commits that follow it.
+ *
  * Runs of recovery are serialised by a self-conflicting lock on
  * shardext.transaction that committing transactions (which only insert)
  * do not conflict with.  Nodes that cannot be reached are skipped with a
@@ -64,7 +71,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "shardext/commit_gate.h"
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
@@ -124,6 +133,8 @@ static int	RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix,
 						bool *reached, List **floors);
 static int	RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 								const char *prefix, bool *reached, List **floors);
+static bool ResolveAsDecided(NodeConnection *conn, WorkerNode *node, PreparedXact *xact,
+							 DeciderRef *ref, const char *prefix, bool *answered);
 static bool DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref);
 static bool AskDecider(const DeciderRef *ref, const char *gid, const char *owner,
 					   const char *prefix, bool *committed);
@@ -224,6 +235,7 @@ RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reac
 	}
 	PG_TRY();
 	{
+		RecordMissingIdentity(node, conn);
 		resolved = RecoverOnConnection(conn, node, recordRel, prefix, reached, floors);
 	}
 	PG_FINALLY();
@@ -274,16 +286,17 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 
 		foreach(recordCell, records)
 			committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, xact->gid) == 0);
-		if (!committed && DecidedByDecider(xact->gid, prefix, &ref) &&
-			!AskDecider(&ref, xact->gid, xact->owner, prefix, &committed))
+		if (!committed && DecidedByDecider(xact->gid, prefix, &ref))
 		{
-			allDecided = false;	/* the decider cannot tell now: next round */
-			continue;
-		}
+			bool		answered = false;
 
-		if (RunResolution(conn, node,
-						  psprintf("%s PREPARED %s", committed ? "COMMIT" : "ROLLBACK",
-								   quote_literal_cstr(xact->gid))))
+			if (ResolveAsDecided(conn, node, xact, &ref, prefix, &answered))
+				resolved++;
+			allDecided &= answered; /* the decider cannot tell now: next round */
+		}
+		else if (RunResolution(conn, node,
+							   psprintf("%s PREPARED %s", committed ? "COMMIT" : "ROLLBACK",
+										quote_literal_cstr(xact->gid))))
 			resolved++;
 		if (conn->queryInProgress)
 			return resolved;	/* the node stopped answering */
@@ -302,6 +315,37 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 	}
 	RaiseDecisionFloors(floors, stillPrepared, prefix);
 	*reached = allDecided;
+	return resolved;
+}
+
+/*
+ * ResolveAsDecided asks the deciding node of a prepared transaction how it
+ * ended and commits or rolls it back accordingly, inside the commit gate
+ * (see the file header); *answered says whether the decider could tell.
+ * Returns whether the transaction was resolved.
+ */
+static bool
+ResolveAsDecided(NodeConnection *conn, WorkerNode *node, PreparedXact *xact,
+				 DeciderRef *ref, const char *prefix, bool *answered)
+{
+	bool		committed = false;
+	bool		resolved = false;
+
+	EnterCommitDecision();
+	PG_TRY();
+	{
+		*answered = AskDecider(ref, xact->gid, xact->owner, prefix, &committed);
+		if (*answered)
+			resolved = RunResolution(conn, node,
+									 psprintf("%s PREPARED %s",
+											  committed ? "COMMIT" : "ROLLBACK",
+											  quote_literal_cstr(xact->gid)));
+	}
+	PG_FINALLY();
+	{
+		LeaveCommitDecision();
+	}
+	PG_END_TRY();
 	return resolved;
 }
 

@@ -68,6 +68,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "shardext/commit_gate.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
@@ -230,7 +231,8 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 }
 
 /*
- * RemoteTransactionMarkModified records that the connection writes.  With
+ * RemoteTransactionMarkModified records that the connection writes (never
+ * from a standby coordinator).  With
  * shardext.multi_node_commit = 'reject' it refuses a write on a second node;
  * callers mark before they send the write, and may mark before
  * RemoteTransactionBeginCommand, so that a refusal changes nothing.
@@ -238,6 +240,13 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 void
 RemoteTransactionMarkModified(NodeConnection *conn)
 {
+	/* a standby coordinator only reads: its catalog may be behind */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot write on node %s:%d from a standby coordinator",
+						conn->host, conn->port),
+				 errhint("Write through the primary coordinator.")));
 	if (!conn->xactModified && ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT)
 	{
 		List	   *connections = ConnectionsInTransaction();
@@ -347,6 +356,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_COMMIT:
+			LeaveCommitDecision();
 			if (connectionsInTransaction > 0)
 			{
 				List	   *connections = ConnectionsInTransaction();
@@ -382,6 +392,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_ABORT:
+			LeaveCommitDecision();
 			if (deciderState == DECIDER_COMMITTED)
 				CommitAfterLocalFailure();
 			else
@@ -403,7 +414,9 @@ RemoteXactCallback(XactEvent event, void *arg)
  * one participant wrote (the local transaction counts as one when it has an
  * xid); otherwise PREPARE TRANSACTION on all writers but the decider, which
  * then commits (last-participant commit), or, where that is not allowed,
- * PREPARE on all of them plus commit records.
+ * PREPARE on all of them plus commit records.  The commit decision (the
+ * decider's commit, or the local commit that follows) is made inside the
+ * commit gate (commit_gate.c), which restore points close.
  */
 static void
 PreCommitRemoteTransactions(void)
@@ -437,6 +450,7 @@ PreCommitRemoteTransactions(void)
 		PrepareRemoteTransactions(connections, false);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
 		TEST_PAUSE_POINT("after prepare");
+		EnterCommitDecision();
 		CommitDecider();
 	}
 	else
@@ -444,6 +458,8 @@ PreCommitRemoteTransactions(void)
 		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
 		TEST_PAUSE_POINT("after prepare");
+		/* until the local commit record is written (XACT_EVENT_COMMIT) */
+		EnterCommitDecision();
 	}
 }
 

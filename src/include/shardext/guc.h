@@ -89,6 +89,13 @@ extern int	ShardextReplicaPollInterval;
 extern int	ShardextReplicaConnectTimeout;
 extern char *ShardextCommitLsn;
 
+extern bool ShardextAutoFailover;
+extern int	ShardextHealthCheckInterval;
+extern int	ShardextFailoverTimeout;
+extern int	ShardextFailoverMaxLag;
+extern int	ShardextRestorePointInterval;
+extern char *ShardextServerIdentity;
+
 /* shardext.read_your_writes */
 #define READ_YOUR_WRITES_LSN 0
 #define READ_YOUR_WRITES_TIME 1

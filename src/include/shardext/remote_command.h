@@ -70,6 +70,8 @@ extern PGresult *TryRemoteQuery(NodeConnection *conn, const char *query,
 								int nParams, const char *const *params,
 								int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
+extern char *ExecuteStandbyScalar(NodeConnection *conn, const char *query,
+								  TimestampTz deadline);
 extern bool TryPrepareRemoteStatement(NodeConnection *conn, const char *name,
 									  const char *sql, int nParams, const Oid *types,
 									  int timeoutMs, char **failure);
