@@ -221,7 +221,6 @@ CollectSubqueryUnit(RepartitionContext *context, Query *query, Index rtindex, in
 	unit->subquery = rte->subquery;
 	foreach(cell, info.distVars)
 		unit->distColumns = lappend_int(unit->distColumns, ((Var *) lfirst(cell))->varattno);
-	context->units = lappend(context->units, unit);
 	return true;
 }
 
