@@ -5,7 +5,11 @@
 #   - shardext with shardext.enable_repartition_joins off (the coordinator
 #     pulls the rows and joins them),
 #   - shardext with repartition joins (the workers move rows between them
-#     and join partition by partition).
+#     and join partition by partition),
+#   - the built-in alternative: hash-partitioned tables whose partitions are
+#     postgres_fdw foreign tables on the same workers (8 each, partitioned
+#     by the same columns as the distributed tables, async_capable): it
+#     joins what it cannot push down on the coordinator.
 # The tables: orders distributed by merchant_id, shipments by order_id,
 # payments by their own id (BENCH_JOIN_ROWS rows each, 32 shards).
 #   Q1  aggregate over a join on a non-distribution column of orders
@@ -14,7 +18,8 @@
 #   Q3  aggregate over a join on a column that distributes neither side
 #       (orders and payments both move: dual repartition)
 # Each query runs BENCH_ROUNDS times per way, in turns; the best time counts.
-# Then the coordinator's peak memory (VmHWM of its backend, as ps would
+# The ratios printed: repartition/local, coordinator/repartition and
+# fdw/repartition.  Then the coordinator's peak memory (VmHWM of its backend, as ps would
 # show its RSS) for Q1-Q3 over repartition joins as the tables grow through
 # BENCH_JOIN_GROWTH rows (default 500000 1000000 2000000 4000000).
 #
@@ -27,6 +32,8 @@ ROWS=${BENCH_JOIN_ROWS:-2000000}
 ROUNDS=${BENCH_ROUNDS:-3}
 GROWTH=${BENCH_JOIN_GROWTH:-500000 1000000 2000000 4000000}
 DB=bench_joins
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
 
 echo "machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/')"
 for port in $PORT $W1 $W2; do
@@ -38,6 +45,15 @@ SET client_min_messages TO warning;
 CREATE EXTENSION shardext;
 SELECT shardext_add_node('127.0.0.1', $W1);
 SELECT shardext_add_node('127.0.0.1', $W2);
+CREATE EXTENSION postgres_fdw;
+CREATE SERVER w1 FOREIGN DATA WRAPPER postgres_fdw
+	OPTIONS (host '127.0.0.1', port '$W1', dbname '$DB', async_capable 'true',
+			 batch_size '10000', fetch_size '10000');
+CREATE SERVER w2 FOREIGN DATA WRAPPER postgres_fdw
+	OPTIONS (host '127.0.0.1', port '$W2', dbname '$DB', async_capable 'true',
+			 batch_size '10000', fetch_size '10000');
+CREATE USER MAPPING FOR CURRENT_USER SERVER w1;
+CREATE USER MAPPING FOR CURRENT_USER SERVER w2;
 SQL
 
 # load ROWS: local tables l_*, distributed d_* with the same rows
@@ -69,6 +85,43 @@ VACUUM ANALYZE l_orders, l_shipments, l_payments;
 SQL
 }
 
+# load_fdw: f_* partitioned by the columns that distribute d_*, 8 foreign
+# partitions each alternating between the workers, with the rows of l_*
+load_fdw() {
+	local t key p columns
+	echo "SET client_min_messages TO warning;" > "$TMP/fdw_parts.sql"
+	for t in orders shipments payments; do
+		columns=$(table_columns "$t")
+		for p in 0 1 2 3 4 5 6 7; do
+			echo "DROP TABLE IF EXISTS f_${t}_$p; CREATE TABLE f_${t}_$p ($columns);"
+		done
+	done >> "$TMP/fdw_parts.sql"
+	for port in $W1 $W2; do $PSQL -p "$port" -d $DB -f "$TMP/fdw_parts.sql" >/dev/null; done
+	for t in orders shipments payments; do
+		case $t in orders) key=merchant_id ;; shipments) key=order_id ;; payments) key=id ;; esac
+		{
+			echo "SET client_min_messages TO warning;"
+			echo "DROP TABLE IF EXISTS f_$t;"
+			echo "CREATE TABLE f_$t (LIKE l_$t) PARTITION BY HASH ($key);"
+			for p in 0 1 2 3 4 5 6 7; do
+				echo "CREATE FOREIGN TABLE f_${t}_$p PARTITION OF f_$t
+					FOR VALUES WITH (MODULUS 8, REMAINDER $p) SERVER w$((p % 2 + 1))
+					OPTIONS (table_name 'f_${t}_$p');"
+			done
+			echo "INSERT INTO f_$t SELECT * FROM l_$t;"
+		} | $PSQL -p "$PORT" -d $DB >/dev/null
+	done
+	for port in $W1 $W2; do $PSQL -p "$port" -d $DB -c "VACUUM ANALYZE" >/dev/null; done
+	$PSQL -p "$PORT" -d $DB -c "ANALYZE f_orders, f_shipments, f_payments" >/dev/null
+}
+
+# the column definitions of l_$1 (for the workers' partitions)
+table_columns() {
+	$PSQL -p "$PORT" -d $DB -c "SELECT string_agg(quote_ident(attname) || ' ' ||
+		format_type(atttypid, atttypmod), ', ' ORDER BY attnum) FROM pg_attribute
+		WHERE attrelid = 'l_$1'::regclass AND attnum > 0 AND NOT attisdropped"
+}
+
 # the queries, over tables with prefix $1
 q1() { echo "SELECT s.carrier, count(*), sum(o.amount), avg(s.weight) FROM ${1}orders o
 	JOIN ${1}shipments s ON s.order_id = o.id GROUP BY s.carrier"; }
@@ -84,13 +137,15 @@ timed() {
 
 echo "loading $ROWS rows per table ..."
 load "$ROWS"
+load_fdw
 declare -A BEST
 for q in q1 q2 q3; do
 	# the answers agree, and warm-up
 	a=$($PSQL -p "$PORT" -d $DB -c "$($q l_) ORDER BY 1" | md5sum)
 	b=$($PSQL -p "$PORT" -d $DB -c "SET shardext.enable_repartition_joins = off" -c "$($q d_) ORDER BY 1" | md5sum)
 	c=$($PSQL -p "$PORT" -d $DB -c "$($q d_) ORDER BY 1" | md5sum)
-	if [ "$a" != "$b" ] || [ "$a" != "$c" ]; then
+	f=$($PSQL -p "$PORT" -d $DB -c "$($q f_) ORDER BY 1" | md5sum)
+	if [ "$a" != "$b" ] || [ "$a" != "$c" ] || [ "$a" != "$f" ]; then
 		echo "$q: the answers differ" >&2
 		exit 1
 	fi
@@ -100,11 +155,12 @@ done
 for round in $(seq 1 "$ROUNDS"); do
 	echo "round $round of $ROUNDS ..."
 	for q in q1 q2 q3; do
-		for way in local coordinator repartition; do
+		for way in local coordinator repartition fdw; do
 			case $way in
 				local) ms=$(timed "SELECT 1" "$($q l_)") ;;
 				coordinator) ms=$(timed "SET shardext.enable_repartition_joins = off" "$($q d_)") ;;
 				repartition) ms=$(timed "SELECT 1" "$($q d_)") ;;
+				fdw) ms=$(timed "SELECT 1" "$($q f_)") ;;
 			esac
 			key="$q $way"
 			if [ -z "${BEST[$key]:-}" ] || awk -v a="$ms" -v b="${BEST[$key]}" 'BEGIN { exit !(a < b) }'; then
@@ -116,14 +172,17 @@ done
 
 echo
 echo "best of $ROUNDS, $ROWS rows per table, ms ($(uptime | sed 's/.*load average/load average/'))"
-printf "%-4s %12s %14s %14s %18s %22s\n" query local coordinator repartition "repartition/local" "coordinator/repartition"
+printf "%-4s %9s %12s %12s %9s %18s %24s %17s\n" query local coordinator repartition fdw \
+	"repartition/local" "coordinator/repartition" "fdw/repartition"
 for q in q1 q2 q3; do
 	l=${BEST["$q local"]}
 	c=${BEST["$q coordinator"]}
 	r=${BEST["$q repartition"]}
-	printf "%-4s %12.0f %14.0f %14.0f %17.2fx %21.2fx\n" "$q" "$l" "$c" "$r" \
+	f=${BEST["$q fdw"]}
+	printf "%-4s %9.0f %12.0f %12.0f %9.0f %17.2fx %23.2fx %16.2fx\n" "$q" "$l" "$c" "$r" "$f" \
 		"$(awk -v a="$r" -v b="$l" 'BEGIN { print a / b }')" \
-		"$(awk -v a="$c" -v b="$r" 'BEGIN { print a / b }')"
+		"$(awk -v a="$c" -v b="$r" 'BEGIN { print a / b }')" \
+		"$(awk -v a="$f" -v b="$r" 'BEGIN { print a / b }')"
 done
 
 # the coordinator's peak memory as the tables grow
