@@ -106,7 +106,9 @@ static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static TimestampTz RunSagas(MemoryContext loopContext);
 static TimestampTz RunRepartitionSweep(MemoryContext loopContext);
-static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg);
+static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg,
+						  bool withSnapshot);
+static void ReplicaPollTask(void *arg);
 static void SagaTask(void *arg);
 static void SweepTask(void *arg);
 static void HealthCheckTask(void *arg);
@@ -361,19 +363,17 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		{
 			bool		hasExtension;
 
+			ClearDaemonRequest(slot);
 			MemoryContextSwitchTo(loopContext);
 			hasExtension = RunRecovery();
 			MemoryContextSwitchTo(TopMemoryContext);
 			MemoryContextReset(loopContext);
 
-			if (!hasExtension)
-			{
-				SpinLockAcquire(&Maintenance->mutex);
-				Maintenance->databases[slot].noExtensionAt = GetCurrentTimestamp();
-				Maintenance->databases[slot].daemonPid = 0;
-				SpinLockRelease(&Maintenance->mutex);
+			if (!hasExtension && DaemonMayExit(slot))
 				proc_exit(0);
-			}
+			/* asked for since it looked (CREATE EXTENSION committed): look again */
+			if (!hasExtension)
+				continue;
 			/* with recovery disabled, only look every minute whether shardext went */
 			nextRecovery = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   ShardextRecoveryInterval > 0 ?
@@ -530,28 +530,24 @@ RunReplicaPoll(MemoryContext loopContext)
 
 	/* a standby's daemon has nothing to route */
 	if (!RecoveryInProgress() && !catalogOutdated)
-	{
-		MemoryContextSwitchTo(loopContext);
-		SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
-		StartTransactionCommand();
-		PG_TRY();
-		{
-			if (ShardextExtensionLoaded())
-				replicas = PollReplicas();
-			CommitTransactionCommand();
-		}
-		PG_CATCH();
-		{
-			LogErrorAndAbort();
-		}
-		PG_END_TRY();
-		SetRemoteCommandTimeout(0);
-		MemoryContextSwitchTo(TopMemoryContext);
-		MemoryContextReset(loopContext);
-	}
+		RunDaemonTask(loopContext, ReplicaPollTask, &replicas, false);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   replicas ? ShardextReplicaPollInterval :
 									   Max(ShardextReplicaPollInterval, 1000));
+}
+
+/* ReplicaPollTask: RunReplicaPoll's task; arg is whether replicas are in use */
+static void
+ReplicaPollTask(void *arg)
+{
+	*(bool *) arg = PollReplicas();
+}
+
+/* SagaTask: RunSagas's task; arg is where to put how long to wait next */
+static void
+SagaTask(void *arg)
+{
+	*(long *) arg = RunDueSagas();
 }
 
 /*
@@ -564,14 +560,8 @@ RunSagas(MemoryContext loopContext)
 	long		waitMs = 1000;
 
 	if (!RecoveryInProgress() && !catalogOutdated)
-		RunDaemonTask(loopContext, SagaTask, &waitMs);
+		RunDaemonTask(loopContext, SagaTask, &waitMs, true);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
-}
-
-static void
-SagaTask(void *arg)
-{
-	*(long *) arg = RunDueSagas();
 }
 
 /*
@@ -583,10 +573,11 @@ static TimestampTz
 RunRepartitionSweep(MemoryContext loopContext)
 {
 	if (!RecoveryInProgress() && !catalogOutdated)
-		RunDaemonTask(loopContext, SweepTask, NULL);
+		RunDaemonTask(loopContext, SweepTask, NULL, true);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
 }
 
+/* SweepTask: RunRepartitionSweep's task */
 static void
 SweepTask(void *arg)
 {
@@ -594,22 +585,25 @@ SweepTask(void *arg)
 }
 
 /*
- * RunDaemonTask runs task(arg) in a transaction of its own, with a
- * snapshot, when shardext is installed; errors are logged and the next
- * round tries again.
+ * RunDaemonTask runs task(arg) in a transaction of its own (with an active
+ * snapshot if asked), when shardext is installed; errors are logged and
+ * the next round tries again.
  */
 static void
-RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg)
+RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg,
+			  bool withSnapshot)
 {
 	MemoryContextSwitchTo(loopContext);
 	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	if (withSnapshot)
+		PushActiveSnapshot(GetTransactionSnapshot());
 	PG_TRY();
 	{
 		if (ShardextExtensionLoaded())
 			task(arg);
-		PopActiveSnapshot();
+		if (withSnapshot)
+			PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
 	PG_CATCH();
@@ -658,7 +652,7 @@ RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 		ForgetNodeHealthConnections();
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 	}
-	RunDaemonTask(loopContext, HealthCheckTask, &round);
+	RunDaemonTask(loopContext, HealthCheckTask, &round, true);
 	if (round.failedOver)
 		*nextRecovery = 0;
 	return round.nextCheck;
@@ -680,7 +674,7 @@ RunRestorePoints(MemoryContext loopContext)
 {
 	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
-	RunDaemonTask(loopContext, RestorePointTask, NULL);
+	RunDaemonTask(loopContext, RestorePointTask, NULL, true);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   (int64) ShardextRestorePointInterval * 1000);
 }
