@@ -158,6 +158,7 @@ typedef struct ConnectionExecState
 
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
+extern char *FirstShardTaskSql(DistributedScanState *state);
 extern void ReleaseConnection(NodeConnection *conn);
 extern void ExecutorConnectionFailed(NodeConnection *conn);
 
