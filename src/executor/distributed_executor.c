@@ -230,6 +230,9 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 	}
 	state->bufferSlot = ExecAllocTableSlot(&estate->es_tupleTable, desc,
 										   &TTSOpsMinimalTuple);
+#ifdef SHARDEXT_CHECK_REMOTE_SCANS
+	CheckRemoteScanColumns(state);
+#endif
 }
 
 static TupleTableSlot *
@@ -448,6 +451,9 @@ StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("a worker returned %d columns where %d were expected",
 						PQnfields(result), state->remoteColumns)));
+#ifdef SHARDEXT_CHECK_REMOTE_SCANS
+	CheckRemoteResultTypes(state, result);
+#endif
 
 	oldContext = MemoryContextSwitchTo(context);
 	for (int i = 0; i < desc->natts; i++)

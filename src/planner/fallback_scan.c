@@ -172,7 +172,14 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 			localQuals = lappend(localQuals, clause);
 	}
 
-	/* the columns the plan above and the local quals use */
+	/*
+	 * The columns the scan's target list and local quals use.  The target
+	 * list is the path's, made before the final scan/join target replaced
+	 * rel->reltarget (which may need fewer columns); with no target list,
+	 * the caller puts rel->reltarget's on the scan.
+	 */
+	pull_varattnos((Node *) tlist, rti, &attrs);
+	pull_varattnos((Node *) best_path->path.pathtarget->exprs, rti, &attrs);
 	pull_varattnos((Node *) rel->reltarget->exprs, rti, &attrs);
 	pull_varattnos((Node *) localQuals, rti, &attrs);
 	attnums = FetchedColumns(rte->relid, attrs);

@@ -162,6 +162,16 @@ extern char *FirstShardTaskSql(DistributedScanState *state);
 extern void ReleaseConnection(NodeConnection *conn);
 extern void ExecutorConnectionFailed(NodeConnection *conn);
 
+/*
+ * remote_scan_check.c: test and assert builds check that distributed scans
+ * read only what their remote SQL fetches
+ */
+#if defined(SHARDEXT_TEST_HOOKS) || defined(USE_ASSERT_CHECKING)
+#define SHARDEXT_CHECK_REMOTE_SCANS
+extern void CheckRemoteScanColumns(DistributedScanState *state);
+extern void CheckRemoteResultTypes(DistributedScanState *state, PGresult *result);
+#endif
+
 /* connection_state.c */
 extern ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 extern char *PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
