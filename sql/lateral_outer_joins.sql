@@ -191,6 +191,10 @@ SELECT * FROM lat_check($$select * from loc l left join lateral
   (select l.k as lk, l as lr, b.q2 from int8_tbl b where b.q1 = l.k) s on true$$);
 SELECT * FROM lat_check($$select * from int8_tbl a left join lateral
   (select l.v, a.q1 as aq from loc l where l.k = a.q2) s on true$$);
+-- locking the local table's rows: the distributed table inside the LATERAL
+-- subquery is read like one of the top level (its rows are copied)
+SELECT * FROM lat_check($$select * from loc l left join lateral
+  (select b.q2, l.v as lv from int8_tbl b where b.q1 = l.k) s on true for update of l$$);
 SELECT * FROM lat_check($$select o."Key", s.* from "Odd Tbl" o left join lateral
   (select o."va""l" as "Outer ""val""", p."Text" || o."Text" as "t t" from "Odd Tbl" p where p."Key" = o."va""l" % 5) s on true$$);
 
