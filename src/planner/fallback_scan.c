@@ -42,7 +42,7 @@
 static List *FetchedColumns(Oid relid, Bitmapset *attrs);
 static double FallbackRows(PlannerInfo *root, RelOptInfo *rel, double rows,
 						   ParamPathInfo *paramInfo);
-static List *ScanClauses(PlannerInfo *root, RelOptInfo *rel, List *clauses);
+static List *ScanClauses(PlannerInfo *root, List *clauses);
 static Node *OuterRefsToParams(Node *node, PlannerInfo *root);
 static void DeparseFallbackScan(RemoteSql *sql, PlannerInfo *root, Index rti, List *attnums,
 								List *remoteQuals);
@@ -160,7 +160,7 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	ListCell   *cell;
 
 	/* a qual of this table's columns (and parameters) only can be shipped */
-	foreach(cell, ScanClauses(root, rel, clauses))
+	foreach(cell, ScanClauses(root, clauses))
 	{
 		Node	   *clause = lfirst(cell);
 
@@ -214,7 +214,7 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
  * so that the quals on them can be shipped and prune the shards.
  */
 static List *
-ScanClauses(PlannerInfo *root, RelOptInfo *rel, List *clauses)
+ScanClauses(PlannerInfo *root, List *clauses)
 {
 	List	   *result = NIL;
 	ListCell   *cell;
