@@ -65,7 +65,7 @@ _PG_init(void)
 	shmem_startup_hook = ShardextShmemStartup;
 
 	prev_planner_hook = planner_hook;
-	planner_hook = ShardextPlanner;
+	planner_hook = ShardextPlannerHook;
 	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
 	set_rel_pathlist_hook = DistributedRelPathlist;
 
@@ -75,6 +75,7 @@ _PG_init(void)
 	InitializeMetadataCache();
 	InitializeConnections();
 	InitializeRemoteTransactions();
+	InitializeDistributedDeadlockDetection();
 	InitializeCommitDecisions();
 	RegisterMaintenanceLauncher();
 	InitializeDistributedExecutor();

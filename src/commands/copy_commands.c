@@ -59,25 +59,13 @@
 #include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/shard_copy.h"
 
-/* remote session settings that change how values are read and written */
-typedef struct FormatSetting
-{
-	const char *name;
-	const char *remoteValue;	/* as pinned at connect (connection.c) */
-} FormatSetting;
-
-static const FormatSetting formatSettings[] = {
-	{"DateStyle", "ISO, MDY"},
-	{"IntervalStyle", "postgres"},
-	{"bytea_output", "hex"},
-	{NULL, NULL}
-};
-
 static void CheckCopyPermissions(CopyStmt *stmt, Relation rel);
+static void RejectNewCopyOptions(CopyFormatOptions *opts, Relation rel);
 static uint64 CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString);
 static void CheckCopyFreeze(Relation rel);
 static Node *TransformCopyWhere(ParseState *pstate, Relation rel, Node *where);
@@ -174,6 +162,34 @@ CheckCopyPermissions(CopyStmt *stmt, Relation rel)
 }
 
 /*
+ * RejectNewCopyOptions refuses the COPY options of newer PostgreSQL
+ * versions that the distributed COPY does not implement: ON_ERROR other
+ * than stop (17; REJECT_LIMIT needs it), FORMAT json (19).
+ */
+static void
+RejectNewCopyOptions(CopyFormatOptions *opts, Relation rel)
+{
+#if PG_VERSION_NUM >= 170000
+	if (opts->on_error != COPY_ON_ERROR_STOP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("COPY ... ON_ERROR on distributed table \"%s\" is not supported",
+						RelationGetRelationName(rel)),
+				 errhint("COPY into a local table with ON_ERROR, then INSERT ... SELECT "
+						 "from it.")));
+#endif
+#if PG_VERSION_NUM >= 190000
+	if (opts->format == COPY_FORMAT_JSON)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("COPY ... FORMAT json on distributed table \"%s\" is not supported",
+						RelationGetRelationName(rel)),
+				 errhint("Use COPY (SELECT ... FROM %s) TO ... WITH (FORMAT json).",
+						 quote_identifier(RelationGetRelationName(rel)))));
+#endif
+}
+
+/*
  * CopyIntoShards runs COPY FROM into the shards and returns the number of
  * rows loaded.
  */
@@ -197,6 +213,7 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 
 	cstate = BeginCopyFrom(pstate, rel, whereClause, stmt->filename, stmt->is_program,
 						   NULL, stmt->attlist, stmt->options);
+	RejectNewCopyOptions(&cstate->opts, rel);
 	if (cstate->opts.freeze)
 		CheckCopyFreeze(rel);
 
@@ -215,8 +232,9 @@ CopyIntoShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	if (entry->globalIndexes != NIL)
 		gindexChanges = StartGlobalIndexChanges(RelationGetRelid(rel),
 												GlobalIndexRelids(entry->globalIndexes));
-	fastPath = fastPath && !cstate->opts.binary && whereClause == NULL &&
-		cstate->num_defaults == 0 && gindexChanges == NULL;
+	fastPath = fastPath && !CopyFormatIsBinary(&cstate->opts) && whereClause == NULL &&
+		cstate->num_defaults == 0 && CopyDefaultMarker(&cstate->opts) == NULL &&
+		gindexChanges == NULL;
 
 	if (fastPath)
 		copyState = BeginShardCopy(RelationGetRelid(rel), ShardextMaxConnectionsPerNode,
@@ -270,7 +288,7 @@ CheckCopyFreeze(Relation rel)
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
 				 errmsg("cannot perform COPY FREEZE because of prior transaction activity")));
 	if (rel->rd_createSubid != GetCurrentSubTransactionId() &&
-		rel->rd_newRelfilenodeSubid != GetCurrentSubTransactionId())
+		RelationNewFileSubid(rel) != GetCurrentSubTransactionId())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot perform COPY FREEZE because the table was not created or truncated in the current subtransaction")));
@@ -355,7 +373,7 @@ CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 			Datum		value = (Datum) 0;
 
 			/* FORCE_NOT_NULL / FORCE_NULL as NextCopyFrom applies them */
-			if (cstate->opts.csv_mode)
+			if (CopyFormatIsCsv(&cstate->opts))
 			{
 				if (string == NULL && cstate->opts.force_notnull_flags[entry->distAttnum - 1])
 					string = cstate->opts.null_print;
@@ -447,20 +465,24 @@ RemoteCopyOptions(CopyFormatOptions *opts, bool forOutput, int encoding)
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "WITH (FORMAT %s", opts->binary ? "binary" :
-					 opts->csv_mode ? "csv" : "text");
-	if (!opts->binary)
+	appendStringInfo(&buf, "WITH (FORMAT %s", CopyFormatIsBinary(opts) ? "binary" :
+					 CopyFormatIsCsv(opts) ? "csv" : "text");
+	if (!CopyFormatIsBinary(opts))
 	{
 		appendStringInfo(&buf, ", DELIMITER %s, NULL %s", quote_literal_cstr(opts->delim),
 						 quote_literal_cstr(opts->null_print));
-		if (opts->csv_mode)
+		if (CopyFormatIsCsv(opts))
 		{
 			appendStringInfo(&buf, ", QUOTE %s, ESCAPE %s", quote_literal_cstr(opts->quote),
 							 quote_literal_cstr(opts->escape));
-			if (!forOutput && opts->force_notnull != NIL)
+			if (!forOutput && CopyForceNotNullAll(opts))
+				appendStringInfoString(&buf, ", FORCE_NOT_NULL *");
+			else if (!forOutput && opts->force_notnull != NIL)
 				appendStringInfo(&buf, ", FORCE_NOT_NULL %s",
 								 NameListString(opts->force_notnull));
-			if (!forOutput && opts->force_null != NIL)
+			if (!forOutput && CopyForceNullAll(opts))
+				appendStringInfoString(&buf, ", FORCE_NULL *");
+			else if (!forOutput && opts->force_null != NIL)
 				appendStringInfo(&buf, ", FORCE_NULL %s", NameListString(opts->force_null));
 			if (forOutput && opts->force_quote_all)
 				appendStringInfoString(&buf, ", FORCE_QUOTE *");
@@ -506,39 +528,6 @@ AttnumListString(Relation rel, List *attnums)
 																lfirst_int(cell) - 1)->attname)));
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
-}
-
-/*
- * FormatSettingCommands returns the SET that gives a remote session the
- * local session's output settings, and the RESET that restores its pinned
- * ones; both NULL when they agree already.
- */
-void
-FormatSettingCommands(char **setCommand, char **resetCommand)
-{
-	StringInfoData set;
-	StringInfoData reset;
-
-	initStringInfo(&set);
-	initStringInfo(&reset);
-	for (const FormatSetting *setting = formatSettings; setting->name; setting++)
-	{
-		const char *local = GetConfigOption(setting->name, false, false);
-
-		if (pg_strcasecmp(local, setting->remoteValue) == 0)
-			continue;
-		appendStringInfo(&set, "SET %s = %s;", setting->name, quote_literal_cstr(local));
-		appendStringInfo(&reset, "RESET %s;", setting->name);
-	}
-	/* shortest-exact output for any positive value, rounded otherwise */
-	if (atoi(GetConfigOption("extra_float_digits", false, false)) <= 0)
-	{
-		appendStringInfo(&set, "SET extra_float_digits = %s;",
-						 GetConfigOption("extra_float_digits", false, false));
-		appendStringInfoString(&reset, "RESET extra_float_digits;");
-	}
-	*setCommand = set.len > 0 ? set.data : NULL;
-	*resetCommand = reset.len > 0 ? reset.data : NULL;
 }
 
 /* where COPY TO writes: the client or a file/program */
@@ -673,7 +662,7 @@ AppendHeaderLine(StringInfo buf, Relation rel, List *attnums, CopyFormatOptions 
 
 		if (foreach_current_index(cell) > 0)
 			appendStringInfoString(buf, opts->delim);
-		if (opts->csv_mode &&
+		if (CopyFormatIsCsv(opts) &&
 			(strpbrk(name, "\r\n") != NULL || strchr(name, opts->delim[0]) != NULL ||
 			 strchr(name, opts->quote[0]) != NULL || strcmp(name, opts->null_print) == 0))
 		{
@@ -686,7 +675,7 @@ AppendHeaderLine(StringInfo buf, Relation rel, List *attnums, CopyFormatOptions 
 			}
 			appendStringInfoChar(buf, opts->quote[0]);
 		}
-		else if (opts->csv_mode)
+		else if (CopyFormatIsCsv(opts))
 			appendStringInfoString(buf, name);
 		else
 			AppendCopyTextValue(buf, name);
@@ -718,6 +707,7 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	pstate->p_sourcetext = queryString;
 	memset(&opts, 0, sizeof(opts));
 	ProcessCopyOptions(pstate, &opts, false, stmt->options);
+	RejectNewCopyOptions(&opts, rel);
 	attnums = CopyGetAttnums(RelationGetDescr(rel), rel, stmt->attlist);
 	encoding = opts.file_encoding >= 0 ? opts.file_encoding : pg_get_client_encoding();
 	remoteOptions = RemoteCopyOptions(&opts, true,
@@ -725,10 +715,10 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 	FormatSettingCommands(&setCommand, &resetCommand);
 
 	memset(&output, 0, sizeof(output));
-	output.binary = opts.binary;
+	output.binary = CopyFormatIsBinary(&opts);
 	BeginCopyOutput(&output, stmt, list_length(attnums));
 
-	if (opts.binary)
+	if (CopyFormatIsBinary(&opts))
 		WriteCopyOutput(&output, binaryHeader, 19);
 	else if (opts.header_line != COPY_HEADER_FALSE)
 	{
@@ -753,12 +743,12 @@ CopyOutOfShards(CopyStmt *stmt, Relation rel, const char *queryString)
 		command = psprintf("%sCOPY %s %s TO STDOUT %s", setCommand ? setCommand : "",
 						   QualifiedShardName(RelationGetRelid(rel), shard->shardId),
 						   AttnumListString(rel, attnums), remoteOptions);
-		processed += CopyShardOut(&output, conn, command, opts.binary);
+		processed += CopyShardOut(&output, conn, command, CopyFormatIsBinary(&opts));
 		if (resetCommand != NULL)
 			ExecuteRemoteCommand(conn, resetCommand);
 	}
 
-	if (opts.binary)
+	if (CopyFormatIsBinary(&opts))
 	{
 		int16		trailer = pg_hton16(-1);
 

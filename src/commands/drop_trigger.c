@@ -18,7 +18,7 @@
 
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
-#include "shardext/operations.h"
+#include "shardext/remote_xact.h"
 
 PG_FUNCTION_INFO_V1(shardext_drop_trigger);
 

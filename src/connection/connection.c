@@ -39,6 +39,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -49,14 +50,15 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
-#include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
@@ -107,6 +109,20 @@ static List *dedicatedConnections = NIL;
 static int	connectionSerial = 0;
 static NodeConninfoOptions *nodeConninfoOptions = NULL;
 static bool lastAttemptTimedOut = false;
+
+/* remote session settings that change how values are read and written */
+typedef struct FormatSetting
+{
+	const char *name;
+	const char *remoteValue;	/* as pinned at connect (StartConnection) */
+} FormatSetting;
+
+static const FormatSetting formatSettings[] = {
+	{"DateStyle", "ISO, MDY"},
+	{"IntervalStyle", "postgres"},
+	{"bytea_output", "hex"},
+	{NULL, NULL}
+};
 
 static void EnsureConnectionContext(void);
 static ConnectionCacheEntry *GetCacheEntry(int32 nodeId);
@@ -359,7 +375,7 @@ ComparePoolOrder(const void *a, const void *b)
 static bool
 PrepareConnection(NodeConnection *conn, PoolSlotKind kind, bool wait)
 {
-	conn->lastUsedLxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
+	conn->lastUsedLxid = MyProc != NULL ? ProcLocalXid(MyProc) : InvalidLocalTransactionId;
 	if (conn->pgConn != NULL && (conn->connecting || PQstatus(conn->pgConn) == CONNECTION_OK))
 		return true;
 
@@ -510,7 +526,7 @@ AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait)
 static void
 ReleaseIdleConnectionsAfter(PoolEntry *entry)
 {
-	LocalTransactionId lxid = MyProc != NULL ? MyProc->lxid : InvalidLocalTransactionId;
+	LocalTransactionId lxid = MyProc != NULL ? ProcLocalXid(MyProc) : InvalidLocalTransactionId;
 	List	   *all = AllNodeConnections();
 	ListCell   *cell;
 
@@ -1003,6 +1019,62 @@ ConnectionResourceRelease(ResourceReleasePhase phase, bool isCommit, bool isTopL
 		conn->pipelineStage = PIPELINE_NONE;
 		conn->owner = NULL;
 	}
+}
+
+/*
+ * RemoteApplicationNamePrefix is the start of the application_name of
+ * this coordinator database's sessions: shardext_<system id>_<database oid>_
+ */
+char *
+RemoteApplicationNamePrefix(void)
+{
+	return psprintf("shardext_" UINT64_FORMAT "_%u_", GetSystemIdentifier(),
+					MyDatabaseId);
+}
+
+/*
+ * RemoteApplicationName returns the application_name of this backend's
+ * connections to the nodes, which tells the deadlock detector whose
+ * transaction a node's backend runs.  It fits NAMEDATALEN.
+ */
+char *
+RemoteApplicationName(void)
+{
+	return psprintf("shardext_" UINT64_FORMAT "_%u_%d", GetSystemIdentifier(),
+					MyDatabaseId, MyProcPid);
+}
+
+/*
+ * FormatSettingCommands returns the SET that gives a remote session the
+ * local session's output settings, and the RESET that restores its pinned
+ * ones; both NULL when they agree already.
+ */
+void
+FormatSettingCommands(char **setCommand, char **resetCommand)
+{
+	StringInfoData set;
+	StringInfoData reset;
+
+	initStringInfo(&set);
+	initStringInfo(&reset);
+	for (const FormatSetting *setting = formatSettings; setting->name; setting++)
+	{
+		const char *local = GetConfigOption(setting->name, false, false);
+
+		if (pg_strcasecmp(local, setting->remoteValue) == 0)
+			continue;
+		appendStringInfo(&set, "SET %s = %s;", setting->name, quote_literal_cstr(local));
+		appendStringInfo(&reset, "RESET %s;", setting->name);
+	}
+	/* shortest-exact output for any positive value, rounded otherwise */
+	if (atoi(GetConfigOption("extra_float_digits", false, false)) <= 0)
+	{
+		appendStringInfo(&set, "SET extra_float_digits = %s;",
+						 GetConfigOption("extra_float_digits", false, false));
+		appendStringInfoString(&reset, "RESET extra_float_digits;");
+	}
+	*setCommand = set.len > 0 ? set.data : NULL;
+	*resetCommand = reset.len > 0 ? reset.data : NULL;
 }
 
 /*

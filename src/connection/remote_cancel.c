@@ -11,7 +11,7 @@
  * neither Ctrl-C nor a timeout gets it out.  Cancels are sent on abort
  * paths, so that would hang the session.
  *
- * SendCancelRequest does what PQcancel does -- a CancelRequest packet with
+ * SendNodeCancelRequest does what PQcancel does -- a CancelRequest packet with
  * the backend's pid and key to the address the connection uses -- over a
  * non-blocking socket, waiting on the latch with a deadline.  The pid,
  * key and address come from the PGcancel object, whose layout libpq does
@@ -50,13 +50,13 @@ static bool SendCancelPacket(const SockAddr *address, int pid, int key,
 static bool WaitForCancelSocket(pgsocket sock, int events, TimestampTz deadline);
 
 /*
- * SendCancelRequest asks the node to cancel the command in flight on the
+ * SendNodeCancelRequest asks the node to cancel the command in flight on the
  * connection, waiting at most timeoutMs for the postmaster to take the
  * request.  It serves no interrupts (it runs on abort paths) and never
  * throws; returns whether the request was delivered.
  */
 bool
-SendCancelRequest(NodeConnection *conn, int timeoutMs)
+SendNodeCancelRequest(NodeConnection *conn, int timeoutMs)
 {
 	PGcancel   *cancel;
 	bool		sent = false;
@@ -91,10 +91,16 @@ SendCancelRequest(NodeConnection *conn, int timeoutMs)
 static bool
 SendCancelPacket(const SockAddr *address, int pid, int key, TimestampTz deadline)
 {
+	/*
+	 * The CancelRequest of protocol 3.0, with its 4-byte key (pqcomm.h's
+	 * CancelRequestPacket has a key of variable length since 18).
+	 */
 	struct
 	{
 		uint32		length;
-		CancelRequestPacket request;
+		uint32		code;
+		uint32		pid;
+		uint32		key;
 	}			packet;
 	pgsocket	sock;
 	bool		sent = false;
@@ -112,9 +118,9 @@ SendCancelPacket(const SockAddr *address, int pid, int key, TimestampTz deadline
 	}
 
 	packet.length = pg_hton32((uint32) sizeof(packet));
-	packet.request.cancelRequestCode = (MsgType) pg_hton32(CANCEL_REQUEST_CODE);
-	packet.request.backendPID = pg_hton32(pid);
-	packet.request.cancelAuthCode = pg_hton32(key);
+	packet.code = pg_hton32(CANCEL_REQUEST_CODE);
+	packet.pid = pg_hton32(pid);
+	packet.key = pg_hton32(key);
 
 	if (connect(sock, (const struct sockaddr *) &address->addr, address->salen) < 0 &&
 		errno != EINPROGRESS && errno != EINTR)

@@ -7,7 +7,8 @@
  *
  * Connections are in non-blocking mode, and every wait for a node is one
  * loop, WaitForNodeUntil: on the latch, so that a cancel, statement_timeout
- * or the distributed deadlock detector interrupts it, and with a deadline
+ * or the distributed deadlock detector (through NodeWaitCancel_hook, which
+ * the transaction layer sets) interrupts it, and with a deadline
  * where the caller has one.  When an error escapes while a command is in
  * flight, conn->queryInProgress stays set and the transaction abort
  * callback cancels the remote command.
@@ -36,8 +37,8 @@
 #include "pgtime.h"
 
 #include "shardext/connection.h"
-#include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 
 /* how long a cancelled command may take to end before the connection is given up */
@@ -49,6 +50,8 @@ static void WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal);
 static bool FinishRemoteCommandUntil(NodeConnection *conn, const char *command,
 									 TimestampTz deadline, PGresult **lastOut,
 									 bool *timedOut);
+
+NodeWaitCancel_hook_type NodeWaitCancel_hook = NULL;
 
 /* the SQLSTATE of the last remote error of ExecuteRemoteQueryBounded */
 static char lastFailureSqlstate[6] = "";
@@ -92,7 +95,7 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 
 	if (set == NULL)
 	{
-		set = CreateWaitEventSet(TopMemoryContext, 3);
+		set = CreateLongLivedWaitEventSet(3);
 		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		AddWaitEventToSet(set, socketEvents, PQsocket(conn->pgConn), NULL, NULL);
@@ -116,6 +119,19 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 			result |= occurred[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE);
 	}
 	return result;
+}
+
+/*
+ * ServeNodeWaitInterrupts serves what woke an interruptible wait for a node
+ * (its latch was set and reset): NodeWaitCancel_hook, then interrupts.
+ * Either may throw.
+ */
+void
+ServeNodeWaitInterrupts(void)
+{
+	if (NodeWaitCancel_hook)
+		NodeWaitCancel_hook();
+	CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -177,10 +193,7 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 		{
 			ResetLatch(MyLatch);
 			if (interruptible)
-			{
-				CheckForDistributedDeadlockCancel();
-				CHECK_FOR_INTERRUPTS();
-			}
+				ServeNodeWaitInterrupts();
 		}
 		if (goal == NODE_WAIT_CONNECTED)
 		{
@@ -249,8 +262,7 @@ WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
-		CheckForDistributedDeadlockCancel();
-		CHECK_FOR_INTERRUPTS();
+		ServeNodeWaitInterrupts();
 	}
 	if (rc & WL_SOCKET_READABLE)
 	{
@@ -665,7 +677,7 @@ CancelRemoteCommand(NodeConnection *conn, int timeoutMs)
 	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
 		return false;
 
-	if (!SendCancelRequest(conn, Min(timeoutMs, ShardextConnectTimeout)))
+	if (!SendNodeCancelRequest(conn, Min(timeoutMs, ShardextConnectTimeout)))
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),

@@ -52,8 +52,11 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/wait_event.h"
 
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/shared_pool.h"
 
 #define MAX_POOL_NODES 1024
@@ -140,8 +143,8 @@ SharedPoolShmemInit(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(PoolKey);
 	info.entrysize = sizeof(PoolEntry);
-	PoolHash = ShmemInitHash("shardext shared pool hash", MAX_POOL_NODES, MAX_POOL_NODES,
-							 &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	PoolHash = ShmemInitFixedHash("shardext shared pool hash", MAX_POOL_NODES,
+								  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 

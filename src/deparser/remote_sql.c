@@ -43,6 +43,7 @@
 
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_sql.h"
 
 typedef struct DeparseLevel
@@ -256,6 +257,33 @@ RemoteTypeName(Oid typid, int32 typmod)
 {
 	return format_type_extended(typid, typmod,
 								FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+}
+
+/*
+ * QualifiedEqualityOperator returns OPERATOR(schema.=) of the equality of a
+ * type's default btree operator class: the remote session's search_path
+ * finds only pg_catalog's operators, and a type of an extension brings its
+ * own.
+ */
+char *
+QualifiedEqualityOperator(Oid type)
+{
+	Oid			opno = lookup_type_cache(type, TYPECACHE_EQ_OPR)->eq_opr;
+	HeapTuple	tuple;
+	Form_pg_operator operator;
+	char	   *result;
+
+	if (!OidIsValid(opno))
+		elog(ERROR, "type %u has no equality operator", type);
+	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	operator = (Form_pg_operator) GETSTRUCT(tuple);
+	result = psprintf("OPERATOR(%s.%s)",
+					  quote_identifier(get_namespace_name(operator->oprnamespace)),
+					  NameStr(operator->oprname));
+	ReleaseSysCache(tuple);
+	return result;
 }
 
 char *
@@ -1211,7 +1239,7 @@ DeparseRemoteFromItem(RemoteSql *sql, Node *item)
 		DeparseRemoteFromItem(sql, join->rarg);
 		appendStringInfoString(buf, " ON ");
 		if (join->quals != NULL)
-			DeparseRemoteExpr(sql, flatten_join_alias_vars(query, join->quals));
+			DeparseRemoteExpr(sql, FlattenAliasVars(query, join->quals));
 		else
 			appendStringInfoString(buf, "true");
 		appendStringInfoChar(buf, ')');
@@ -1291,7 +1319,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	}
 
 	RemoteSqlPushQuery(sql, query);
-	targetList = (List *) flatten_join_alias_vars(query, (Node *) query->targetList);
+	targetList = (List *) FlattenAliasVars(query, (Node *) query->targetList);
 
 	appendStringInfoString(buf, "SELECT ");
 	if (query->distinctClause != NIL)
@@ -1328,7 +1356,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	if (query->jointree->quals != NULL)
 	{
 		appendStringInfoString(buf, " WHERE ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->jointree->quals));
 	}
 	if (query->groupClause != NIL)
 	{
@@ -1343,7 +1371,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	if (query->havingQual != NULL)
 	{
 		appendStringInfoString(buf, " HAVING ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->havingQual));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->havingQual));
 	}
 	if (query->sortClause != NIL)
 	{

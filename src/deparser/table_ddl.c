@@ -40,6 +40,7 @@
 #include "utils/syscache.h"
 
 #include "shardext/deparser.h"
+#include "shardext/global_index.h"
 #include "shardext/metadata.h"
 
 static void AppendColumnDefinitions(StringInfo buf, Relation rel);
@@ -595,4 +596,29 @@ IndexIsUnique(Oid indexOid)
 	unique = ((Form_pg_index) GETSTRUCT(tuple))->indisunique;
 	ReleaseSysCache(tuple);
 	return unique;
+}
+
+/*
+ * GlobalIndexCountColumn names the row count column of a non-unique index
+ * table: shardext_count, unless an indexed column has that name.
+ */
+char *
+GlobalIndexCountColumn(Oid baseRelid, AttrNumber *attnums, int count)
+{
+	for (int suffix = 0;; suffix++)
+	{
+		char	   *name = suffix == 0 ? pstrdup("shardext_count") :
+			psprintf("shardext_count_%d", suffix);
+		bool		taken = false;
+
+		for (int i = 0; i < count; i++)
+		{
+			if (strcmp(get_attname(baseRelid, attnums[i], false), name) == 0)
+				taken = true;
+		}
+		if (!taken && strcmp(name, get_attname(baseRelid,
+												GetDistTableCacheEntry(baseRelid)->distAttnum,
+												false)) != 0)
+			return name;
+	}
 }

@@ -56,9 +56,9 @@
 #include "utils/rel.h"
 
 #include "shardext/connection.h"
-#include "shardext/deadlock_detection.h"
 #include "shardext/deparser.h"
 #include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
@@ -228,8 +228,7 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 		fmgr_info(inputFunction, &state->inputFunctions[index]);
 		state->typmods[index] = attr->atttypmod;
 	}
-	state->bufferSlot = ExecAllocTableSlot(&estate->es_tupleTable, desc,
-										   &TTSOpsMinimalTuple);
+	state->bufferSlot = AllocTableSlot(&estate->es_tupleTable, desc, &TTSOpsMinimalTuple);
 #ifdef SHARDEXT_CHECK_REMOTE_SCANS
 	CheckRemoteScanColumns(state);
 #endif
@@ -1188,8 +1187,7 @@ WaitForSingleConnection(DistributedScanState *state, TaskConnection *tc, long ti
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
-		CheckForDistributedDeadlockCancel();
-		CHECK_FOR_INTERRUPTS();
+		ServeNodeWaitInterrupts();
 	}
 	else if (rc & WL_SOCKET_READABLE)
 	{
@@ -1233,7 +1231,7 @@ WaitForConnections(DistributedScanState *state)
 		return;
 	}
 
-	set = CreateWaitEventSet(CurrentMemoryContext, waiting + 2);
+	set = CreateTransientWaitEventSet(waiting + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	foreach(cell, state->taskConns)
@@ -1253,8 +1251,7 @@ WaitForConnections(DistributedScanState *state)
 		if (events[i].events & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
-			CheckForDistributedDeadlockCancel();
-			CHECK_FOR_INTERRUPTS();
+			ServeNodeWaitInterrupts();
 		}
 		else if (events[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 		{

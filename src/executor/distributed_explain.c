@@ -10,6 +10,9 @@
 #include "postgres.h"
 
 #include "commands/explain.h"
+#if PG_VERSION_NUM >= 180000
+#include "commands/explain_format.h"	/* ExplainProperty* moved here in 18 */
+#endif
 #include "nodes/nodeFuncs.h"
 #include "utils/memutils.h"
 

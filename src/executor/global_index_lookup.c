@@ -27,6 +27,7 @@
 #include "utils/lsyscache.h"
 
 #include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_sql.h"
 

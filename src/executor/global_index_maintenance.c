@@ -41,6 +41,7 @@
 #include "utils/memutils.h"
 
 #include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_sql.h"
 #include "shardext/resource_lock.h"

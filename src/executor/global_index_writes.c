@@ -422,6 +422,7 @@ AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch,
 	bool		isnull;
 	int32		hash = DatumGetInt32(heap_getattr(tuple, 1, set->desc, &isnull));
 	ShardInterval *shard = FindShardIntervalForHash(entry, hash);
+	int64		count = net < 0 ? -net : net;
 	List	  **target;
 
 	if (batch->shard != shard)
@@ -434,7 +435,7 @@ AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch,
 	target = net < 0 ? &batch->removed : &batch->added;
 	if (set->isUnique)
 	{
-		for (int64 i = 0; i < Abs(net); i++)
+		for (int64 i = 0; i < count; i++)
 			*target = lappend(*target, tuple);
 	}
 	else
@@ -443,7 +444,7 @@ AddNetEntry(IndexChangeSet *set, DistTableCacheEntry *entry, ShardBatch *batch,
 		bool	   *nulls = palloc(sizeof(bool) * set->desc->natts);
 
 		heap_deform_tuple(tuple, set->desc, values, nulls);
-		values[set->desc->natts - 1] = Int64GetDatum(Abs(net));
+		values[set->desc->natts - 1] = Int64GetDatum(count);
 		*target = lappend(*target, heap_form_tuple(set->desc, values, nulls));
 	}
 }
@@ -820,33 +821,6 @@ MergeIndexTasks(List *indexTasks, List *tasks)
 		target->uniqueShards = list_concat(target->uniqueShards, index->uniqueShards);
 	}
 	return unmerged;
-}
-
-/*
- * QualifiedEqualityOperator returns OPERATOR(schema.=) of the equality of a
- * type's default btree operator class: the remote session's search_path
- * finds only pg_catalog's operators, and a type of an extension brings its
- * own.
- */
-char *
-QualifiedEqualityOperator(Oid type)
-{
-	Oid			opno = lookup_type_cache(type, TYPECACHE_EQ_OPR)->eq_opr;
-	HeapTuple	tuple;
-	Form_pg_operator operator;
-	char	   *result;
-
-	if (!OidIsValid(opno))
-		elog(ERROR, "type %u has no equality operator", type);
-	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for operator %u", opno);
-	operator = (Form_pg_operator) GETSTRUCT(tuple);
-	result = psprintf("OPERATOR(%s.%s)",
-					  quote_identifier(get_namespace_name(operator->oprnamespace)),
-					  NameStr(operator->oprname));
-	ReleaseSysCache(tuple);
-	return result;
 }
 
 /*

@@ -55,6 +55,7 @@
 #include "shardext/distributed_executor.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
 #include "shardext/replica_state.h"
@@ -103,11 +104,11 @@ RouteReadsToReplicas(DistributedScanState *state)
 	if (!StatementMayUseReplicas(state))
 		return;
 
-	if (choicesXact != MyProc->lxid ||
+	if (choicesXact != ProcLocalXid(MyProc) ||
 		choicesStatementStart != GetCurrentStatementStartTimestamp())
 	{
 		statementChoices = NIL;
-		choicesXact = MyProc->lxid;
+		choicesXact = ProcLocalXid(MyProc);
 		choicesStatementStart = GetCurrentStatementStartTimestamp();
 	}
 	/* a read that will run in a remote transaction cannot fall back */

@@ -41,6 +41,7 @@
 #include "shardext/deparser.h"
 #include "shardext/distributed_executor.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_sql.h"
 
 /* subplan rows decided per batch */
@@ -268,7 +269,7 @@ EvaluateReturning(RoutedWriteState *routed, ExprContext *econtext, TupleDesc res
 		values[i] = ExecEvalExprSwitchContext(lfirst(cell), econtext, &nulls[i]);
 		i++;
 	}
-	return heap_form_minimal_tuple(resultDesc, values, nulls);
+	return FormMinimalTuple(resultDesc, values, nulls);
 }
 
 /* the first action (in WHEN order) for the row whose condition holds, or -1 */

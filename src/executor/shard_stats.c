@@ -23,8 +23,10 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/distributed_plan.h"
+#include "shardext/pg_compat.h"
 
 #define MAX_COUNTED_SHARDS 20000
 
@@ -85,9 +87,8 @@ ShardStatsShmemInit(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(ShardStatsKey);
 	info.entrysize = sizeof(ShardStatsEntry);
-	ShardStatsHash = ShmemInitHash("shardext shard stats hash",
-								   MAX_COUNTED_SHARDS, MAX_COUNTED_SHARDS,
-								   &info, HASH_ELEM | HASH_BLOBS);
+	ShardStatsHash = ShmemInitFixedHash("shardext shard stats hash", MAX_COUNTED_SHARDS,
+										&info, HASH_ELEM | HASH_BLOBS);
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -26,6 +26,7 @@
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/distributed_executor.h"
+#include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"

@@ -49,8 +49,10 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/tenant_stats.h"
 
 #define TENANT_STATS_COLUMNS 15
@@ -174,9 +176,9 @@ TenantStatsShmemInit(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(TenantKey);
 	info.entrysize = sizeof(TenantEntry);
-	TenantStatsHash = ShmemInitHash("shardext tenant stats hash",
-									ShardextStatTenantsLimit, ShardextStatTenantsLimit,
-									&info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	TenantStatsHash = ShmemInitFixedHash("shardext tenant stats hash",
+										 ShardextStatTenantsLimit, &info,
+										 HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 

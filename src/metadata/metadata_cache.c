@@ -340,6 +340,26 @@ EnsureCatalogVersionMatches(void)
 					 "worker node).")));
 }
 
+/* EnsureShardextInstalled errors out unless shardext is installed here */
+void
+EnsureShardextInstalled(void)
+{
+	if (!ShardextExtensionLoaded())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"shardext\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION shardext.")));
+	EnsureCatalogVersionMatches();
+}
+
+/* EnsureAdminAndShardext: both of the above, in that order */
+void
+EnsureAdminAndShardext(const char *function)
+{
+	EnsureShardextAdmin(function);
+	EnsureShardextInstalled();
+}
+
 /*
  * ShardextCatalogRelid returns the OID of a table or index in schema shardext.
  */

@@ -343,7 +343,7 @@ ResolveColocation(Oid relid, const char *colocateWith, int shardCount,
 		colocationId = FindColocationGroup(shardCount, distType, distCollation);
 	else if (pg_strcasecmp(colocateWith, "none") != 0)
 	{
-		List	   *names = stringToQualifiedNameList(colocateWith);
+		List	   *names = StringToQualifiedNameList(colocateWith);
 		Oid			otherRelid = RangeVarGetRelid(makeRangeVarFromNameList(names),
 												  AccessShareLock, false);
 		DistTableCacheEntry *other = GetDistTableCacheEntry(otherRelid);
@@ -543,29 +543,6 @@ CreateShardTablesOnNodes(Oid relid, List *shardIds, List *layouts)
 }
 
 /*
- * ExecuteOnNodesInTransaction runs one command per node on the node's
- * first connection, as a write in the local transaction, all in parallel.
- */
-void
-ExecuteOnNodesInTransaction(List *nodeIds, List *commands)
-{
-	List	   *connections = NIL;
-	ListCell   *cell;
-
-	foreach(cell, nodeIds)
-	{
-		NodeConnection *conn = GetNodeConnection(lfirst_int(cell));
-
-		RemoteTransactionBegin(conn);
-		RemoteTransactionMarkModified(conn);
-		connections = lappend(connections, conn);
-	}
-	/* schemas of shards change: replicas are read only once they replayed it */
-	RemoteTransactionMarkSchemaChange();
-	ExecuteRemoteCommandsInParallel(connections, commands);
-}
-
-/*
  * MoveLocalRowsToShards copies the rows of the (still local) table into its
  * shards and truncates the local table.  The DDL of the shards ran on each
  * node's first connection, so the copy must use that connection too.
@@ -575,7 +552,7 @@ MoveLocalRowsToShards(Relation rel)
 {
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	TableScanDesc scan = BeginTableScan(rel, snapshot, 0, NULL);
 	ShardCopyState *copyState = NULL;
 	uint64		rowCount = 0;
 
@@ -594,8 +571,8 @@ MoveLocalRowsToShards(Relation rel)
 		return;
 
 	rowCount = EndShardCopy(copyState);
-	ExecuteTruncateGuts(list_make1(rel), list_make1_oid(RelationGetRelid(rel)),
-						NIL, DROP_RESTRICT, false);
+	TruncateRelations(list_make1(rel), list_make1_oid(RelationGetRelid(rel)),
+					  NIL, DROP_RESTRICT, false);
 	ereport(NOTICE,
 			(errmsg("moved " UINT64_FORMAT " rows of \"%s\" into its shards",
 					rowCount, RelationGetRelationName(rel))));

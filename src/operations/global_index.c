@@ -59,6 +59,7 @@
 #include "shardext/global_index.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/pg_compat.h"
 
 PG_FUNCTION_INFO_V1(shardext_create_global_index);
 PG_FUNCTION_INFO_V1(shardext_drop_global_index);
@@ -81,9 +82,6 @@ static void SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index);
 static List *IndexPrivilegeCommands(Oid baseRelid, GlobalIndex *index);
 static Oid	RelationOwner(Oid relid);
 static void NoteMissingLocalIndex(Relation rel, AttrNumber attnum);
-
-/* depth of writes shardext itself makes to index tables (see global_index.h) */
-int			GlobalIndexInternalWriteDepth = 0;
 
 /*
  * shardext_create_global_index(table_name regclass, columns text,
@@ -384,31 +382,6 @@ CreateIndexTable(Relation rel, DistTableCacheEntry *entry, const char *name,
 		recordDependencyOn(&indexObject, &column, DEPENDENCY_AUTO);
 	}
 	return indexRelid;
-}
-
-/*
- * GlobalIndexCountColumn names the row count column of a non-unique index
- * table: shardext_count, unless an indexed column has that name.
- */
-char *
-GlobalIndexCountColumn(Oid baseRelid, AttrNumber *attnums, int count)
-{
-	for (int suffix = 0;; suffix++)
-	{
-		char	   *name = suffix == 0 ? pstrdup("shardext_count") :
-			psprintf("shardext_count_%d", suffix);
-		bool		taken = false;
-
-		for (int i = 0; i < count; i++)
-		{
-			if (strcmp(get_attname(baseRelid, attnums[i], false), name) == 0)
-				taken = true;
-		}
-		if (!taken && strcmp(name, get_attname(baseRelid,
-												GetDistTableCacheEntry(baseRelid)->distAttnum,
-												false)) != 0)
-			return name;
-	}
 }
 
 /* "prefix.a, prefix.b" of the indexed columns (prefix may be NULL) */

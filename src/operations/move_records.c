@@ -34,6 +34,7 @@
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shard_move.h"
@@ -688,7 +689,7 @@ shardext_backend_is_alive(PG_FUNCTION_ARGS)
 	count = pgstat_fetch_stat_numbackends();
 	for (int i = 1; i <= count; i++)
 	{
-		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+		LocalPgBackendStatus *local = LocalBackendStatus(i);
 
 		if (local != NULL && local->backendStatus.st_procpid == pid)
 			PG_RETURN_BOOL(local->backendStatus.st_proc_start_timestamp == start);

@@ -25,6 +25,7 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "shardext/connection.h"
 #include "shardext/deparser.h"

@@ -31,6 +31,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/array_literal.h"
 #include "shardext/connection.h"

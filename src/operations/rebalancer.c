@@ -34,6 +34,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/array_literal.h"
 #include "shardext/connection.h"

@@ -38,6 +38,7 @@
 #include "utils/inval.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/connection.h"
 #include "shardext/maintenance.h"

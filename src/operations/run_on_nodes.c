@@ -20,6 +20,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
 
 #include "shardext/connection.h"
 #include "shardext/metadata.h"

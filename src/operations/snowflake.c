@@ -56,6 +56,7 @@
 #include "utils/timestamp.h"
 
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/snowflake.h"
 
@@ -180,7 +181,7 @@ SnowflakeInitShared(SnowflakeShared *shared)
 	pg_atomic_init_u64(&shared->reservedUntilMs, (uint64) reservedMs);
 	pg_atomic_init_u32(&shared->registeredNodeId, (uint32) nodeId);
 	shared->startupMs = reservedMs;
-	shared->lockTrancheId = LWLockNewTrancheId();
+	shared->lockTrancheId = NewLWLockTranche("shardext_snowflake");
 	LWLockInitialize(&shared->lock, shared->lockTrancheId);
 }
 
@@ -319,7 +320,7 @@ SnowflakeLock(bool wait)
 
 	if (!trancheRegistered)
 	{
-		LWLockRegisterTranche(Snowflake->lockTrancheId, "shardext_snowflake");
+		RegisterLWLockTrancheName(Snowflake->lockTrancheId, "shardext_snowflake");
 		trancheRegistered = true;
 	}
 	if (!wait)

@@ -41,6 +41,7 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/guc.h"
 #include "shardext/shard_move.h"
@@ -272,7 +273,7 @@ MarkerRelid(void)
  * value of a row of the source shard.
  */
 static SplitHalf *
-HalfForTuple(SplitSource *split, Relation relation, ReorderBufferTupleBuf *tuple)
+HalfForTuple(SplitSource *split, Relation relation, DecodedTuple tuple)
 {
 	TupleDesc	desc = RelationGetDescr(relation);
 	Datum		value;
@@ -292,7 +293,7 @@ HalfForTuple(SplitSource *split, Relation relation, ReorderBufferTupleBuf *tuple
 		split->hashReady = true;
 	}
 
-	value = heap_getattr(&tuple->tuple, split->distAttnum, desc, &isnull);
+	value = heap_getattr(DecodedHeapTuple(tuple), split->distAttnum, desc, &isnull);
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
@@ -320,18 +321,12 @@ HalfForTuple(SplitSource *split, Relation relation, ReorderBufferTupleBuf *tuple
 }
 
 /* ConvertTuple returns the row in the half's layout (column order, dropped columns) */
-static ReorderBufferTupleBuf *
-ConvertTuple(ReorderBufferTupleBuf *tuple, TupleConversionMap *map)
+static DecodedTuple
+ConvertTuple(DecodedTuple tuple, TupleConversionMap *map)
 {
-	ReorderBufferTupleBuf *converted;
-	HeapTuple	result;
-
 	if (tuple == NULL || map == NULL)
 		return tuple;
-	result = execute_attr_map_tuple(&tuple->tuple, map);
-	converted = palloc0(sizeof(ReorderBufferTupleBuf));
-	converted->tuple = *result;
-	return converted;
+	return MakeDecodedTuple(execute_attr_map_tuple(DecodedHeapTuple(tuple), map));
 }
 
 /*
@@ -341,7 +336,7 @@ ConvertTuple(ReorderBufferTupleBuf *tuple, TupleConversionMap *map)
 static void
 Forward(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation source, SplitHalf *half,
 		ReorderBufferChange *change, ReorderBufferChangeType action,
-		ReorderBufferTupleBuf *oldTuple, ReorderBufferTupleBuf *newTuple,
+		DecodedTuple oldTuple, DecodedTuple newTuple,
 		LogicalDecodeChangeCB callback)
 {
 	Relation	target = RelationIdGetRelation(half->relid);
@@ -379,8 +374,8 @@ RouteChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation relatio
 			ReorderBufferChange *change, LogicalDecodeChangeCB callback)
 {
 	Oid			relid = RelationGetRelid(relation);
-	ReorderBufferTupleBuf *oldTuple = change->data.tp.oldtuple;
-	ReorderBufferTupleBuf *newTuple = change->data.tp.newtuple;
+	DecodedTuple oldTuple = change->data.tp.oldtuple;
+	DecodedTuple newTuple = change->data.tp.newtuple;
 	SplitSource *split;
 	SplitHalf  *oldHalf;
 	SplitHalf  *newHalf;

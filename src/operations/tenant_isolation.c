@@ -26,6 +26,7 @@
 #include "utils/lsyscache.h"
 
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 #include "shardext/shard_move.h"
 

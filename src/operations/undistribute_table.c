@@ -182,7 +182,7 @@ CopyShardToLocal(Relation rel, ShardInterval *shard)
 																   RowExclusiveLock,
 																   NULL, false, false);
 
-		RteRequirePermissions(nsitem->p_rte, ACL_INSERT);
+		NsItemRequirePermissions(nsitem, ACL_INSERT);
 		copyState = BeginCopyFrom(pstate, rel, NULL, NULL, false, ReadFromRemoteCopy,
 								  columnNames, NIL);
 		CopyFrom(copyState);

@@ -43,6 +43,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -352,6 +353,7 @@ ReadTargetThroughRowsQuery(Query *source, Index rtindex, Bitmapset *attnos, List
 
 	foreach(cell, subquery->targetList)
 		names = lappend(names, makeString(((TargetEntry *) lfirst(cell))->resname));
+	RteWrappedInSubquery(source, rte, subquery, linitial(subquery->rtable));
 	rte->rtekind = RTE_SUBQUERY;
 	rte->subquery = subquery;
 	rte->eref = makeAlias(rte->eref->aliasname, names);
@@ -360,12 +362,6 @@ ReadTargetThroughRowsQuery(Query *source, Index rtindex, Bitmapset *attnos, List
 	rte->rellockmode = NoLock;
 	rte->tablesample = NULL;
 	rte->inh = false;
-	rte->requiredPerms = 0;
-	rte->checkAsUser = InvalidOid;
-	rte->selectedCols = NULL;
-	rte->insertedCols = NULL;
-	rte->updatedCols = NULL;
-	rte->extraUpdatedCols = NULL;
 	return list_length(subquery->targetList);
 }
 
@@ -474,10 +470,11 @@ ReturningOverRowSource(Query *query, ReturningContext *context, Node *expr)
 								"with volatile functions in SET is not supported",
 								RelationGetRelationName(context->rel)),
 						 errhint("Return the columns and compute the rest in a second statement.")));
-			expr = ReplaceVarsFromTargetList(expr, context->rtindex, 0,
-											 rt_fetch(context->rtindex, query->rtable),
-											 query->targetList, REPLACEVARS_CHANGE_VARNO,
-											 context->rtindex, &hasSubLinks);
+			expr = ReplaceVarsFromTargetListOf(expr, context->rtindex, 0,
+											   rt_fetch(context->rtindex, query->rtable),
+											   query->targetList, context->rtindex,
+											   REPLACEVARS_CHANGE_VARNO, context->rtindex,
+											   &hasSubLinks);
 		}
 		return AddRowSourceColumn(context->columns.targetList, (Expr *) expr, NULL);
 	}

@@ -21,6 +21,7 @@
 #include "utils/lsyscache.h"
 
 #include "shardext/distributed_plan.h"
+#include "shardext/pg_compat.h"
 
 static CustomScanMethods DistributedScanMethods = {
 	SHARDEXT_SCAN_NAME,
@@ -173,7 +174,7 @@ DistributedJobFromScan(CustomScan *scan)
 static bool
 MayWrite(Oid functionId, void *context)
 {
-	if (functionId == F_RANDOM || functionId == F_CLOCK_TIMESTAMP ||
+	if (functionId == F_RANDOM_NO_ARGS || functionId == F_CLOCK_TIMESTAMP ||
 		functionId == F_TIMEOFDAY || functionId == F_GEN_RANDOM_UUID)
 		return false;
 	return func_volatile(functionId) == PROVOLATILE_VOLATILE;

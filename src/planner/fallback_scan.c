@@ -36,6 +36,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "shardext/global_index.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 

@@ -22,6 +22,7 @@
 #include "utils/typcache.h"
 
 #include "shardext/global_index.h"
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -33,6 +34,9 @@ static Node *IndexColumnValue(Node *clause, Index rtindex, AttrNumber attno, Oid
 							  Oid collation, bool first, bool *any);
 static bool IsColumnEquality(Oid opno, Oid type, Oid inputCollation, Oid collation,
 							 bool first);
+
+/* depth of writes shardext itself makes to index tables (see global_index.h) */
+int			GlobalIndexInternalWriteDepth = 0;
 
 static bool
 IndexCoversAttnum(GlobalIndex *index, AttrNumber attnum)
@@ -375,7 +379,7 @@ DeparseLockingSelect(RemoteSql *sql, Query *query, DistributedJob *job)
 	if (query->jointree->quals != NULL)
 	{
 		appendStringInfoString(&sql->buf, " WHERE ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->jointree->quals));
 	}
 	appendStringInfo(&sql->buf, " FOR UPDATE OF %s", alias);
 	RemoteSqlPopQuery(sql);

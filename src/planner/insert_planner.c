@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "catalog/pg_constraint.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -27,6 +28,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "shardext/global_index.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 

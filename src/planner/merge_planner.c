@@ -49,6 +49,7 @@
 #include "utils/typcache.h"
 
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -64,7 +65,7 @@ static void DeparseMerge(RemoteSql *sql, Query *query);
 static PlannedStmt *PlanPushdownMerge(Query *query, DistTableCacheEntry *entry);
 static PlannedStmt *PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry,
 										 int cursorOptions, ParamListInfo boundParams);
-static void JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions);
+static Index JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions);
 
 /*
  * PlanDistributedMerge plans MERGE into a distributed or reference table
@@ -97,17 +98,35 @@ PlanDistributedMerge(Query *query, int cursorOptions, ParamListInfo boundParams)
 	return NULL;
 }
 
-/* the WHEN clauses may not change the distribution column */
+/*
+ * CheckMergeActions refuses what a distributed MERGE does not do: change
+ * the distribution column, and (what PostgreSQL 17 added) RETURNING and
+ * WHEN NOT MATCHED BY SOURCE.
+ */
 static void
 CheckMergeActions(Query *query, DistTableCacheEntry *entry)
 {
 	ListCell   *cell;
 
+	if (query->returningList != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("MERGE ... RETURNING on distributed table \"%s\" is not supported",
+						get_rel_name(entry->relid)),
+				 errhint("Run the MERGE without RETURNING, and read the rows it changed in a "
+						 "second statement.")));
 	foreach(cell, query->mergeActionList)
 	{
 		MergeAction *action = lfirst(cell);
 		ListCell   *tleCell;
 
+		if (MergeActionBySource(action))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("MERGE ... WHEN NOT MATCHED BY SOURCE on distributed table \"%s\" "
+							"is not supported", get_rel_name(entry->relid)),
+					 errhint("Change the target rows without a source row in a separate "
+							 "UPDATE or DELETE ... WHERE NOT EXISTS (...).")));
 		if (action->commandType != CMD_UPDATE)
 			continue;
 		foreach(tleCell, action->targetList)
@@ -133,7 +152,7 @@ MergeRouteValue(Query *query, DistTableCacheEntry *entry)
 
 	if (entry->method != DISTRIBUTE_BY_HASH)
 		return NULL;
-	CollectConjuncts(query->jointree->quals, &conjuncts);
+	CollectConjuncts(MergeJoinCondition(query), &conjuncts);
 	foreach(cell, conjuncts)
 	{
 		OpExpr	   *op = lfirst(cell);
@@ -229,6 +248,7 @@ SourceOnEveryNode(Query *query)
 			return false;
 	}
 	return !checkExprHasSubLink((Node *) query->jointree) &&
+		!checkExprHasSubLink(MergeJoinCondition(query)) &&
 		!checkExprHasSubLink((Node *) query->mergeActionList);
 }
 
@@ -378,7 +398,7 @@ DeparseMerge(RemoteSql *sql, Query *query)
 	else
 		DeparseRemoteFromItem(sql, linitial(query->jointree->fromlist));
 	appendStringInfoString(&sql->buf, " ON ");
-	DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+	DeparseRemoteExpr(sql, FlattenAliasVars(query, MergeJoinCondition(query)));
 	foreach(cell, query->mergeActionList)
 		DeparseMergeAction(sql, query, lfirst(cell));
 	RemoteSqlPopQuery(sql);
@@ -393,11 +413,11 @@ DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
 	ListCell   *cell;
 	bool		first = true;
 
-	appendStringInfoString(buf, action->matched ? " WHEN MATCHED" : " WHEN NOT MATCHED");
+	appendStringInfoString(buf, MergeActionIsMatched(action) ? " WHEN MATCHED" : " WHEN NOT MATCHED");
 	if (action->qual != NULL)
 	{
 		appendStringInfoString(buf, " AND ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, action->qual));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, action->qual));
 	}
 	appendStringInfoString(buf, " THEN ");
 	switch (action->commandType)
@@ -413,7 +433,7 @@ DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
 				appendStringInfo(buf, "%s%s = ", first ? "" : ", ",
 								 quote_identifier(get_attname(relid, tle->resno, false)));
 				first = false;
-				DeparseRemoteExpr(sql, flatten_join_alias_vars(query, (Node *) tle->expr));
+				DeparseRemoteExpr(sql, FlattenAliasVars(query, (Node *) tle->expr));
 			}
 			break;
 		case CMD_DELETE:
@@ -441,7 +461,7 @@ DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
 				if (!first)
 					appendStringInfoString(buf, ", ");
 				first = false;
-				DeparseRemoteExpr(sql, flatten_join_alias_vars(query,
+				DeparseRemoteExpr(sql, FlattenAliasVars(query,
 															   (Node *) ((TargetEntry *) lfirst(cell))->expr));
 			}
 			appendStringInfoChar(buf, ')');
@@ -505,10 +525,10 @@ PlanPushdownMerge(Query *query, DistTableCacheEntry *entry)
 	DeparseMerge(&sql, query);
 	FinishRemoteSql(&sql);
 	if (sql.failed || contain_volatile_functions((Node *) query->mergeActionList) ||
-		contain_volatile_functions(query->jointree->quals))
+		contain_volatile_functions(MergeJoinCondition(query)))
 		return NULL;
 
-	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+	FindPruningValues(query, query->resultRelation, entry, MergeJoinCondition(query),
 					  &values, &kinds);
 	if (pin != NULL && values == NIL)
 	{
@@ -534,9 +554,10 @@ PlanPushdownMerge(Query *query, DistTableCacheEntry *entry)
 /*
  * JoinSourceWithTarget makes the FROM clause of a MERGE's row source: the
  * source LEFT JOIN the target (an inner join when no WHEN NOT MATCHED
- * clause needs the unmatched source rows) ON the conditions left.
+ * clause needs the unmatched source rows) ON the conditions left.  Returns
+ * the join's range table index.
  */
-static void
+static Index
 JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions)
 {
 	JoinExpr   *join = makeNode(JoinExpr);
@@ -556,6 +577,7 @@ JoinSourceWithTarget(Query *source, Index rtindex, bool outer, List *conditions)
 		(Node *) makeBoolConst(true, false);
 	join->rtindex = list_length(source->rtable);
 	source->jointree = makeFromExpr(list_make1(join), NULL);
+	return join->rtindex;
 }
 
 /* maps the expressions of the WHEN clauses onto the row source's columns */
@@ -592,6 +614,8 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 	List	   *actions = NIL;
 	RowSourceColumns context;
 	AttrNumber	ctidColumn;
+	bool		outer;
+	Index		joinIndex;
 	ListCell   *cell;
 
 	RejectShardCtidReferences(query);
@@ -601,7 +625,7 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 	attnos = bms_add_member(attnos, entry->distAttnum);
 
 	/* ON conditions on the target alone filter its rows on the shards */
-	CollectConjuncts(source->jointree->quals, &conjuncts);
+	CollectConjuncts(MergeJoinCondition(source), &conjuncts);
 	pushed = PushableTargetConditions(conjuncts, rtindex, target);
 	foreach(cell, conjuncts)
 	{
@@ -618,7 +642,8 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 	}
 	ctidColumn = ReadTargetThroughRowsQuery(source, rtindex, attnos, pushed);
 
-	JoinSourceWithTarget(source, rtindex, query->mergeUseOuterJoin, remaining);
+	outer = MergeKeepsUnmatchedSourceRows(query);
+	joinIndex = JoinSourceWithTarget(source, rtindex, outer, remaining);
 
 	AddRowSourceColumn(&targetList, (Expr *) makeVar(rtindex, ctidColumn, TIDOID, -1,
 													 InvalidOid, 0), "ctid");
@@ -634,7 +659,7 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 		RoutedAction *action = palloc0(sizeof(RoutedAction));
 		ListCell   *tleCell;
 
-		action->matched = merge->matched;
+		action->matched = MergeActionIsMatched(merge);
 		action->commandType = merge->commandType;
 		action->distPosition = -1;
 		action->qual = MergeColumnsMutator(merge->qual, &context);
@@ -660,10 +685,10 @@ PlanCoordinatorMerge(Query *query, DistTableCacheEntry *entry, int cursorOptions
 		actions = lappend(actions, action);
 	}
 
-	source->commandType = CMD_SELECT;
-	source->resultRelation = 0;
-	source->mergeActionList = NIL;
-	source->mergeUseOuterJoin = false;
+	MergeBecomesSelect(source);
+	/* the target's columns come out of the outer join: they can be null-extended */
+	if (outer)
+		targetList = (List *) MarkNullableByJoin((Node *) targetList, rtindex, joinIndex);
 	source->targetList = targetList;
 	source->canSetTag = true;
 	source->hasSubLinks = checkExprHasSubLink((Node *) targetList) ||

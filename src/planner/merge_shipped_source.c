@@ -33,6 +33,7 @@
 #include "rewrite/rewriteManip.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -139,7 +140,7 @@ DeparseShippedMerge(RemoteSql *sql, Query *query, Index sourceIndex, List *colum
 	InitRemoteSql(&clauses);
 	RemoteSqlPushQuery(&clauses, query);
 	appendStringInfoString(&clauses.buf, " ON ");
-	DeparseRemoteExpr(&clauses, query->jointree->quals);
+	DeparseRemoteExpr(&clauses, MergeJoinCondition(query));
 	foreach(cell, query->mergeActionList)
 		DeparseMergeAction(&clauses, query, lfirst(cell));
 	RemoteSqlPopQuery(&clauses);
@@ -209,7 +210,7 @@ PlanMergeWithShippedSource(Query *query, int cursorOptions, ParamListInfo boundP
 	memset(&context, 0, sizeof(context));
 	context.targetIndex = query->resultRelation;
 	context.sourceIndex = list_length(merge->rtable);
-	merge->jointree->quals = ShippedSourceMutator(merge->jointree->quals, &context);
+	MergeJoinCondition(merge) = ShippedSourceMutator(MergeJoinCondition(merge), &context);
 	foreach(cell, merge->mergeActionList)
 	{
 		MergeAction *action = lfirst(cell);
@@ -218,18 +219,14 @@ PlanMergeWithShippedSource(Query *query, int cursorOptions, ParamListInfo boundP
 		action->targetList = (List *) ShippedSourceMutator((Node *) action->targetList, &context);
 	}
 	if (context.columns == NIL || contain_volatile_functions((Node *) merge->mergeActionList) ||
-		contain_volatile_functions(merge->jointree->quals))
+		contain_volatile_functions(MergeJoinCondition(merge)))
 		return NULL;
 	DeparseShippedMerge(&sql, merge, context.sourceIndex, context.columns, &arrayBase);
 	if (sql.failed)
 		return NULL;
 
 	/* SELECT <source columns> FROM <source>: the coordinator's part */
-	source->commandType = CMD_SELECT;
-	source->resultRelation = 0;
-	source->mergeActionList = NIL;
-	source->mergeUseOuterJoin = false;
-	source->jointree->quals = NULL;
+	MergeBecomesSelect(source);
 	source->targetList = NIL;
 	foreach(cell, context.columns)
 		source->targetList = lappend(source->targetList,

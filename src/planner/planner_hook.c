@@ -34,9 +34,49 @@ set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 static bool DistributedTableWalker(Node *node, void *context);
 static void RejectRowLocks(Query *parse);
 static void RejectModifyingCTEs(Query *parse);
+static void RejectOldNewReturning(Query *parse);
 static bool IsDistributedResultRelation(Query *parse);
 static Oid	ResultRelid(Query *parse);
 static void WrapDistributedTablesForRowMarks(Query *query);
+
+/*
+ * The EXPLAIN whose statement is being planned, or NULL: PostgreSQL 19
+ * gives it to the planner hook, and the local planners pass it on.
+ */
+struct ExplainState *PlannerExplainState = NULL;
+
+/*
+ * ShardextPlannerHook is the planner hook (19 added the ExplainState
+ * argument); ShardextPlanner does the work.
+ */
+#if PG_VERSION_NUM >= 190000
+PlannedStmt *
+ShardextPlannerHook(Query *parse, const char *queryString, int cursorOptions,
+					ParamListInfo boundParams, struct ExplainState *es)
+{
+	struct ExplainState *outer = PlannerExplainState;
+	PlannedStmt *plan;
+
+	PlannerExplainState = es;
+	PG_TRY();
+	{
+		plan = ShardextPlanner(parse, queryString, cursorOptions, boundParams);
+	}
+	PG_FINALLY();
+	{
+		PlannerExplainState = outer;
+	}
+	PG_END_TRY();
+	return plan;
+}
+#else
+PlannedStmt *
+ShardextPlannerHook(Query *parse, const char *queryString, int cursorOptions,
+					ParamListInfo boundParams)
+{
+	return ShardextPlanner(parse, queryString, cursorOptions, boundParams);
+}
+#endif
 
 /* ShardextLocalPlanner plans a query as PostgreSQL would (the next hook) */
 PlannedStmt *
@@ -44,8 +84,10 @@ ShardextLocalPlanner(Query *parse, const char *queryString, int cursorOptions,
 					 ParamListInfo boundParams)
 {
 	if (prev_planner_hook)
-		return prev_planner_hook(parse, queryString, cursorOptions, boundParams);
-	return standard_planner(parse, queryString, cursorOptions, boundParams);
+		return CallPlannerHook(prev_planner_hook, parse, queryString, cursorOptions,
+							   boundParams, PlannerExplainState);
+	return StandardPlanner(parse, queryString, cursorOptions, boundParams,
+						   PlannerExplainState);
 }
 
 /*
@@ -62,6 +104,8 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 		!QueryReferencesDistributedTable((Node *) parse))
 		return ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);
 
+	if (parse->returningList != NIL && IsDistributedResultRelation(parse))
+		RejectOldNewReturning(parse);
 	switch (parse->commandType)
 	{
 		case CMD_SELECT:
@@ -202,6 +246,7 @@ WrapDistributedTablesForRowMarks(Query *query)
 		}
 		table_close(relation, NoLock);
 
+		RteWrappedInSubquery(query, rte, subquery, inner);
 		rte->rtekind = RTE_SUBQUERY;
 		rte->subquery = subquery;
 		rte->relid = InvalidOid;
@@ -209,7 +254,6 @@ WrapDistributedTablesForRowMarks(Query *query)
 		rte->rellockmode = NoLock;
 		rte->tablesample = NULL;
 		rte->inh = false;
-		RteClearPermissions(rte);
 	}
 }
 
@@ -293,6 +337,35 @@ RejectModifyingCTEs(Query *parse)
 	}
 }
 
+static bool
+OldNewVarWalker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+		return VarReturnsOldOrNew((Var *) node);
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, OldNewVarWalker, context, 0);
+	return expression_tree_walker(node, OldNewVarWalker, context);
+}
+
+/*
+ * RejectOldNewReturning refuses RETURNING OLD/NEW (PostgreSQL 18) in a
+ * write to a distributed table: the shards' rows are returned as they are
+ * after the write.
+ */
+static void
+RejectOldNewReturning(Query *parse)
+{
+	if (OldNewVarWalker((Node *) parse->returningList, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("RETURNING OLD or NEW on distributed table \"%s\" is not supported",
+						get_rel_name(ResultRelid(parse))),
+				 errhint("Return the columns without OLD or NEW, or read the old values in a "
+						 "SELECT ... FOR UPDATE first.")));
+}
+
 /*
  * QueryReferencesDistributedTable tells whether a query (including its
  * subqueries and CTEs) reads or writes a distributed or reference table.
@@ -324,8 +397,16 @@ typedef struct CollectContext
 {
 	List	   *relids;
 	List	   *rtes;
+	List	   *permInfoLists;	/* for each of rtes, its query's rteperminfos */
+	Query	   *query;			/* the query whose range table is being walked */
+	bool		checked;		/* also entries checked without a relation (16+) */
 } CollectContext;
 
+/*
+ * CollectRelationsWalker collects the entries of relations (and, on 16+,
+ * of views, which are subquery entries naming their relation; with
+ * context->checked also any other entry with permissions to check).
+ */
 static bool
 CollectRelationsWalker(Node *node, CollectContext *context)
 {
@@ -334,33 +415,69 @@ CollectRelationsWalker(Node *node, CollectContext *context)
 	if (IsA(node, RangeTblEntry))
 	{
 		RangeTblEntry *rte = (RangeTblEntry *) node;
+		bool		view = rte->rtekind == RTE_SUBQUERY && OidIsValid(rte->relid);
 
-		if (rte->rtekind == RTE_RELATION)
+		if (rte->rtekind == RTE_RELATION || view ||
+			(context->checked && RteNeedsPermissionCheck(rte)))
 		{
-			context->relids = list_append_unique_oid(context->relids, rte->relid);
+			if (OidIsValid(rte->relid))
+				context->relids = list_append_unique_oid(context->relids, rte->relid);
 			context->rtes = lappend(context->rtes, rte);
+			context->permInfoLists = lappend(context->permInfoLists,
+											 QueryPermInfos(context->query));
 		}
 		return false;
 	}
 	if (IsA(node, Query))
-		return query_tree_walker((Query *) node, CollectRelationsWalker, context,
-								 QTW_EXAMINE_RTES_BEFORE);
+	{
+		Query	   *outer = context->query;
+		bool		result;
+
+		context->query = (Query *) node;
+		result = query_tree_walker((Query *) node, CollectRelationsWalker, context,
+								   QTW_EXAMINE_RTES_BEFORE);
+		context->query = outer;
+		return result;
+	}
 	return expression_tree_walker(node, CollectRelationsWalker, context);
 }
 
 /*
- * CollectRelations returns the OIDs of every relation a query uses, at any
- * level, and their range table entries.
+ * CollectRelations returns the OIDs of every relation (view included) a
+ * query uses, at any level, and their range table entries.
  */
 void
 CollectRelations(Query *query, List **relids, List **rtes)
 {
-	CollectContext context = {NIL, NIL};
+	CollectContext context = {NIL, NIL, NIL, query, false};
 
 	query_tree_walker(query, CollectRelationsWalker, &context, QTW_EXAMINE_RTES_BEFORE);
 	*relids = context.relids;
 	if (rtes)
 		*rtes = context.rtes;
+}
+
+/*
+ * AppendRelationsForChecks appends to target's range table a copy of every
+ * entry of source, at any level, that is a relation or has permissions to
+ * check, with those checks (pg_compat.h): the plan of target then checks
+ * permissions and is invalidated as one of source would be.  With
+ * nestedOnly, source's own range table is left out (target holds it).
+ */
+void
+AppendRelationsForChecks(Query *target, Query *source, bool nestedOnly)
+{
+	CollectContext context = {NIL, NIL, NIL, source, true};
+	ListCell   *rteCell;
+	ListCell   *permCell;
+
+	query_tree_walker(source, CollectRelationsWalker, &context, QTW_EXAMINE_RTES_BEFORE);
+	forboth(rteCell, context.rtes, permCell, context.permInfoLists)
+	{
+		if (nestedOnly && list_member_ptr(source->rtable, lfirst(rteCell)))
+			continue;
+		AppendRteWithPermissions(target, lfirst(rteCell), lfirst(permCell));
+	}
 }
 
 /*
@@ -402,17 +519,14 @@ PlannedStmt *
 MakeDistributedPlannedStmt(Query *query, CustomScan *scan, List *remoteTargetList)
 {
 	PlannedStmt *stmt = makeNode(PlannedStmt);
+	Query	   *flat = makeNode(Query);
 	List	   *relids;
-	List	   *rtes;
-	List	   *rtable = list_copy(query->rtable);
-	ListCell   *cell;
 
-	CollectRelations(query, &relids, &rtes);
-	foreach(cell, rtes)
-	{
-		if (!list_member_ptr(query->rtable, lfirst(cell)))
-			rtable = lappend(rtable, lfirst(cell));
-	}
+	/* the query's range table, then the relations of its subqueries */
+	flat->rtable = list_copy(query->rtable);
+	CopyQueryPermInfos(flat, query);
+	AppendRelationsForChecks(flat, query, true);
+	CollectRelations(query, &relids, NULL);
 
 	SetDistributedScanTargetList(scan, remoteTargetList);
 	scan->scan.scanrelid = 0;
@@ -422,26 +536,14 @@ MakeDistributedPlannedStmt(Query *query, CustomScan *scan, List *remoteTargetLis
 	scan->scan.plan.plan_width = 32;
 	scan->scan.plan.parallel_safe = false;
 
+	/* makeNode leaves the rest empty: no result relations, subplans, row marks */
 	stmt->commandType = query->commandType;
 	stmt->queryId = query->queryId;
 	stmt->hasReturning = (query->returningList != NIL);
-	stmt->hasModifyingCTE = false;
 	stmt->canSetTag = query->canSetTag;
-	stmt->transientPlan = false;
-	stmt->dependsOnRole = false;
-	stmt->parallelModeNeeded = false;
-	stmt->jitFlags = 0;
 	stmt->planTree = (Plan *) scan;
-	stmt->rtable = rtable;
-	stmt->resultRelations = NIL;
-	stmt->appendRelations = NIL;
-	stmt->subplans = NIL;
-	stmt->rewindPlanIDs = NULL;
-	stmt->rowMarks = NIL;
+	SetPlannedStmtRangeTable(stmt, flat);
 	stmt->relationOids = relids;
-	stmt->invalItems = NIL;
-	stmt->paramExecTypes = NIL;
-	stmt->utilityStmt = NULL;
 	stmt->stmt_location = query->stmt_location;
 	stmt->stmt_len = query->stmt_len;
 	return stmt;

@@ -23,6 +23,7 @@
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 
 static bool JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anchorRelid);
@@ -612,7 +613,7 @@ IsDistColumnOf(Node *node, Query *query, PushdownInfo *info)
 	ListCell   *cell;
 	Bitmapset  *nullable = NULL;
 
-	node = flatten_join_alias_vars(query, node);
+	node = FlattenAliasVars(query, node);
 	NullableRelids((Node *) query->jointree, query, false, &nullable);
 	foreach(cell, info->distVars)
 	{

@@ -35,7 +35,9 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
+#include "shardext/global_index.h"
 #include "shardext/guc.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
@@ -235,7 +237,7 @@ DeparseFullPushdownTargets(Query *query, CombineContext *context, Query *combine
 		TargetEntry *tle = lfirst(cell);
 		TargetEntry *newTle;
 		int			column;
-		Node	   *expr = flatten_join_alias_vars(query, (Node *) tle->expr);
+		Node	   *expr = FlattenAliasVars(query, (Node *) tle->expr);
 
 		if (cell != list_head(query->targetList))
 			appendStringInfoString(&sql->buf, ", ");
@@ -268,7 +270,7 @@ DeparsePartialAggregateTargets(Query *query, CombineContext *context, Query *com
 		context->groupExprs = lappend(context->groupExprs, expr);
 		if (cell != list_head(query->groupClause))
 			appendStringInfoString(&sql->buf, ", ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, expr));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, expr));
 		AddWorkerColumn(context, exprType(expr), exprTypmod(expr), exprCollation(expr));
 	}
 	if (distinctExpr != NULL)
@@ -276,7 +278,7 @@ DeparsePartialAggregateTargets(Query *query, CombineContext *context, Query *com
 		/* count(DISTINCT x): the shards also group by x */
 		if (context->columnCount > 0)
 			appendStringInfoString(&sql->buf, ", ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, distinctExpr));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, distinctExpr));
 		context->distinctColumn = AddWorkerColumn(context, exprType(distinctExpr),
 												  exprTypmod(distinctExpr),
 												  exprCollation(distinctExpr));
@@ -317,7 +319,7 @@ DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *dis
 	if (query->jointree->quals != NULL)
 	{
 		appendStringInfoString(&sql->buf, " WHERE ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->jointree->quals));
 	}
 	if (query->groupClause != NIL || distinctExpr != NULL)
 	{
@@ -333,7 +335,7 @@ DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *dis
 				appendStringInfoString(&sql->buf, ", ");
 			if (fullPushdown)
 				DeparseSortGroupItem(sql, lfirst(cell),
-									 (List *) flatten_join_alias_vars(query, (Node *) query->targetList),
+									 (List *) FlattenAliasVars(query, (Node *) query->targetList),
 									 SORT_POSITIONS_ALL);
 			else
 				appendStringInfo(&sql->buf, "%d", foreach_current_index(cell) + 1);
@@ -342,7 +344,7 @@ DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *dis
 		{
 			if (query->groupClause != NIL)
 				appendStringInfoString(&sql->buf, ", ");
-			DeparseRemoteExpr(sql, flatten_join_alias_vars(query, distinctExpr));
+			DeparseRemoteExpr(sql, FlattenAliasVars(query, distinctExpr));
 		}
 	}
 	if (!fullPushdown)
@@ -350,13 +352,13 @@ DeparseShardQueryRest(Query *query, RemoteSql *sql, bool fullPushdown, Node *dis
 	if (query->havingQual != NULL)
 	{
 		appendStringInfoString(&sql->buf, " HAVING ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->havingQual));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->havingQual));
 	}
 	if (query->sortClause != NIL)
 	{
 		appendStringInfoString(&sql->buf, " ORDER BY ");
 		DeparseRemoteOrderBy(sql, query, query->sortClause,
-							 (List *) flatten_join_alias_vars(query, (Node *) query->targetList));
+							 (List *) FlattenAliasVars(query, (Node *) query->targetList));
 	}
 	/*
 	 * Each shard's first LIMIT + OFFSET rows hold the result's -- unless the
@@ -451,9 +453,6 @@ AddPlaceholderScan(Query *combine, Query *query, CombineContext *context)
 	FuncExpr   *placeholder;
 	List	   *names = NIL;
 	Oid			placeholderOid;
-	List	   *relids;
-	List	   *rtes;
-	ListCell   *cell;
 
 	placeholderOid = LookupFuncName(list_make2(makeString(SHARDEXT_SCHEMA_NAME),
 											   makeString("distributed_result")),
@@ -479,14 +478,7 @@ AddPlaceholderScan(Query *combine, Query *query, CombineContext *context)
 	combine->jointree = makeFromExpr(list_make1(makeNode(RangeTblRef)), NULL);
 	((RangeTblRef *) linitial(combine->jointree->fromlist))->rtindex = 1;
 
-	CollectRelations(query, &relids, &rtes);
-	foreach(cell, rtes)
-	{
-		RangeTblEntry *copy = copyObject(lfirst(cell));
-
-		copy->inh = false;
-		combine->rtable = lappend(combine->rtable, copy);
-	}
+	AppendRelationsForChecks(combine, query, false);
 }
 
 /* registers a shard query column (1-based) */
@@ -593,7 +585,7 @@ AppendPartial(CombineContext *context, const char *function, Node *arg, const ch
 		appendStringInfoChar(buf, '*');
 	else
 	{
-		Node	   *expr = flatten_join_alias_vars(context->query, arg);
+		Node	   *expr = FlattenAliasVars(context->query, arg);
 
 		appendStringInfoChar(buf, '(');
 		DeparseRemoteExpr(context->sql, expr);
@@ -615,7 +607,7 @@ AppendPartial(CombineContext *context, const char *function, Node *arg, const ch
 	if (original->aggfilter != NULL)
 	{
 		appendStringInfoString(buf, " FILTER (WHERE ");
-		DeparseRemoteExpr(context->sql, flatten_join_alias_vars(context->query,
+		DeparseRemoteExpr(context->sql, FlattenAliasVars(context->query,
 																(Node *) original->aggfilter));
 		appendStringInfoChar(buf, ')');
 	}
@@ -932,7 +924,7 @@ PlanCombineQuery(Query *combine, CustomScan *scan, int columnCount, int cursorOp
 	RangeTblEntry *rte = linitial(combine->rtable);
 	RangeTblFunction *rtfunc = linitial(rte->functions);
 
-	plan = standard_planner(combine, NULL, cursorOptions, boundParams);
+	plan = StandardPlanner(combine, NULL, cursorOptions, boundParams, PlannerExplainState);
 
 	for (int i = 1; i <= columnCount; i++)
 		scanTargetList = lappend(scanTargetList,

@@ -27,6 +27,7 @@
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/planner.h"
 
@@ -143,19 +144,7 @@ PlanPart(Query *part, RecursiveContext *context, bool force)
 	((RangeTblRef *) linitial(placeholder->jointree->fromlist))->rtindex = 1;
 
 	/* keep the part's tables for permission checks and plan invalidation */
-	{
-		List	   *relids;
-		List	   *rtes;
-
-		CollectRelations(part, &relids, &rtes);
-		foreach(cell, rtes)
-		{
-			RangeTblEntry *copy = copyObject(lfirst(cell));
-
-			copy->inh = false;
-			placeholder->rtable = lappend(placeholder->rtable, copy);
-		}
-	}
+	AppendRelationsForChecks(placeholder, part, false);
 	return placeholder;
 }
 

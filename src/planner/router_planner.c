@@ -35,6 +35,7 @@
 #include "utils/typcache.h"
 
 #include "shardext/global_index.h"
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -760,7 +761,7 @@ DeparseModifyStatement(RemoteSql *sql, Query *query, DistTableCacheEntry *entry,
 	if (query->jointree->quals != NULL)
 	{
 		appendStringInfoString(&sql->buf, byLockedCtids ? " WHERE (" : " WHERE ");
-		DeparseRemoteExpr(sql, flatten_join_alias_vars(query, query->jointree->quals));
+		DeparseRemoteExpr(sql, FlattenAliasVars(query, query->jointree->quals));
 		if (byLockedCtids)
 			appendStringInfoString(&sql->buf, ") AND ");
 	}

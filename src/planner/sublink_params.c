@@ -35,6 +35,7 @@
 #include "rewrite/rewriteManip.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/planner.h"
 #include "shardext/remote_sql.h"
 
@@ -182,6 +183,7 @@ PlanWithSublinkParams(Query *query, List *columns, CustomScan *scan, List *remot
 	values->querySource = QSRC_ORIGINAL;
 	values->canSetTag = true;
 	values->rtable = copyObject(query->rtable);
+	CopyQueryPermInfos(values, query);
 	values->jointree = makeFromExpr(NIL, NULL);
 	values->hasSubLinks = true;
 	foreach(cell, columns)

@@ -374,9 +374,9 @@ shardext_causal_token(PG_FUNCTION_ARGS)
 
 		if (XLogRecPtrIsInvalid(entry->lsn))
 			continue;
-		appendStringInfo(&token, "%s%d:%" INT64_MODIFIER "X",
+		appendStringInfo(&token, "%s%d:%llX",
 						 token.data[token.len - 1] == '.' ? "" : "_",
-						 entry->nodeId, (uint64) entry->lsn);
+						 entry->nodeId, (unsigned long long) entry->lsn);
 	}
 	if (token.data[token.len - 1] == '.')
 		appendStringInfoChar(&token, '-');

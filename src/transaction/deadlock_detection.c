@@ -58,6 +58,8 @@
 #include "utils/timestamp.h"
 
 #include "shardext/deadlock_detection.h"
+#include "shardext/pg_compat.h"
+#include "shardext/remote_command.h"
 #include "shardext/wait_graph.h"
 
 #define DEADLOCK_DETAIL_LEN 1024
@@ -80,6 +82,7 @@ typedef struct DeadlockShared
 } DeadlockShared;
 
 static DeadlockShared *Deadlock = NULL;
+static NodeWaitCancel_hook_type prev_NodeWaitCancel_hook = NULL;
 
 static int	DeadlockSlotCount(void);
 static int	DetectDeadlocksOnce(void);
@@ -92,6 +95,7 @@ static WaitEdge *ChooseVictim(List *cycle, List *backends);
 static char *DescribeCycle(List *cycle, WaitEdge *victimEdge);
 static char *DescribeVertex(WaitVertex vertex);
 static void CancelVictim(CoordinatorBackend *victim, const char *detail);
+static void DeadlockCancelWaitHook(void);
 
 /* ---------------------------------------------------------------------
  * shared memory and the backend side
@@ -133,26 +137,24 @@ DistributedDeadlockShmemInit(void)
 }
 
 /*
- * DeadlockApplicationNamePrefix is the start of the application_name of
- * this coordinator database's sessions: shardext_<system id>_<database oid>_
+ * InitializeDistributedDeadlockDetection, called from _PG_init, makes the
+ * connection layer's interruptible waits for nodes check for a cancel by
+ * the detector (NodeWaitCancel_hook): a victim waits for a node.
  */
-char *
-DeadlockApplicationNamePrefix(void)
+void
+InitializeDistributedDeadlockDetection(void)
 {
-	return psprintf("shardext_" UINT64_FORMAT "_%u_", GetSystemIdentifier(),
-					MyDatabaseId);
+	prev_NodeWaitCancel_hook = NodeWaitCancel_hook;
+	NodeWaitCancel_hook = DeadlockCancelWaitHook;
 }
 
-/*
- * RemoteApplicationName returns the application_name of this backend's
- * connections to the nodes, which tells the deadlock detector whose
- * transaction a node's backend runs.  It fits NAMEDATALEN.
- */
-char *
-RemoteApplicationName(void)
+/* NodeWaitCancel_hook: the previous hook, then the detector's cancel */
+static void
+DeadlockCancelWaitHook(void)
 {
-	return psprintf("shardext_" UINT64_FORMAT "_%u_%d", GetSystemIdentifier(),
-					MyDatabaseId, MyProcPid);
+	if (prev_NodeWaitCancel_hook)
+		prev_NodeWaitCancel_hook();
+	CheckForDistributedDeadlockCancel();
 }
 
 /*
@@ -167,16 +169,16 @@ CheckForDistributedDeadlockCancel(void)
 	bool		cancel;
 	char		detail[DEADLOCK_DETAIL_LEN];
 
-	if (Deadlock == NULL || MyProc == NULL || MyProc->pgprocno >= Deadlock->slotCount)
+	if (Deadlock == NULL || MyProc == NULL || ProcNumberOf(MyProc) >= Deadlock->slotCount)
 		return;
-	slot = &Deadlock->slots[MyProc->pgprocno];
+	slot = &Deadlock->slots[ProcNumberOf(MyProc)];
 	if (likely(!((volatile DeadlockCancelSlot *) slot)->cancelRequested))
 		return;
 	if (InterruptHoldoffCount > 0 || CritSectionCount > 0)
 		return;
 
 	SpinLockAcquire(&slot->mutex);
-	cancel = slot->cancelRequested && slot->lxid == MyProc->lxid;
+	cancel = slot->cancelRequested && slot->lxid == ProcLocalXid(MyProc);
 	slot->cancelRequested = false;
 	strlcpy(detail, slot->detail, sizeof(detail));
 	SpinLockRelease(&slot->mutex);
@@ -203,9 +205,9 @@ CancelVictim(CoordinatorBackend *victim, const char *detail)
 	DeadlockCancelSlot *slot;
 	bool		pending;
 
-	if (proc == NULL || proc->lxid != victim->lxid || proc->pgprocno >= Deadlock->slotCount)
+	if (proc == NULL || ProcLocalXid(proc) != victim->lxid || ProcNumberOf(proc) >= Deadlock->slotCount)
 		return;
-	slot = &Deadlock->slots[proc->pgprocno];
+	slot = &Deadlock->slots[ProcNumberOf(proc)];
 
 	SpinLockAcquire(&slot->mutex);
 	pending = slot->cancelRequested && slot->lxid == victim->lxid;

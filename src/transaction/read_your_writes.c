@@ -37,10 +37,12 @@
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/replica_state.h"
 
@@ -184,7 +186,7 @@ ParseCommitLsn(const char *text)
 
 	if (text == NULL || text[0] == '\0')
 		return InvalidXLogRecPtr;
-	lsn = pg_lsn_in_internal(text, &failed);
+	lsn = ParseLsn(text, &failed);
 	return failed ? InvalidXLogRecPtr : lsn;
 }
 

@@ -67,6 +67,7 @@
 #include "shardext/connection.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
@@ -491,7 +492,7 @@ static uint64
 OldestRunningFullXid(void)
 {
 	FullTransactionId next = ReadNextFullTransactionId();
-	TransactionId oldest = GetOldestActiveTransactionId();
+	TransactionId oldest = OldestActiveXid();
 
 	return U64FromFullTransactionId(next) - (uint32) (XidFromFullTransactionId(next) - oldest);
 }
@@ -604,7 +605,7 @@ static List *
 ReadCommitRecords(Relation rel, int32 nodeId)
 {
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	TableScanDesc scan = BeginTableScan(rel, snapshot, 0, NULL);
 	TupleDesc	desc = RelationGetDescr(rel);
 	HeapTuple	tuple;
 	List	   *records = NIL;
@@ -656,7 +657,7 @@ CoordinatorTransactionRunning(const char *gid, const char *prefix)
 		return false;
 	if (TransactionIdEquals(xid, GetTopTransactionIdIfAny()))
 		return true;
-	return !ConditionalXactLockTableWait(xid);
+	return !TryXactLockTableWait(xid);
 }
 
 /*
@@ -714,7 +715,7 @@ static void
 DeleteRecordsOfRemovedNodes(Relation rel, List *nodes)
 {
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	TableScanDesc scan = BeginTableScan(rel, snapshot, 0, NULL);
 	HeapTuple	tuple;
 
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)

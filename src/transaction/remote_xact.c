@@ -660,6 +660,29 @@ RemoteTransactionMarkSchemaChange(void)
 }
 
 /*
+ * ExecuteOnNodesInTransaction runs one command per node on the node's
+ * first connection, as a write in the local transaction, all in parallel.
+ */
+void
+ExecuteOnNodesInTransaction(List *nodeIds, List *commands)
+{
+	List	   *connections = NIL;
+	ListCell   *cell;
+
+	foreach(cell, nodeIds)
+	{
+		NodeConnection *conn = GetNodeConnection(lfirst_int(cell));
+
+		RemoteTransactionBegin(conn);
+		RemoteTransactionMarkModified(conn);
+		connections = lappend(connections, conn);
+	}
+	/* schemas of shards change: replicas are read only once they replayed it */
+	RemoteTransactionMarkSchemaChange();
+	ExecuteRemoteCommandsInParallel(connections, commands);
+}
+
+/*
  * PrepareRemoteTransactions runs phase one of two-phase commit on every
  * connection that wrote, except the decider, and with recordDecisions
  * records the commit decisions locally; the others just commit, in the

@@ -38,6 +38,7 @@
 #include "shardext/deadlock_detection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 #include "shardext/wait_graph.h"
 
@@ -129,7 +130,7 @@ ReadWaitGraph(void)
 	if (installed)
 	{
 		List	   *nodes = WorkerNodeList(false);
-		char	   *prefix = DeadlockApplicationNamePrefix();
+		char	   *prefix = RemoteApplicationNamePrefix();
 		ListCell   *cell;
 
 		MemoryContextSwitchTo(callerContext);
@@ -208,12 +209,12 @@ ReadCoordinatorWaits(WaitGraph *graph, const char *prefix)
 
 		graph->longRemoteWait |= longRemoteWait;
 
-		if (proc == NULL || proc->lxid == InvalidLocalTransactionId)
+		if (proc == NULL || ProcLocalXid(proc) == InvalidLocalTransactionId)
 			continue;
 		oldContext = MemoryContextSwitchTo(callerContext);
 		backend = palloc(sizeof(CoordinatorBackend));
 		backend->pid = pid;
-		backend->lxid = proc->lxid;
+		backend->lxid = ProcLocalXid(proc);
 		backend->xactStart = start;
 		graph->backends = lappend(graph->backends, backend);
 		MemoryContextSwitchTo(oldContext);

@@ -2,8 +2,9 @@
  *
  * privileges.c
  *	  The preconditions that shardext's SQL functions check first: who may
- *	  call them, and that the extension is installed in the current
- *	  database.
+ *	  call them.  That the extension is installed in the current database
+ *	  (EnsureShardextInstalled) reads the catalog, so it is in
+ *	  metadata_cache.c, a layer up.
  *
  * Node management, shard moves, splits, rebalancing, cleanup, recovery and
  * shardext_run_on_* change the cluster's layout for every user, so they are
@@ -23,7 +24,6 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 
-#include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 
@@ -58,26 +58,6 @@ EnsureShardextAdmin(const char *function)
 						   SHARDEXT_ADMIN_ROLE, function),
 				 errhint("A superuser can grant the role: GRANT %s TO <role>.",
 						 SHARDEXT_ADMIN_ROLE)));
-}
-
-/* EnsureShardextInstalled errors out unless shardext is installed here */
-void
-EnsureShardextInstalled(void)
-{
-	if (!ShardextExtensionLoaded())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"shardext\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION shardext.")));
-	EnsureCatalogVersionMatches();
-}
-
-/* EnsureAdminAndShardext: both of the above, in that order */
-void
-EnsureAdminAndShardext(const char *function)
-{
-	EnsureShardextAdmin(function);
-	EnsureShardextInstalled();
 }
 
 /*

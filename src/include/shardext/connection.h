@@ -143,6 +143,9 @@ extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
 extern void CloseDedicatedConnection(NodeConnection *conn);
 extern void KeepConnectionAcrossTransactions(NodeConnection *conn);
 extern bool LastConnectionTimedOut(void);
+extern char *RemoteApplicationName(void);
+extern char *RemoteApplicationNamePrefix(void);
+extern void FormatSettingCommands(char **setCommand, char **resetCommand);
 
 /* shardext.node_conninfo: check and assign hooks (guc.c) */
 extern bool CheckNodeConninfo(char **newval, void **extra, GucSource source);

@@ -17,8 +17,6 @@ typedef struct TableSchemaState TableSchemaState;
 
 extern List *CaptureTableStates(List *relids);
 extern void PropagateTableChanges(List *beforeStates, List *usingExpressions);
-extern void CheckForeignKeyAllowed(Oid constraintOid);
-extern void CheckForeignKeysOfNewTable(Oid relid);
 extern List *RelatedDistributedTables(Oid relid);
 extern void ExecuteOnShardPlacements(List *placementCommands);
 

@@ -16,13 +16,14 @@
 extern Size DistributedDeadlockShmemSize(void);
 extern void DistributedDeadlockShmemInit(void);
 
-/* the application_name of this backend's connections to the nodes */
-extern char *RemoteApplicationName(void);
+/* installs the cancel check into the waits for nodes (_PG_init) */
+extern void InitializeDistributedDeadlockDetection(void);
 
 /*
  * CheckForDistributedDeadlockCancel raises ERRCODE_T_R_DEADLOCK_DETECTED
  * when the detector picked this backend's transaction as a victim.  Called
- * by the loops that wait for nodes, after their latch was set.
+ * by the loops that wait for nodes, after their latch was set (the
+ * connection layer's through NodeWaitCancel_hook).
  */
 extern void CheckForDistributedDeadlockCancel(void);
 

@@ -218,42 +218,6 @@ extern bool NextRoutedReturnedRow(DistributedScanState *state, TupleTableSlot *s
 extern void ResetRoutedWrite(DistributedScanState *state);
 extern RemoteParams *AddSourceArrayParams(DistributedScanState *state, RemoteParams *params);
 
-/* global_index_writes.c */
-typedef struct GlobalIndexChanges GlobalIndexChanges;
-typedef bool (*BaseValueFunction) (AttrNumber attnum, Datum *value, void *arg);
-extern GlobalIndexChanges *StartGlobalIndexChanges(Oid baseRelid, List *indexRelids);
-extern void AddGlobalIndexRow(GlobalIndexChanges *changes, BaseValueFunction values,
-							  void *arg, int64 delta);
-extern void ApplyGlobalIndexChanges(GlobalIndexChanges *changes, List **lastRound);
-extern void EndGlobalIndexChanges(GlobalIndexChanges *changes);
-extern bool *ArbiterIndexAdmits(Oid baseRelid, Oid indexRelid, int rowCount,
-								BaseValueFunction values, void **rowArgs);
-extern void ReportUniqueViolation(NodeConnection *conn, PGresult *result, RemoteTask *task);
-extern List *MergeIndexTasks(List *indexTasks, List *tasks);
-extern char *QualifiedEqualityOperator(Oid type);
-
-/* global_index_lookup.c */
-typedef struct GlobalIndexLookupNote
-{
-	char	   *indexName;
-	char	   *sql;			/* of the first lookup */
-	int			lookups;		/* index shards asked */
-	int			matches;		/* shards found */
-} GlobalIndexLookupNote;
-extern void LookupGlobalIndex(DistributedScanState *state, DistTableCacheEntry *anchor,
-							  Oid indexRelid, int kind, Datum *values, bool *nulls,
-							  bool *matches);
-
-/* global_index_maintenance.c: the executor's side of GINDEX_* */
-extern void BeginGlobalIndexMaintenance(DistributedScanState *state);
-extern void CaptureHiddenColumns(DistributedScanState *state, RemoteTask *task,
-								 PGresult *result);
-extern void FinishGlobalIndexMaintenance(DistributedScanState *state);
-extern bool *AdmitInsertRows(DistributedScanState *state, int rowCount, int columns,
-							 Datum *values, bool *nulls);
-extern List *AddInsertRowsToIndexes(DistributedScanState *state, int rowCount, int columns,
-								   Datum *values, bool *nulls, bool *admitted);
-extern void LockRowsBeforeUpdate(DistributedScanState *state);
 /* distributed_explain.c */
 extern void ExplainDistributedScan(CustomScanState *node, List *ancestors,
 								   ExplainState *es);

@@ -24,7 +24,10 @@ typedef struct ShardLayout
 extern void EnsureShardextReady(void);
 extern List *WeightedShardLayout(int shardCount, List *nodes);
 extern void CreateShardTablesOnNodes(Oid relid, List *shardIds, List *layouts);
-extern void ExecuteOnNodesInTransaction(List *nodeIds, List *commands);
+
+/* foreign_keys.c */
+extern void CheckForeignKeyAllowed(Oid constraintOid);
+extern void CheckForeignKeysOfNewTable(Oid relid);
 
 /* node_checks.c */
 extern void CheckNewNode(const char *host, int32 port);

@@ -41,6 +41,15 @@
 extern planner_hook_type prev_planner_hook;
 extern set_rel_pathlist_hook_type prev_set_rel_pathlist_hook;
 
+extern struct ExplainState *PlannerExplainState;
+#if PG_VERSION_NUM >= 190000
+extern PlannedStmt *ShardextPlannerHook(Query *parse, const char *queryString,
+										int cursorOptions, ParamListInfo boundParams,
+										struct ExplainState *es);
+#else
+extern PlannedStmt *ShardextPlannerHook(Query *parse, const char *queryString,
+										int cursorOptions, ParamListInfo boundParams);
+#endif
 extern PlannedStmt *ShardextPlanner(Query *parse, const char *queryString,
 									int cursorOptions, ParamListInfo boundParams);
 extern bool QueryReferencesDistributedTable(Node *node);
@@ -53,6 +62,7 @@ extern PlannedStmt *MakeDistributedPlannedStmt(Query *query, CustomScan *scan,
 extern void SetDistributedScanTargetList(CustomScan *scan, List *remoteTargetList);
 extern List *RemoteScanTargetList(List *remoteTargetList);
 extern void CollectRelations(Query *query, List **relids, List **rtes);
+extern void AppendRelationsForChecks(Query *target, Query *source, bool nestedOnly);
 
 /* router_planner.c */
 extern PlannedStmt *PlanRouterQuery(Query *query);
@@ -174,19 +184,6 @@ extern void DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action
 /* merge_shipped_source.c */
 extern PlannedStmt *PlanMergeWithShippedSource(Query *query, int cursorOptions,
 											   ParamListInfo boundParams);
-
-/* global_index_planner.c */
-extern void RejectMergeWithGlobalIndexes(Oid relid);
-extern OnConflictExpr *PlanGlobalIndexInsert(Query *query, DistTableCacheEntry *entry,
-											 List *columns, DistributedJob *job);
-extern char *HiddenInsertReturning(Query *query, DistributedJob *job, const char *alias);
-extern void PlanGlobalIndexModify(Query *query, DistTableCacheEntry *entry,
-								  DistributedJob *job);
-extern void AppendHiddenReturning(RemoteSql *sql, Query *query, DistributedJob *job);
-extern void DeparseLockingSelect(RemoteSql *sql, Query *query, DistributedJob *job);
-extern Node *LockedCtidsParam(void);
-extern void FindGlobalIndexPruning(Query *query, Index rtindex, DistTableCacheEntry *entry,
-								   Node *quals, List **values, List **kinds, List **indexes);
 
 /* fallback_scan.c */
 extern void DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,

@@ -11,11 +11,14 @@
 /* members of this role may call the administrative functions */
 #define SHARDEXT_ADMIN_ROLE "shardext_admin"
 
+/* privileges.c */
 extern bool IsShardextAdmin(Oid roleId);
 extern void EnsureShardextAdmin(const char *function);
+extern void EnsureTableOwnerWithSchemaAccess(Oid relid);
+
+/* metadata_cache.c: they read the catalog */
 extern void EnsureShardextInstalled(void);
 extern void EnsureAdminAndShardext(const char *function);
-extern void EnsureTableOwnerWithSchemaAccess(Oid relid);
 
 /*
  * The names of 1.0, for code written against them: administrative

@@ -29,6 +29,17 @@ typedef enum NodeWaitResult
 	NODE_WAIT_FAILED
 } NodeWaitResult;
 
+/*
+ * NodeWaitCancel_hook, when set, runs in every interruptible wait for a
+ * node after its latch was set, before interrupts are served, and may
+ * throw.  Layers above the connection layer set it at _PG_init (the
+ * distributed deadlock detector, to cancel its victims); chain to the
+ * previous value.
+ */
+typedef void (*NodeWaitCancel_hook_type) (void);
+extern PGDLLIMPORT NodeWaitCancel_hook_type NodeWaitCancel_hook;
+
+extern void ServeNodeWaitInterrupts(void);
 extern NodeWaitResult WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal,
 									   TimestampTz deadline, bool interruptible);
 extern void SetRemoteCommandTimeout(int timeoutMs);
@@ -36,7 +47,7 @@ extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *que
 										   int nParams, const char *const *params,
 										   int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
-extern bool SendCancelRequest(NodeConnection *conn, int timeoutMs);
+extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);

@@ -62,6 +62,7 @@ extern void DeparseRemoteFromItem(RemoteSql *sql, Node *item);
 extern void DeparseRemoteOrderBy(RemoteSql *sql, Query *query, List *sortClause,
 								 List *targetList);
 extern char *RemoteTypeName(Oid typid, int32 typmod);
+extern char *QualifiedEqualityOperator(Oid type);
 extern char *BuildTaskSql(List *parts, List *shardNames);
 extern char *BuildShardTaskSql(List *parts, List *shardNames, List *shardIds);
 extern void RemoteSqlAppendShardConstraintName(RemoteSql *sql, Oid relid, const char *name);

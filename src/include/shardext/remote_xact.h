@@ -20,12 +20,10 @@ extern char *RemoteTransactionPrepareWithStatement(NodeConnection *conn);
 extern void RemoteTransactionPrepareFailed(NodeConnection *conn);
 extern void RemoteTransactionMarkModified(NodeConnection *conn);
 extern void RemoteTransactionMarkSchemaChange(void);
+extern void ExecuteOnNodesInTransaction(List *nodeIds, List *commands);
 extern bool NodeHasOtherConnectionInTransaction(int32 nodeId, int exceptIndex);
 extern bool RemoteTransactionWrote(void);
 extern char *RemotePreparedGidPrefix(void);
-
-/* replica_monitor.c */
-extern bool PollReplicas(void);
 
 /* commit_decision.c */
 extern void InitializeCommitDecisions(void);

@@ -29,7 +29,6 @@ extern void ShardCopyFreeze(ShardCopyState *state);
 extern void AppendCopyTextValue(StringInfo buf, const char *value);
 
 /* copy_commands.c */
-extern void FormatSettingCommands(char **setCommand, char **resetCommand);
 extern bool ShardextCopy(CopyStmt *stmt, PlannedStmt *pstmt, const char *queryString,
 						 QueryCompletion *qc);
 

@@ -60,7 +60,4 @@ extern WaitGraph *ReadWaitGraph(void);
 extern void CloseDetectorConnections(void);
 extern char *WaitGraphServerName(int32 nodeId);
 
-/* deadlock_detection.c */
-extern char *DeadlockApplicationNamePrefix(void);
-
 #endif							/* SHARDEXT_WAIT_GRAPH_H */

@@ -21,6 +21,11 @@
  * hook stops the daemon first (StopMaintenanceDaemon) and keeps it away for
  * a short time.
  *
+ * Those requests, and the shared memory they and the daemons use, are in
+ * transaction/maintenance_control.c, below the layers that ask; this file,
+ * which drives recovery, deadlock detection, replica polls and the cleanup
+ * of shard moves, sits above all of them (src/daemon).
+ *
  * Other periodic work belongs in the daemon's loop, each task in a
  * transaction of its own with its own error handling, like RunRecovery
  * (which also runs the cleanup after interrupted or finished shard moves,
@@ -58,6 +63,7 @@
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -72,37 +78,12 @@
 #include "shardext/shard_move.h"
 #include "shardext/shared_pool.h"
 
-#define MAX_MAINTAINED_DATABASES 128
-
 /* how often the launcher looks for new databases */
 #define LAUNCHER_NAPTIME_MS 5000
 /* how long a database without shardext is left alone unless asked */
 #define NO_EXTENSION_RECHECK_MS (300 * 1000)
-/* how long a stopped daemon is kept away (DROP DATABASE and the like) */
-#define STOP_PAUSE_MS (30 * 1000)
 /* the longest a task of the daemon may wait for nodes in all */
 #define TASK_REMOTE_TIMEOUT_MS (120 * 1000)
-
-typedef struct MaintainedDatabase
-{
-	Oid			databaseId;		/* InvalidOid: free slot */
-	pid_t		daemonPid;		/* 0: no daemon runs */
-	bool		starting;		/* the launcher started one that did not report yet */
-	bool		wanted;			/* a backend asked for a daemon */
-	TimestampTz noExtensionAt;	/* when a daemon found no shardext, or 0 */
-	TimestampTz pausedUntil;	/* no daemon before this time */
-} MaintainedDatabase;
-
-typedef struct MaintenanceShared
-{
-	slock_t		mutex;
-	pid_t		launcherPid;
-	Latch	   *launcherLatch;
-	MaintainedDatabase databases[MAX_MAINTAINED_DATABASES];
-	uint64		incarnation;	/* see CoordinatorIncarnation */
-} MaintenanceShared;
-
-static MaintenanceShared *Maintenance = NULL;
 
 /* launcher-local: handles of the daemons it started, by slot */
 static BackgroundWorkerHandle *daemonHandles[MAX_MAINTAINED_DATABASES];
@@ -110,7 +91,6 @@ static BackgroundWorkerHandle *daemonHandles[MAX_MAINTAINED_DATABASES];
 static List *ConnectableDatabases(void);
 static void StartDaemonsAsNeeded(void);
 static bool StartDaemon(int slot, Oid databaseId);
-static MaintainedDatabase *FindOrAddDatabase(Oid databaseId);
 static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
@@ -119,40 +99,6 @@ static bool CatalogOutdated(void);
 
 /* the extension is of another version than the library: see CatalogOutdated */
 static bool catalogOutdated = false;
-
-Size
-MaintenanceShmemSize(void)
-{
-	return MAXALIGN(sizeof(MaintenanceShared));
-}
-
-void
-MaintenanceShmemInit(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	Maintenance = ShmemInitStruct("shardext maintenance", MaintenanceShmemSize(), &found);
-	if (!found)
-	{
-		memset(Maintenance, 0, MaintenanceShmemSize());
-		SpinLockInit(&Maintenance->mutex);
-		Maintenance->incarnation = (uint64) GetCurrentTimestamp();
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/*
- * CoordinatorIncarnation identifies this lifetime of the server's shared
- * memory: the time it was set up, new after every (crash) restart.  An xid
- * that reached no WAL may be handed out again after a crash; together with
- * the incarnation it names one transaction for good.
- */
-uint64
-CoordinatorIncarnation(void)
-{
-	return Maintenance->incarnation;
-}
 
 /* RegisterMaintenanceLauncher registers the launcher; called from _PG_init */
 void
@@ -169,86 +115,6 @@ RegisterMaintenanceLauncher(void)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "shardext maintenance launcher");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "shardext maintenance launcher");
 	RegisterBackgroundWorker(&worker);
-}
-
-/* the slot of a database, adding it if needed; caller holds the mutex */
-static MaintainedDatabase *
-FindOrAddDatabase(Oid databaseId)
-{
-	MaintainedDatabase *free = NULL;
-
-	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
-	{
-		MaintainedDatabase *db = &Maintenance->databases[i];
-
-		if (db->databaseId == databaseId)
-			return db;
-		if (free == NULL && db->databaseId == InvalidOid)
-			free = db;
-	}
-	if (free != NULL)
-	{
-		memset(free, 0, sizeof(MaintainedDatabase));
-		free->databaseId = databaseId;
-	}
-	return free;
-}
-
-/*
- * EnsureMaintenanceDaemon asks for a daemon in the current database if none
- * runs.  Cheap enough to call at every two-phase commit.
- */
-void
-EnsureMaintenanceDaemon(void)
-{
-	MaintainedDatabase *db;
-	Latch	   *latch = NULL;
-
-	if (Maintenance == NULL || !OidIsValid(MyDatabaseId))
-		return;
-
-	SpinLockAcquire(&Maintenance->mutex);
-	db = FindOrAddDatabase(MyDatabaseId);
-	if (db != NULL && db->daemonPid == 0 && !db->starting && !db->wanted)
-	{
-		db->wanted = true;
-		db->noExtensionAt = 0;
-		latch = Maintenance->launcherLatch;
-	}
-	SpinLockRelease(&Maintenance->mutex);
-
-	if (latch != NULL)
-		SetLatch(latch);
-}
-
-/*
- * StopMaintenanceDaemon ends the daemon of a database (which keeps a
- * connection to it) and keeps it away for a while, so that DROP DATABASE
- * and its kind can proceed.  They wait a few seconds for the daemon to go.
- */
-void
-StopMaintenanceDaemon(Oid databaseId)
-{
-	pid_t		pid = 0;
-
-	if (Maintenance == NULL)
-		return;
-
-	SpinLockAcquire(&Maintenance->mutex);
-	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
-	{
-		MaintainedDatabase *db = &Maintenance->databases[i];
-
-		if (db->databaseId != databaseId)
-			continue;
-		db->pausedUntil = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), STOP_PAUSE_MS);
-		db->wanted = false;
-		pid = db->daemonPid;
-	}
-	SpinLockRelease(&Maintenance->mutex);
-
-	if (pid != 0)
-		kill(pid, SIGTERM);
 }
 
 /*
@@ -362,7 +228,7 @@ StartDaemonsAsNeeded(void)
 		int			slot = -1;
 
 		SpinLockAcquire(&Maintenance->mutex);
-		db = FindOrAddDatabase(databaseId);
+		db = FindOrAddMaintainedDatabase(databaseId);
 		if (db != NULL && daemonHandles[db - Maintenance->databases] == NULL &&
 			db->daemonPid == 0 && !db->starting &&
 			db->pausedUntil <= now &&

@@ -24,10 +24,10 @@
 
 #include "shardext/connection.h"
 #include "shardext/guc.h"
+#include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
-#include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
 
 #define POLL_TIMEOUT_MS 1000
