@@ -198,6 +198,14 @@ SELECT * FROM lat_check($$select * from loc l left join lateral
 SELECT * FROM lat_check($$select o."Key", s.* from "Odd Tbl" o left join lateral
   (select o."va""l" as "Outer ""val""", p."Text" || o."Text" as "t t" from "Odd Tbl" p where p."Key" = o."va""l" % 5) s on true$$);
 
+-- a scan rescanned for each outer row without a change to its remote query
+-- replays the rows of its last run, and a run its reader stopped early (a
+-- LIMIT, here growing and shrinking from row to row) goes on where it stopped
+SELECT * FROM lat_check($$select a.q1, a.q2, s.c from int8_tbl a cross join lateral
+  (select count(*) as c from (select 1 from int8_tbl2 b limit abs(a.q2 % 5)) x) s$$);
+SELECT * FROM lat_check($$select a.*, s.* from int8_tbl a left join lateral
+  (select a.q2 as aq2, b.q1 from int8_tbl2 b order by a.q1, 2 desc limit 2) s on true$$);
+
 -- a correlated subquery whose text value is a parameter of the inner scan:
 -- EXPLAIN shows its SQL (it read a value that did not exist yet)
 SELECT lat_explain($$select (select count(*) from "Odd Tbl" b where b."Text" = a."Text") from "Odd Tbl" a$$);

@@ -229,6 +229,7 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 		state->typmods[index] = attr->atttypmod;
 	}
 	state->bufferSlot = AllocTableSlot(&estate->es_tupleTable, desc, &TTSOpsMinimalTuple);
+	InitScanReplay(state);
 #ifdef SHARDEXT_CHECK_REMOTE_SCANS
 	CheckRemoteScanColumns(state);
 #endif
@@ -258,6 +259,8 @@ DistributedScanNext(ScanState *node)
 	RemoteTask *task;
 	PGresult   *result;
 
+	if (ReplayKeptRow(state, slot))
+		return slot;
 	if (!state->started)
 		StartExecution(state);
 
@@ -272,6 +275,7 @@ DistributedScanNext(ScanState *node)
 		if (tuplestore_gettupleslot(buffered->buffer, true, false, state->bufferSlot))
 		{
 			ExecCopySlot(slot, state->bufferSlot);
+			KeepScanRow(state, slot);
 			return slot;
 		}
 		tuplestore_end(buffered->buffer);
@@ -280,7 +284,10 @@ DistributedScanNext(ScanState *node)
 	}
 
 	if (state->finished)
+	{
+		KeptRowsComplete(state);
 		return slot;
+	}
 	for (;;)
 	{
 		if (state->orderReturning)
@@ -298,6 +305,7 @@ DistributedScanNext(ScanState *node)
 		if (!StartNextInsertBatch(state))
 		{
 			FinishScan(state);
+			KeptRowsComplete(state);
 			return slot;
 		}
 	}
@@ -310,6 +318,7 @@ DistributedScanNext(ScanState *node)
 		PQclear(result);
 	}
 	PG_END_TRY();
+	KeepScanRow(state, slot);
 	return slot;
 }
 
@@ -1369,6 +1378,7 @@ EndDistributedScan(CustomScanState *node)
 	if (state->started)
 		AbandonExecution(state);
 	ForgetSourceRows(state);
+	EndScanReplay(state);
 	EndGlobalIndexChanges(state->gindexChanges);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
@@ -1391,6 +1401,11 @@ ReScanDistributedScan(CustomScanState *node)
 {
 	DistributedScanState *state = (DistributedScanState *) node;
 
+	if (RescanFromKeptRows(state))
+	{
+		ExecScanReScan(&node->ss);
+		return;
+	}
 	if (state->started)
 		AbandonExecution(state);
 	state->started = false;

@@ -454,7 +454,9 @@ class Generator:
                 item = '%s %s' % (table, other)
             sql += ' %s %s ON %s' % (join, item, self.join_condition(columns, other, other_columns))
             columns = columns + other_columns
-        if self.chance(0.3):
+        # the subquery runs once per row before it: at most two tables there
+        # keep a statement within seconds (each run is a query per shard)
+        if len({c[0] for c in columns}) <= 2 and self.chance(0.35):
             sql, columns = self.lateral_join(sql, columns)
         return sql, Scope(columns)
 

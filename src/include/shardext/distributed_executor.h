@@ -139,6 +139,12 @@ typedef struct DistributedScanState
 	/* JOB_ROUTED (routed_writes.c) */
 	struct RoutedWriteState *routed;
 	bool		rerouted;		/* a replica's task moved to its primary */
+	/* rows kept for rescans that would send the same queries (scan_replay.c) */
+	Bitmapset  *remoteParams;	/* executor parameters of custom_exprs */
+	Tuplestorestate *keptRows;
+	bool		keepRows;		/* this run's rows go to keptRows */
+	bool		keptComplete;	/* keptRows holds a whole run */
+	bool		replaying;		/* rows come from keptRows */
 } DistributedScanState;
 
 /* a row a task returned, handed to an ExecuteRemoteTasks callback */
@@ -171,6 +177,14 @@ extern void ExecutorConnectionFailed(NodeConnection *conn);
 extern void CheckRemoteScanColumns(DistributedScanState *state);
 extern void CheckRemoteResultTypes(DistributedScanState *state, PGresult *result);
 #endif
+
+/* scan_replay.c */
+extern void InitScanReplay(DistributedScanState *state);
+extern bool RescanFromKeptRows(DistributedScanState *state);
+extern bool ReplayKeptRow(DistributedScanState *state, TupleTableSlot *slot);
+extern void KeepScanRow(DistributedScanState *state, TupleTableSlot *slot);
+extern void KeptRowsComplete(DistributedScanState *state);
+extern void EndScanReplay(DistributedScanState *state);
 
 /* connection_state.c */
 extern ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
