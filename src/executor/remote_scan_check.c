@@ -31,6 +31,7 @@ typedef struct ScanCheckContext
 {
 	DistributedScanState *state;
 	const char *where;			/* "target list", "qual", "parameter" */
+	bool		params;			/* checking custom_exprs */
 } ScanCheckContext;
 
 static bool ScanColumnWalker(Node *node, ScanCheckContext *context);
@@ -90,6 +91,20 @@ CheckResultVar(ScanCheckContext *context, Var *var)
 		ReportUnfetched(context, "a result column", var);
 }
 
+/*
+ * A Var of what the coordinator evaluates for the workers (pruning values,
+ * parameters): there is no row to read columns from -- except the row of
+ * the scan's own subplan (OUTER_VAR), when it has one.
+ */
+static void
+CheckParamVar(ScanCheckContext *context, Var *var)
+{
+	CustomScan *scan = (CustomScan *) context->state->css.ss.ps.plan;
+
+	if (var->varno != OUTER_VAR || scan->custom_plans == NIL)
+		ReportUnfetched(context, "a column", var);
+}
+
 static bool
 ScanColumnWalker(Node *node, ScanCheckContext *context)
 {
@@ -103,7 +118,9 @@ ScanColumnWalker(Node *node, ScanCheckContext *context)
 	{
 		Var		   *var = (Var *) node;
 
-		if (var->varlevelsup != 0)
+		if (context->params)
+			CheckParamVar(context, var);
+		else if (var->varlevelsup != 0)
 			ReportUnfetched(context, "a column of an outer query", var);
 		else if (scan->scan.scanrelid > 0)
 			CheckFallbackVar(context, var);
@@ -115,31 +132,6 @@ ScanColumnWalker(Node *node, ScanCheckContext *context)
 }
 
 /*
- * ParamExprWalker: what the coordinator evaluates for the workers (pruning
- * values, parameters) has no row to read columns from -- except the row
- * of the scan's own subplan (OUTER_VAR), when it has one.
- */
-static bool
-ParamExprWalker(Node *node, ScanCheckContext *context)
-{
-	CustomScan *scan = (CustomScan *) context->state->css.ss.ps.plan;
-
-	if (node == NULL)
-		return false;
-	if (IsA(node, PlaceHolderVar))
-		ReportUnfetched(context, "a PlaceHolderVar", NULL);
-	if (IsA(node, Var))
-	{
-		Var		   *var = (Var *) node;
-
-		if (var->varno != OUTER_VAR || scan->custom_plans == NIL)
-			ReportUnfetched(context, "a column", var);
-		return false;
-	}
-	return expression_tree_walker(node, ParamExprWalker, context);
-}
-
-/*
  * CheckRemoteScanColumns checks, when a distributed scan starts, that its
  * target list and quals only read what the remote SQL fetches (see the
  * file header); an internal error names what does not.
@@ -148,7 +140,7 @@ void
 CheckRemoteScanColumns(DistributedScanState *state)
 {
 	CustomScan *scan = (CustomScan *) state->css.ss.ps.plan;
-	ScanCheckContext context = {state, "target list"};
+	ScanCheckContext context = {state, "target list", false};
 
 	if (scan->scan.scanrelid > 0 && (!state->job->pullFallback || scan->custom_scan_tlist != NIL))
 		elog(ERROR, "distributed scan of a table is not a pull fallback scan");
@@ -159,7 +151,8 @@ CheckRemoteScanColumns(DistributedScanState *state)
 	if (state->job->kind != JOB_ROUTED && state->job->kind != JOB_INSERT)
 	{
 		context.where = "parameter";
-		ParamExprWalker((Node *) scan->custom_exprs, &context);
+		context.params = true;
+		ScanColumnWalker((Node *) scan->custom_exprs, &context);
 	}
 }
 
