@@ -455,8 +455,8 @@ class Generator:
                 item = '%s %s' % (table, other)
             sql += ' %s %s ON %s' % (join, item, self.join_condition(columns, other, other_columns))
             columns = columns + other_columns
-        # the subquery runs once per row before it: at most two tables there
-        # keep a statement within seconds (each run is a query per shard)
+        # a LATERAL subquery runs once per row of what precedes it (each run a
+        # query per shard): after at most two tables a statement takes seconds
         if len({c[0] for c in columns}) <= 2 and self.chance(0.35):
             sql, columns = self.lateral_join(sql, columns)
         return sql, Scope(columns)
