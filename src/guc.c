@@ -16,6 +16,7 @@
 #include "utils/guc.h"
 
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/guc.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/shardext.h"
@@ -38,9 +39,12 @@ int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 bool		ShardextLastParticipantCommit = true;
 int			ShardextRecoveryInterval = 10000;
 int			ShardextDistributedDeadlockTimeout = 1000;
+int			ShardextSagaMaxRetries = 10;
+int			ShardextSagaRetention = 7 * 24 * 3600;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
 int			ShardextMoveCutoverTimeout = 10000;
+int			ShardextMoveCatchUpTimeout = 3600 * 1000;
 int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
@@ -56,12 +60,21 @@ int			ShardextReplicaWaitTimeout = 20;
 int			ShardextReplicaPollInterval = 100;
 int			ShardextReplicaConnectTimeout = 1000;
 char	   *ShardextCommitLsn = NULL;
+char	   *ShardextServerIdentity = NULL;
+bool		ShardextAutoFailover = false;
+int			ShardextHealthCheckInterval = 1000;
+int			ShardextFailoverTimeout = 10000;
+int			ShardextFailoverMaxLag = 0;
+int			ShardextRestorePointInterval = 0;
 
 #ifdef SHARDEXT_TEST_HOOKS
 int			ShardextTestFault = TEST_FAULT_NONE;
+int			ShardextSagaTestFault = TEST_SAGA_NONE;
+int			ShardextSagaTestFaultStep = 0;
 char	   *ShardextMoveTestPausePhase = NULL;
 int			ShardextMoveTestPauseMs = 60000;
 int			ShardextSnowflakeClockOffset = 0;
+char	   *ShardextTestPausePoints = NULL;
 #endif
 
 int			ShardextStatTenantsLimit = 1000;
@@ -87,9 +100,18 @@ static const struct config_enum_entry test_fault_options[] = {
 	{"none", TEST_FAULT_NONE, false},
 	{"crash_after_prepare", TEST_FAULT_CRASH_AFTER_PREPARE, false},
 	{"crash_after_local_commit", TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT, false},
-	{"pause_after_prepare", TEST_FAULT_PAUSE_AFTER_PREPARE, false},
 	{"lose_decider_answer", TEST_FAULT_LOSE_DECIDER_ANSWER, false},
 	{"exit_after_decision", TEST_FAULT_EXIT_AFTER_DECISION, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry saga_test_fault_options[] = {
+	{"none", TEST_SAGA_NONE, false},
+	{"crash_before_step", TEST_SAGA_CRASH_BEFORE_STEP, false},
+	{"crash_after_step", TEST_SAGA_CRASH_AFTER_STEP, false},
+	{"crash_before_compensation", TEST_SAGA_CRASH_BEFORE_COMPENSATION, false},
+	{"crash_after_compensation", TEST_SAGA_CRASH_AFTER_COMPENSATION, false},
+	{"lose_step_answer", TEST_SAGA_LOSE_STEP_ANSWER, false},
 	{NULL, 0, false}
 };
 #endif
@@ -98,9 +120,11 @@ static void RegisterConnectionGucs(void);
 static void RegisterTableGucs(void);
 static void RegisterPlannerGucs(void);
 static void RegisterTransactionGucs(void);
+static void RegisterSagaGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
 static void RegisterReplicaGucs(void);
+static void RegisterFailoverGucs(void);
 static void RegisterVersionGuc(void);
 static void RegisterTenantGucs(void);
 #ifdef SHARDEXT_TEST_HOOKS
@@ -118,9 +142,11 @@ RegisterShardextGucs(void)
 	RegisterTableGucs();
 	RegisterPlannerGucs();
 	RegisterTransactionGucs();
+	RegisterSagaGucs();
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
 	RegisterReplicaGucs();
+	RegisterFailoverGucs();
 	RegisterVersionGuc();
 	RegisterTenantGucs();
 #ifdef SHARDEXT_TEST_HOOKS
@@ -327,6 +353,34 @@ RegisterTransactionGucs(void)
 							NULL, NULL, NULL);
 }
 
+/* the settings of sagas (operations/saga_runner.c) */
+static void
+RegisterSagaGucs(void)
+{
+	DefineCustomIntVariable("shardext.saga_max_retries",
+							"How often a saga step or compensation is tried again after a "
+							"transient error.",
+							"Transient errors are lost connections, serialization failures, "
+							"deadlocks and the like; attempts are spaced by a growing delay. A "
+							"step that keeps failing is compensated; a compensation that keeps "
+							"failing leaves its saga failed, needing attention.",
+							&ShardextSagaMaxRetries,
+							10, 0, 1000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.saga_retention",
+							"How long the maintenance daemon keeps sagas that ended "
+							"(completed, compensated or abandoned).",
+							"-1 keeps them. Failed sagas are kept until retried or abandoned.",
+							&ShardextSagaRetention,
+							7 * 24 * 3600, -1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
+
 /* the settings of shard moves and splits */
 static void
 RegisterMoveGucs(void)
@@ -358,6 +412,18 @@ RegisterMoveGucs(void)
 							NULL,
 							&ShardextMoveCutoverTimeout,
 							10000, 10, 3600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.move_catchup_timeout",
+							"Longest time the target of an online shard move or split may "
+							"take to catch up with the writes to the source before writes "
+							"pause; past it the move fails and the source stays "
+							"authoritative.",
+							NULL,
+							&ShardextMoveCatchUpTimeout,
+							3600 * 1000, 100, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -532,6 +598,84 @@ RegisterReplicaGucs(void)
 }
 
 /*
+ * the settings of automatic failover, fencing and restore points (see
+ * node_health.c, failover.c, fencing.c and restore_point.c)
+ */
+static void
+RegisterFailoverGucs(void)
+{
+	DefineCustomBoolVariable("shardext.auto_failover",
+							 "Promotes a replica of a worker that has been unreachable for "
+							 "shardext.failover_timeout.",
+							 "Only a replica that has every commit the worker acknowledged (a "
+							 "synchronous one) or lagged at most shardext.failover_max_lag is "
+							 "promoted; otherwise the maintenance daemon logs why it waits.",
+							 &ShardextAutoFailover,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.health_check_interval",
+							"Time between two probes of every worker by the maintenance "
+							"daemon; each probe waits this long at most.",
+							"0 disables the probes (and automatic failover).",
+							&ShardextHealthCheckInterval,
+							1000, 0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.failover_timeout",
+							"How long a worker must have been unreachable before automatic "
+							"failover promotes one of its replicas.",
+							"Unreachable: its address refuses TCP connections or does not "
+							"complete one within the probe's time.  A worker that completes "
+							"the TCP connection but answers slowly or not at all is never "
+							"failed over automatically.",
+							&ShardextFailoverTimeout,
+							10000, 1000, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.failover_max_lag",
+							"How far behind an asynchronous replica may have been for "
+							"automatic failover to promote it.",
+							"0 promotes only replicas that were synchronous standbys of the "
+							"worker, which lose no acknowledged commit.",
+							&ShardextFailoverMaxLag,
+							0, 0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.restore_point_interval",
+							"Time between two cluster-wide restore points created by the "
+							"maintenance daemon.",
+							"0 disables them; shardext_create_restore_point() creates one "
+							"at any time.",
+							&ShardextRestorePointInterval,
+							0, 0, 7 * 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/* on every node: which server this is, reported to each new connection */
+	DefineCustomStringVariable("shardext.server_identity",
+							   "System identifier and timeline of this server, "
+							   "<system identifier>/<timeline> (for coordinators, which check "
+							   "it on every new connection to a node).",
+							   NULL,
+							   &ShardextServerIdentity,
+							   "",
+							   PGC_INTERNAL,
+							   GUC_REPORT | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE |
+							   GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, ShowServerIdentity);
+}
+
+/*
  * RegisterVersionGuc defines shardext.version, the read-only version of the
  * loaded library (as server_version is the server's), which nodes compare
  * with the installed extension's version and with each other's.
@@ -609,7 +753,7 @@ static void
 RegisterTestGucs(void)
 {
 	DefineCustomEnumVariable("shardext.test_fault",
-							 "Test only: makes the backend crash (or pause for 10 s) at a point of two-phase commit.",
+							 "Test only: makes the backend crash at a point of two-phase commit.",
 							 NULL,
 							 &ShardextTestFault,
 							 TEST_FAULT_NONE,
@@ -617,6 +761,27 @@ RegisterTestGucs(void)
 							 PGC_SUSET,
 							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("shardext.saga_test_fault",
+							 "Test only: makes a saga's runner crash at a step boundary, or "
+							 "lose the answer of a step's node.",
+							 NULL,
+							 &ShardextSagaTestFault,
+							 TEST_SAGA_NONE,
+							 saga_test_fault_options,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.saga_test_fault_step",
+							"Test only: the step at which shardext.saga_test_fault strikes "
+							"(0: every step).",
+							NULL,
+							&ShardextSagaTestFaultStep,
+							0, 0, 1000,
+							PGC_SUSET,
+							GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("shardext.move_test_pause_phase",
 							   "For testing only: a shard move pauses when it enters this phase.",
@@ -635,6 +800,16 @@ RegisterTestGucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("shardext.test_pause_points",
+							   "For testing only: the pause points this session waits at.",
+							   "Names, separated by commas, of points in the code where the session "
+							   "waits while another session holds the point's advisory lock.",
+							   &ShardextTestPausePoints,
+							   "",
+							   PGC_SUSET,
+							   GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("shardext.snowflake_clock_offset",
 							"Shifts the clock that snowflake_id() reads back by this amount; for testing only.",

@@ -4,7 +4,7 @@
  *	  The shared memory of the maintenance daemons (daemon/maintenance.c),
  *	  and what backends of every layer do with it: ask for a daemon in
  *	  their database (every two-phase commit does, so that recovery runs),
- *	  stop one (DROP DATABASE and its kind), and read the coordinator's
+ *	  wake it (sagas were queued), stop one (DROP DATABASE and its kind), and read the coordinator's
  *	  incarnation, which names prepared transactions.
  *
  * These live below the daemon, which drives recovery, deadlock detection
@@ -114,6 +114,30 @@ EnsureMaintenanceDaemon(void)
 
 	if (latch != NULL)
 		SetLatch(latch);
+}
+
+/*
+ * WakeMaintenanceDaemon makes the daemon of the current database start its
+ * next round now (or asks for a daemon if none runs): sagas were queued.
+ */
+void
+WakeMaintenanceDaemon(void)
+{
+	pid_t		pid = 0;
+
+	if (Maintenance == NULL)
+		return;
+	SpinLockAcquire(&Maintenance->mutex);
+	for (int i = 0; i < MAX_MAINTAINED_DATABASES; i++)
+	{
+		if (Maintenance->databases[i].databaseId == MyDatabaseId)
+			pid = Maintenance->databases[i].daemonPid;
+	}
+	SpinLockRelease(&Maintenance->mutex);
+	if (pid != 0)
+		kill(pid, SIGUSR1);		/* a background worker's SIGUSR1 sets its latch */
+	else
+		EnsureMaintenanceDaemon();
 }
 
 /*

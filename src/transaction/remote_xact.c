@@ -68,6 +68,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "shardext/commit_gate.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
@@ -76,6 +77,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/test_pause.h"
 #include <signal.h>
 
 /* how long cleanup at abort or after commit waits for one node */
@@ -229,7 +231,8 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 }
 
 /*
- * RemoteTransactionMarkModified records that the connection writes.  With
+ * RemoteTransactionMarkModified records that the connection writes (never
+ * from a standby coordinator).  With
  * shardext.multi_node_commit = 'reject' it refuses a write on a second node;
  * callers mark before they send the write, and may mark before
  * RemoteTransactionBeginCommand, so that a refusal changes nothing.
@@ -237,6 +240,13 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 void
 RemoteTransactionMarkModified(NodeConnection *conn)
 {
+	/* a standby coordinator only reads: its catalog may be behind */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot write on node %s:%d from a standby coordinator",
+						conn->host, conn->port),
+				 errhint("Write through the primary coordinator.")));
 	if (!conn->xactModified && ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT)
 	{
 		List	   *connections = ConnectionsInTransaction();
@@ -346,6 +356,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_COMMIT:
+			LeaveCommitDecision();
 			if (connectionsInTransaction > 0)
 			{
 				List	   *connections = ConnectionsInTransaction();
@@ -363,6 +374,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 					!XLogRecPtrIsInvalid(XactLastCommitEnd))
 					XLogFlush(XactLastCommitEnd);
 				InjectTestFault(TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT);
+				TEST_PAUSE_POINT("after local commit");
 				FinishPreparedTransactions(connections);
 			}
 			connectionsInTransaction = 0;
@@ -380,6 +392,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_ABORT:
+			LeaveCommitDecision();
 			if (deciderState == DECIDER_COMMITTED)
 				CommitAfterLocalFailure();
 			else
@@ -401,7 +414,9 @@ RemoteXactCallback(XactEvent event, void *arg)
  * one participant wrote (the local transaction counts as one when it has an
  * xid); otherwise PREPARE TRANSACTION on all writers but the decider, which
  * then commits (last-participant commit), or, where that is not allowed,
- * PREPARE on all of them plus commit records.
+ * PREPARE on all of them plus commit records.  The commit decision (the
+ * decider's commit, or the local commit that follows) is made inside the
+ * commit gate (commit_gate.c), which restore points close.
  */
 static void
 PreCommitRemoteTransactions(void)
@@ -434,12 +449,17 @@ PreCommitRemoteTransactions(void)
 	{
 		PrepareRemoteTransactions(connections, false);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
+		EnterCommitDecision();
 		CommitDecider();
 	}
 	else
 	{
 		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
+		TEST_PAUSE_POINT("after prepare");
+		/* until the local commit record is written (XACT_EVENT_COMMIT) */
+		EnterCommitDecision();
 	}
 }
 
@@ -849,8 +869,8 @@ FinishPreparedTransactions(List *connections)
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
-		bool		committed = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-															   REMOTE_CLEANUP_TIMEOUT_MS);
+		bool		committed = TryFinishRemoteCommandNoInterrupts(conn, "COMMIT PREPARED",
+																   REMOTE_CLEANUP_TIMEOUT_MS);
 
 		/* committed now, with its LSN, or later by recovery */
 		NoteNodeWrite(conn->nodeId, committed ? ReportedCommitLsn(conn) : InvalidXLogRecPtr);
@@ -912,8 +932,8 @@ AbortRemoteTransactions(void)
 		 */
 		if (clean && conn->xactState == REMOTE_XACT_PREPARED &&
 			PQtransactionStatus(conn->pgConn) != PQTRANS_IDLE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 		else if (clean && conn->xactState == REMOTE_XACT_PREPARED)
 		{
 			char	   *command = psprintf("ROLLBACK PREPARED %s",
@@ -924,13 +944,13 @@ AbortRemoteTransactions(void)
 			 * way.  Where neither works, recovery rolls the prepared
 			 * transaction back (it has no commit record).
 			 */
-			if (!ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
-				clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-														REMOTE_CLEANUP_TIMEOUT_MS);
+			if (!TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
+				clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+													 REMOTE_CLEANUP_TIMEOUT_MS);
 		}
 		else if (clean && conn->xactState != REMOTE_XACT_NONE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 
 		if (!clean)
 			CloseNodeConnection(conn);
@@ -1030,7 +1050,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	{
 		command = psprintf("ROLLBACK TO SAVEPOINT shardext_sp_%d;"
 						   "RELEASE SAVEPOINT shardext_sp_%d", level, level);
-		clean = ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
+		clean = TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
 		pfree(command);
 	}
 
@@ -1050,21 +1070,14 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 #ifdef SHARDEXT_TEST_HOOKS
 /*
  * InjectTestFault kills this backend when shardext.test_fault asks for it
- * at this point of the commit (tests of crash recovery only), or pauses
- * after PREPARE.  SIGKILL makes the postmaster reinitialise, as if the
- * coordinator crashed.
+ * at this point of the commit (tests of crash recovery only).  SIGKILL
+ * makes the postmaster reinitialise, as if the coordinator crashed.  (A
+ * test that needs the backend to stop at such a point uses the pause
+ * points next to these calls, test_pause.h.)
  */
 static void
 InjectTestFault(int fault)
 {
-	/* pause_after_prepare: time for a test to stop a node holding the PREPARE */
-	if (fault == TEST_FAULT_CRASH_AFTER_PREPARE &&
-		ShardextTestFault == TEST_FAULT_PAUSE_AFTER_PREPARE)
-	{
-		ereport(LOG, (errmsg("shardext.test_fault: pausing after PREPARE")));
-		pg_usleep(10L * 1000000L);
-		return;
-	}
 	if (ShardextTestFault != fault)
 		return;
 	ereport(LOG, (errmsg("shardext.test_fault: killing the backend")));

@@ -37,6 +37,20 @@ LockShardResource(int64 shardId, LOCKMODE mode)
 }
 
 /*
+ * UnlockShardResource releases one hold of a shard lock taken with
+ * LockShardResource before the end of the transaction (a hold the
+ * transaction had before stays).
+ */
+void
+UnlockShardResource(int64 shardId, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	SetShardLockTag(&tag, shardId);
+	LockRelease(&tag, mode, false);
+}
+
+/*
  * LockShardsInOrder locks each of count shards (sorting ids in place) in
  * shard id order, the order every writer and move uses, so that two of them
  * never wait for each other's locks.

@@ -15,7 +15,7 @@ perl -MIO::Socket::INET -e '
 	while (my $c = $s->accept) { push @held, $c; }' &
 listener=$!
 trap 'kill $listener 2>/dev/null' EXIT
-sleep 0.5
+wait_for "the silent listener listens" 10 port_open "$port"
 
 start=$(date +%s%N)
 out=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.connect_timeout = 1500" \

@@ -48,10 +48,12 @@ END;
 EOF
 
 start_load() {	# SECONDS
+	local before
+	before=$(coord "SELECT count(*) FROM ledger_rows")
 	"$BINDIR/pgbench" -h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres -n -c 4 -j 2 -M prepared \
 		-T "$1" -f "$WORK/load.sql" "$DB" >"$WORK/pgbench.out" 2>&1 &
 	LOAD_PID=$!
-	sleep 1
+	wait_sql "the load commits" 30 "$COORDINATOR_PORT" "SELECT count(*) > $before FROM ledger_rows"
 }
 finish_load() {	# WHAT
 	wait "$LOAD_PID" || fail "$1: pgbench failed: $(cat "$WORK/pgbench.out")"

@@ -95,12 +95,8 @@ set_rate() {
 		-c "ALTER SYSTEM SET shardext.stat_tenants_sample_rate = $1" -c "SELECT pg_reload_conf()" \
 		>/dev/null || fail "set the sample rate"
 	# new sessions (pgbench's) start with the new rate once the postmaster reloaded
-	local _
-	for _ in $(seq 1 100); do
-		[ "$(coord "SHOW shardext.stat_tenants_sample_rate")" = "$1" ] && return 0
-		sleep 0.1
-	done
-	fail "the sample rate $1 was not taken up"
+	wait_for "the sample rate $1 is taken up" 10 \
+		sql_is "$COORDINATOR_PORT" "SHOW shardext.stat_tenants_sample_rate" "$1"
 }
 
 # 1. the hot tenant is found, with its share, sampling one statement in ten
@@ -179,10 +175,11 @@ expect_eq "by_load: the hottest node's share goes down" "t" \
 		   AND (SELECT count(*) FROM p) > 0")"
 
 # 4. isolate the hot tenant onto worker 3 while clients write
+rows_before=$(coord "SELECT count(*) FROM ledger_rows")
 run_pgbench "$WORK/write.out" -c 6 -j 2 -T 10 \
 	-f "$WORK/hot_write.sql@1" -f "$WORK/uniform_write.sql@1" &
 LOAD_PID=$!
-sleep 2
+wait_sql "the write load commits" 30 "$COORDINATOR_PORT" "SELECT count(*) > $rows_before FROM ledger_rows"
 psql_at "$COORDINATOR_PORT" -c "SET client_min_messages = warning" \
 	-c "SELECT shardext_isolate_tenant('tenant_rows', '$HOT', $W3)" >"$WORK/isolate.out" 2>&1 ||
 	fail "isolate: $(cat "$WORK/isolate.out")"

@@ -32,7 +32,7 @@ cleanup() {
 	coord "DROP TABLE IF EXISTS mc_t" >/dev/null 2>&1
 	rm -rf "$TMP"
 }
-trap cleanup EXIT
+trap 'sessions_end; cleanup' EXIT
 
 set_worker_connections 60
 expect_eq "workers have 60 connection slots" "60|60" \
@@ -83,7 +83,7 @@ sample_connections() {
 				WHERE application_name LIKE 'shardext\_%' AND application_name NOT IN ($daemons)
 				AND backend_type = 'client backend'" 2>/dev/null | sed "s/^/$port /"
 		done
-		sleep 0.3
+		sleep 0.3	# the sampling interval: the samples watch the counts over time
 	done >"$TMP/samples"
 }
 
@@ -139,61 +139,41 @@ echo "ok - 200 clients: ${ratio}x the 50-client throughput"
 count_now() {
 	coord "SELECT coalesce(sum(connections), 0) FROM shardext.connection_stats WHERE node_id IS NOT NULL"
 }
-for i in $(seq 1 50); do
-	[ "$(count_now)" = 0 ] && break
-	sleep 0.3
-done
-expect_eq "all sessions gone: no connection counted" "0" "$(count_now)"
+count_is() { [ "$(count_now 2>/dev/null)" = "$1" ]; }
+wait_for "all sessions gone: no connection counted" 15 count_is 0
+echo "ok - all sessions gone: no connection counted"
 
 # ... and one cached connection per node for a session that ran a multi-shard query
-cached=""
-for i in 1 2 3 4 5; do
+cached_per_node() {
 	cached=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.executor_slow_start_interval = 0" \
 		-c "SELECT count(*) FROM mc_t" \
 		-c "SELECT string_agg(session_connections::text, ',' ORDER BY node_id) FROM shardext.connection_stats
 			WHERE node_id IS NOT NULL" | tail -1)
-	[ "$cached" = "1,1" ] && break
-	sleep 0.5
-done
-expect_eq "a session keeps one connection per node (shardext.max_cached_connections_per_node)" "1,1" "$cached"
+	[ "$cached" = "1,1" ]
+}
+wait_for "a session keeps one connection per node (shardext.max_cached_connections_per_node)" 10 cached_per_node
+echo "ok - a session keeps one connection per node (shardext.max_cached_connections_per_node)"
 expect_eq "rows all there" "10000" "$(coord "SELECT count(*) FROM mc_t")"
 
 # a session that ends with FATAL (pg_terminate_backend) gives its slots back
-holder() {	# a session that keeps its cached connections and sleeps
-	"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" \
-		-c "SELECT count(*) FROM mc_t" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
-	holder_pid=$!
-	for _ in $(seq 1 50); do
-		pid=$(coord "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'")
-		[ -n "$pid" ] && break
-		sleep 0.1
-	done
+holder() {	# an idle session that keeps its cached connections
+	session_start holder
+	session_run holder "SELECT count(*) FROM mc_t \\g /dev/null"
+	pid=$(session_backend holder)
 	[ -n "$pid" ] || fail "the holding session did not start"
 }
 holder
-for i in $(seq 1 50); do
-	[ "$(count_now)" = 2 ] && break
-	sleep 0.1
-done
-expect_eq "the sleeping session holds one connection per node" "2" "$(count_now)"
+wait_for "the idle session holds one connection per node" 5 count_is 2
+echo "ok - the idle session holds one connection per node"
 coord "SELECT pg_terminate_backend($pid)" >/dev/null
-wait $holder_pid 2>/dev/null
-for i in $(seq 1 50); do
-	[ "$(count_now)" = 0 ] && break
-	sleep 0.1
-done
-expect_eq "a terminated session's slots are given back" "0" "$(count_now)"
+session_end holder 2>/dev/null
+wait_for "a terminated session's slots are given back" 5 count_is 0
+echo "ok - a terminated session's slots are given back"
 
 # a crashed backend: the postmaster resets shared memory, and with it the counts
 holder
 kill -9 "$pid"
-wait $holder_pid 2>/dev/null
-for i in $(seq 1 100); do
-	coord "SELECT 1" >/dev/null 2>&1 && break
-	sleep 0.2
-done
-for i in $(seq 1 50); do
-	[ "$(count_now 2>/dev/null)" = 0 ] && break
-	sleep 0.2
-done
+session_end holder 2>/dev/null
+wait_coordinator
+wait_for "after a backend crash, no slot is left counted" 10 count_is 0
 expect_eq "after a backend crash, no slot is left counted" "0" "$(count_now)"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Interrupted shard moves and splits: cancelled at each phase (also while
-# writes are paused for the cutover), the target's apply process killed,
-# the target or the source stopped, the coordinator crashed.  After each,
+# Interrupted shard moves and splits, each held at the pause point of a
+# phase ("move: <phase>") while it is interrupted: cancelled at each phase
+# (also while writes are paused for the cutover), the target's apply
+# process killed, the target or the source stopped, the coordinator
+# crashed.  After each,
 # the source is authoritative and intact (same rows, same checksum), the
 # nodes hold nothing the move created (once cleanup ran: right away, or by
 # the maintenance daemon after a crash), and a retry succeeds.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/moves.sh"
-trap 'cluster start-node worker1 >/dev/null 2>&1; cluster start-node worker2 >/dev/null 2>&1; cluster start-node coordinator >/dev/null 2>&1; moves_drop_database' EXIT
+trap 'sessions_end; cluster start-node worker1 >/dev/null 2>&1; cluster start-node worker2 >/dev/null 2>&1; cluster start-node coordinator >/dev/null 2>&1; moves_drop_database' EXIT
 
 moves_database move_faults
 coord "CREATE TABLE accounts (id bigint PRIMARY KEY, balance int NOT NULL, owner text);
@@ -37,9 +39,10 @@ check_source_kept() {
 
 # cancel the move in each phase, while it is paused there
 for phase in copying "building indexes" "catching up" verifying "cutting over" "writes paused"; do
-	start_paused_move "$LOG" "$phase" 30000 "SELECT shardext_move_shard($SHARD, $W2)"
+	start_paused_move "$LOG" "$phase" "SELECT shardext_move_shard($SHARD, $W2)"
 	coord "SELECT shardext_cancel_rebalance()" >/dev/null
 	wait "$MOVE_PID" && fail "cancel at $phase: the move succeeded"
+	pause_release
 	grep -q "canceling statement due to user request" "$LOG" || fail "cancel at $phase: $(cat "$LOG")"
 	check_source_kept "cancel at $phase" "$WORKER_1_PORT"
 	expect_eq "cancel at $phase: recorded" "cancelled" \
@@ -52,14 +55,13 @@ expect_eq "no cutover lock held" "0" \
 
 # kill the target's apply worker while the move catches up: it restarts
 # and the move completes
-start_paused_move "$LOG" "catching up" 5000 "SELECT shardext_move_shard($SHARD, $W2)"
+start_paused_move "$LOG" "catching up" "SELECT shardext_move_shard($SHARD, $W2)"
 # the apply worker starts asynchronously: wait for it (bounded)
-for _ in $(seq 1 100); do
-	[ "$(worker2 "SELECT count(*) FROM pg_stat_subscription WHERE subname LIKE 'shardext_move_%' AND pid IS NOT NULL")" != 0 ] && break
-	sleep 0.05
-done
+wait_sql "the move's apply worker runs" 10 "$WORKER_2_PORT" \
+	"SELECT count(*) > 0 FROM pg_stat_subscription WHERE subname LIKE 'shardext_move_%' AND pid IS NOT NULL"
 expect_eq "apply worker killed" "t" \
 	"$(worker2 "SELECT bool_or(pg_terminate_backend(pid)) FROM pg_stat_subscription WHERE subname LIKE 'shardext_move_%' AND pid IS NOT NULL")"
+pause_release
 wait "$MOVE_PID" || fail "move after the apply worker was killed: $(cat "$LOG")"
 expect_eq "apply killed: shard moved" "$WORKER_2_PORT" "$(port_of_shard "$SHARD")"
 expect_eq "apply killed: rows of accounts" "$ACCOUNTS" "$(table_state accounts)"
@@ -67,8 +69,9 @@ expect_eq "apply killed: rows of ledger" "$LEDGER" "$(table_state ledger)"
 expect_no_leftovers "apply killed"
 
 # stop the target (worker 1 now) while the move catches up
-start_paused_move "$LOG" "catching up" 3000 "SELECT shardext_move_shard($SHARD, $W1)"
+start_paused_move "$LOG" "catching up" "SELECT shardext_move_shard($SHARD, $W1)"
 cluster stop-node worker1 immediate
+pause_release
 wait "$MOVE_PID" && fail "the move succeeded with its target down"
 grep -q "9981\|$WORKER_1_PORT" "$LOG" || fail "target stopped: the error does not name the node: $(cat "$LOG")"
 cluster start-node worker1
@@ -81,8 +84,9 @@ expect_eq "target stopped: retry moved the shard" "$WORKER_1_PORT" "$(port_of_sh
 expect_eq "target stopped: rows after the retry" "$ACCOUNTS" "$(table_state accounts)"
 
 # stop the source (worker 1) while the move copies
-start_paused_move "$LOG" copying 3000 "SELECT shardext_move_shard($SHARD, $W2)"
+start_paused_move "$LOG" copying "SELECT shardext_move_shard($SHARD, $W2)"
 cluster stop-node worker1 immediate
+pause_release
 wait "$MOVE_PID" && fail "the move succeeded with its source down"
 cluster start-node worker1
 check_source_kept "source stopped" "$WORKER_1_PORT"
@@ -91,23 +95,23 @@ expect_no_leftovers "source stopped, then cleanup"
 
 # crash the coordinator while the move catches up: the maintenance daemon
 # cleans up after the restart, without being asked
-start_paused_move "$LOG" "catching up" 30000 "SELECT shardext_move_shard($SHARD, $W2)"
+start_paused_move "$LOG" "catching up" "SELECT shardext_move_shard($SHARD, $W2)"
 cluster stop-node coordinator immediate
 wait "$MOVE_PID"
+pause_release >/dev/null 2>&1
 cluster start-node coordinator
 check_source_kept "coordinator crashed" "$WORKER_1_PORT"
-for i in $(seq 1 60); do
-	[ -z "$(moves_leftovers)" ] && break
-	sleep 0.5
-done
+no_leftovers() { [ -z "$(moves_leftovers)" ]; }
+wait_for "the maintenance daemon cleans up after the crash" 30 no_leftovers
 expect_no_leftovers "coordinator crashed, maintenance daemon"
 expect_eq "coordinator crashed: recorded as failed" "failed" \
 	"$(coord "SELECT status FROM shardext.move ORDER BY move_id DESC LIMIT 1")"
 
 # a cancel after the switch: the move is done, cleanup finishes later
-start_paused_move "$LOG" "cleaning up" 30000 "SELECT shardext_move_shard($SHARD, $W2)"
+start_paused_move "$LOG" "cleaning up" "SELECT shardext_move_shard($SHARD, $W2)"
 coord "SELECT pg_cancel_backend($(move_backend_pid))" >/dev/null
 wait "$MOVE_PID" || fail "a cancel after the switch failed the move: $(cat "$LOG")"
+pause_release
 grep -q "cleaning up after it failed" "$LOG" || fail "no warning about the cleanup: $(cat "$LOG")"
 expect_eq "cancel after the switch: shard moved" "$WORKER_2_PORT" "$(port_of_shard "$SHARD")"
 expect_eq "cancel after the switch: rows" "$ACCOUNTS" "$(table_state accounts)"
@@ -115,9 +119,10 @@ coord "SELECT shardext_cleanup()" >/dev/null
 expect_no_leftovers "cancel after the switch, then cleanup"
 
 # a split cancelled while it catches up; then it succeeds
-start_paused_move "$LOG" "catching up" 30000 "SELECT shardext_split_shard($SHARD)"
+start_paused_move "$LOG" "catching up" "SELECT shardext_split_shard($SHARD)"
 coord "SELECT shardext_cancel_rebalance()" >/dev/null
 wait "$MOVE_PID" && fail "the split succeeded although cancelled"
+pause_release
 check_source_kept "split cancelled" "$WORKER_2_PORT"
 expect_eq "split cancelled: shard count" "4" \
 	"$(coord "SELECT count(*) FROM shardext.shards WHERE logicalrelid = 'accounts'::regclass")"

@@ -40,10 +40,12 @@ EOF
 
 # start_load SECONDS: pgbench through the coordinator, in the background
 start_load() {
+	local before
+	before=$(coord "SELECT count(*) FROM ledger_rows")
 	"$BINDIR/pgbench" -h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres -n -c 6 -j 2 \
 		-T "$1" -f "$WORK/load.sql" "$DB" >"$WORK/pgbench.out" 2>&1 &
 	LOAD_PID=$!
-	sleep 1
+	wait_sql "the load commits" 30 "$COORDINATOR_PORT" "SELECT count(*) > $before FROM ledger_rows"
 }
 
 # finish_load WHAT: wait for pgbench; no client may have failed

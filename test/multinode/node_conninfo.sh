@@ -28,11 +28,8 @@ trap cleanup EXIT
 # reload_conninfo VALUE: wait until new sessions see VALUE
 reload_conninfo() {
 	coord "SELECT pg_reload_conf()" >/dev/null
-	for _ in $(seq 1 50); do
-		[ "$(coord "SHOW shardext.node_conninfo")" = "$1" ] && return 0
-		sleep 0.1
-	done
-	fail "new sessions do not see shardext.node_conninfo = '$1'"
+	wait_for "new sessions see shardext.node_conninfo = '$1'" 5 \
+		sql_is "$COORDINATOR_PORT" "SHOW shardext.node_conninfo" "$1"
 }
 
 # TLS on both workers, with a self-signed certificate in each data directory
@@ -47,8 +44,8 @@ for w in 1 2; do
 	fi
 	psql_at $((SHARDEXT_PORT + w)) -c "ALTER SYSTEM SET ssl = on" >/dev/null
 	psql_at $((SHARDEXT_PORT + w)) -c "SELECT pg_reload_conf()" >/dev/null
+	wait_for "worker $w accepts TLS" 5 sql_is $((SHARDEXT_PORT + w)) "SHOW ssl" on
 done
-sleep 0.5
 expect_eq "the workers accept TLS" "on|on" \
 	"$(psql_at "$WORKER_1_PORT" -c "SHOW ssl")|$(psql_at "$WORKER_2_PORT" -c "SHOW ssl")"
 
@@ -98,11 +95,7 @@ logged() {
 logsize=$(stat -c %s "$log")
 echo "shardext.node_conninfo = 'no_such_option=1'" >>"$SHARDEXT_CLUSTER_DIR/coordinator/postgresql.conf"
 coord "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 50); do
-	logged && break
-	sleep 0.1
-done
-logged || fail "the refused value is not reported in the log"
+wait_for "the refused value is reported in the log" 5 logged
 expect_eq "the refused value does not replace the good one" "$ten" \
 	"$(psql_at "$COORDINATOR_PORT" -c "SHOW shardext.node_conninfo")"
 echo "ok - the refused value is reported in the log"
@@ -111,10 +104,7 @@ expect_eq "connections keep working with the good value" "2:true/TLSv1.2 2:true/
 # sslmode=require itself: a worker without TLS is refused
 psql_at "$WORKER_2_PORT" -c "ALTER SYSTEM RESET ssl" >/dev/null
 psql_at "$WORKER_2_PORT" -c "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 50); do
-	[ "$(psql_at "$WORKER_2_PORT" -c "SHOW ssl")" = off ] && break
-	sleep 0.1
-done
+wait_for "worker 2 without TLS" 5 sql_is "$WORKER_2_PORT" "SHOW ssl" off
 expect_error_like "a node without TLS is refused (sslmode=require)" "SSL was required" \
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t"
 coord "ALTER SYSTEM RESET shardext.node_conninfo" >/dev/null

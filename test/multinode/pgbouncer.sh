@@ -45,10 +45,7 @@ pidfile = $TMP/pgbouncer.pid
 CONF
 [ "$(id -u)" = 0 ] && chown -R postgres: "$TMP"
 as_postgres "$PGBOUNCER" -d "$TMP/pgbouncer.ini" || fail "pgbouncer did not start"
-for _ in $(seq 1 50); do
-	"$BINDIR/psql" -X -At -h 127.0.0.1 -p "$port" -U postgres -d "$DB" -c "SELECT 1" >/dev/null 2>&1 && break
-	sleep 0.1
-done
+wait_for "pgbouncer accepts connections" 5 sql_is "$port" "SELECT 1" 1
 bouncer() { "$BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$DB" "$@"; }
 expect_eq "pgbouncer answers" "1" "$(bouncer -c "SELECT 1")"
 
@@ -96,6 +93,7 @@ backends() {
 		   AND datname = current_database() AND pid <> pg_backend_pid()"
 }
 waits_before=$(coord "SELECT coalesce(sum(waits), 0) FROM shardext.connection_stats WHERE node_id IS NOT NULL")
+# (sampled every 0.5 s: the samples watch the count over time)
 ( for _ in $(seq 1 40); do backends; sleep 0.5; done >"$TMP/backends" ) &
 watcher=$!
 run_through_bouncer simple 10

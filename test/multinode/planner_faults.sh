@@ -2,8 +2,8 @@
 # planner_faults: distributed queries against real failures and real clients.
 #  - pgbench -M prepared (extended protocol, generic plans after 5 runs):
 #    router SELECTs and UPDATEs by key, no update lost;
-#  - a cancelled query (pg_cancel_backend, statement_timeout) cancels its
-#    remote work too;
+#  - (a cancelled query cancels its remote work too: the isolation spec
+#    remote_cancel);
 #  - a worker that is down gives an error naming it within
 #    shardext.connect_timeout, queries on the other worker keep working, and
 #    the same session works again once the worker is back.
@@ -87,48 +87,6 @@ after=$(coord -c "SELECT sum(v) FROM kv")
 [ $((after - before)) = 1000 ] ||
 	fail "400 router updates and 60 ten-row multi-shard updates should add 1000, they added $((after - before))"
 echo "concurrent router and multi-shard updates: none lost, no deadlock"
-
-# --- cancel: a query blocked on a worker is cancelled there too
-shard=$(coord -c "SELECT shard_name FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', '7')")
-port=$(coord -c "SELECT node_port FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', '7')")
-# hold a lock on the shard on its worker, so the coordinator's query waits there
-$PSQL -p "$port" -d $DB -c "BEGIN; LOCK TABLE $shard IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT" >/dev/null 2>&1 &
-locker=$!
-sleep 1
-remote_waiters() {
-	$PSQL -p "$port" -d $DB -c "SELECT count(*) FROM pg_stat_activity
-		WHERE application_name LIKE 'shardext\\_%' AND wait_event_type = 'Lock'"
-}
-
-coord -c "SELECT v FROM kv WHERE k = 7" >/tmp/planner_cancel_$$.log 2>&1 &
-query=$!
-for i in $(seq 1 50); do
-	[ "$(remote_waiters)" = 1 ] && break
-	sleep 0.2
-done
-[ "$(remote_waiters)" = 1 ] || fail "the query did not wait on the worker"
-coord -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT v FROM kv WHERE k = 7'" >/dev/null
-wait $query
-grep -q "canceling statement due to user request" /tmp/planner_cancel_$$.log ||
-	{ cat /tmp/planner_cancel_$$.log; fail "pg_cancel_backend did not cancel the query"; }
-sleep 0.5
-[ "$(remote_waiters)" = 0 ] || fail "the remote query still runs after pg_cancel_backend"
-echo "pg_cancel_backend: the remote query was cancelled"
-
-start=$(date +%s)
-out=$(coord -c "SET statement_timeout = '1s'" -c "UPDATE kv SET v = v + 1 WHERE k = 7" 2>&1)
-elapsed=$(($(date +%s) - start))
-grep -q "canceling statement due to statement timeout" <<<"$out" ||
-	fail "statement_timeout did not cancel the query: $out"
-[ $elapsed -le 5 ] || fail "statement_timeout took ${elapsed}s"
-sleep 0.5
-[ "$(remote_waiters)" = 0 ] || fail "the remote query still runs after statement_timeout"
-echo "statement_timeout: the remote query was cancelled"
-$PSQL -p "$port" -d $DB -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-	WHERE query LIKE 'BEGIN; LOCK TABLE%'" >/dev/null
-wait $locker 2>/dev/null
-rm -f /tmp/planner_cancel_$$.log
-[ "$(coord -c "SELECT v FROM kv WHERE k = 7")" -ge 0 ] || fail "key 7 is not readable after the cancels"
 
 # --- a worker that is down
 key1=$(coord -c "SELECT k FROM kv k WHERE (SELECT node_port FROM shardext.shards WHERE shard_id = shardext_shard_for_value('kv', k.k::text)) = $WORKER_1_PORT LIMIT 1")

@@ -33,10 +33,7 @@ cleanup() {
 	for port in $WORKER_1_PORT $WORKER_2_PORT; do
 		psql_at "$port" -d postgres -c "ALTER SYSTEM RESET synchronous_standby_names" \
 			-c "SELECT pg_reload_conf()" >/dev/null 2>&1
-		for _ in $(seq 1 50); do
-			[ -z "$(psql_at "$port" -d postgres -c "SHOW synchronous_standby_names" 2>/dev/null)" ] && break
-			sleep 0.1
-		done
+		poll 5 sql_is "$port" "SHOW synchronous_standby_names" ""
 		# what the failover test prepared on the old primary
 		for gid in $(psql_at "$port" -d postgres -c "SELECT gid FROM pg_prepared_xacts WHERE database = '$TEST_DB'" 2>/dev/null); do
 			psql_at "$port" -c "ROLLBACK PREPARED '$gid'" >/dev/null 2>&1
@@ -56,13 +53,14 @@ trap cleanup EXIT
 cleanup
 
 # until SQL returns t on PORT, within SECONDS
-wait_until() {	# what port seconds sql
-	local what=$1 port=$2 seconds=$3 sql=$4
-	for _ in $(seq 1 $((seconds * 10))); do
-		[ "$(psql_at "$port" -c "$sql" 2>/dev/null)" = t ] && return 0
-		sleep 0.1
-	done
-	fail "$what: not within $seconds s"
+wait_until() { wait_sql "$1" "$3" "$2" "$4"; }	# what port seconds sql
+# wait_replayed N: replica N has replayed everything its worker wrote so far
+wait_replayed() {
+	local port=$((SHARDEXT_PORT + $1)) lsn
+	lsn=$(psql_at "$port" -c "SELECT pg_current_wal_lsn()")
+	wait_until "replica $1 replays up to $lsn" "$port" 20 \
+		"SELECT coalesce(bool_and(replay_lsn >= '$lsn'), false) FROM pg_stat_replication
+		 WHERE application_name = 'replica$1'"
 }
 wait_healthy() {	# replica node id
 	wait_until "replica $1 healthy" "$COORDINATOR_PORT" 30 \
@@ -165,7 +163,8 @@ ryw_script() {	# mode
 	echo "$ON SET shardext.read_your_writes = $1; SET shardext.pin_window = '3s';"
 	for i in $(seq 1 300); do
 		echo "UPDATE kv SET v = $((5000 + i)) WHERE id = $K1 RETURNING v AS w \\gset"
-		# now and then the replica gets the time to replay the write
+		# now and then the replica gets the time to replay the write (the 2 s
+		# apply delay: time is under test here)
 		if [ $((i % 100)) = 0 ]; then echo "SELECT pg_sleep(3.2) \\g /dev/null"; fi
 		echo "SELECT v >= :w AS ok, v FROM kv WHERE id = $K1 \\gset"
 		echo "\\if :ok \\else \\echo STALE read :v after writing :w \\endif"
@@ -176,7 +175,7 @@ for mode in lsn time; do
 	before1=$(coord "SELECT replica_reads FROM shardext.stat_replicas WHERE node_id = $R1_ID")
 	before2=$(coord "SELECT replica_reads FROM shardext.stat_replicas WHERE node_id = $R2_ID")
 	coord "UPDATE kv SET v = 0 WHERE id = $K1" >/dev/null
-	sleep 2.5
+	wait_replayed 1
 	out=$(ryw_script "$mode" | psql_at "$COORDINATOR_PORT" 2>&1) || fail "$mode loop failed: $out"
 	grep -q STALE <<<"$out" && fail "read_your_writes = $mode read a stale value: $(grep STALE <<<"$out" | head -3)"
 	echo "ok - read_your_writes = $mode: 300 writes, each read back with no older value"
@@ -239,16 +238,17 @@ node_of_key() {	# key: the server EXPLAIN reads it on
 	coord "$ON SET shardext.read_your_writes = off; EXPLAIN (COSTS OFF, FORMAT JSON) SELECT * FROM kv WHERE id = $1" |
 		grep -o '"Nodes": \[[^]]*' | grep -o '127.0.0.1:[0-9]*'
 }
-sleep 2.5
+reads_replica2() { [ "$(node_of_key "$K2")" = "127.0.0.1:$R2_PORT" ]; }
+# the global index above was DDL too: the coordinator uses the replica again
+# once its daemon has sampled the barrier and seen the replica replay it
+wait_replayed 2
+poll 10 reads_replica2
 expect_eq "before DDL, reads of worker 2 use its replica" "127.0.0.1:$R2_PORT" "$(node_of_key "$K2")"
 coord "ALTER TABLE kv ADD COLUMN extra int NOT NULL DEFAULT 7" >/dev/null
 expect_eq "right after DDL, the replicas that lack it are not read" "127.0.0.1:$WORKER_2_PORT" "$(node_of_key "$K2")"
 expect_eq "another session reads the new column at once" "7" \
 	"$(coord "$ON SET shardext.read_your_writes = off; SELECT extra FROM kv WHERE id = $K2")"
-for _ in $(seq 1 100); do
-	[ "$(node_of_key "$K2")" = "127.0.0.1:$R2_PORT" ] && break
-	sleep 0.1
-done
+poll 10 reads_replica2
 expect_eq "once it replayed the DDL, the replica is read again" "127.0.0.1:$R2_PORT" "$(node_of_key "$K2")"
 K1B=$(key_on "$W1_ID" 1)
 moved_shard=$(coord "SELECT shardext_shard_for_value('kv', '$K1B')")
@@ -264,12 +264,13 @@ K1=$(key_on "$W1_ID")
 # --- 6. lagging or stopped replicas: reads go to the primary ---------------
 cat >"$SHARDEXT_CLUSTER_DIR/replica_writes.sql" <<SQL
 UPDATE kv SET v = v + 1 WHERE id = $K1;
-SELECT pg_sleep(0.02);
 SQL
-"$BINDIR/pgbench" -n -h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres -T 8 -c 1 \
+"$BINDIR/pgbench" -n -h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres -T 8 -c 1 -R 50 \
 	-f "$SHARDEXT_CLUSTER_DIR/replica_writes.sql" "$TEST_DB" >/dev/null 2>&1 &
 writer=$!
-sleep 3.5
+# the 2 s apply delay puts the replica more than 1 s behind
+wait_until "replica 1 is more than 1 s behind" "$COORDINATOR_PORT" 10 \
+	"SELECT coalesce((SELECT replay_lag > interval '1 s' FROM shardext.stat_replicas WHERE node_id = $R1_ID), false)"
 node_of_read() {	# max_replica_lag
 	coord "$ON SET shardext.read_your_writes = off; SET shardext.max_replica_lag = '$1';
 		EXPLAIN (COSTS OFF, FORMAT JSON) SELECT v FROM kv WHERE id = $K1" |
@@ -318,7 +319,8 @@ coord "CREATE TABLE $ODD_TABLE (\"Kéy\" int PRIMARY KEY, \"vàl ue\" text);
 	ALTER TABLE $ODD_TABLE OWNER TO $ODD_USER;" >/dev/null
 as_user -c "INSERT INTO $ODD_TABLE SELECT g, 'v' || g FROM generate_series(1, 10) g" >/dev/null ||
 	fail "the non-superuser owner could not write its oddly named table"
-sleep 2.5	# the replicas replay it (2 s apply delay)
+wait_replayed 1
+wait_replayed 2
 before=$(coord "SELECT sum(replica_reads) FROM shardext.stat_replicas")
 expect_eq "a non-superuser owner reads an oddly named table on replicas" "v3|10" \
 	"$(as_user -c "$ON SELECT (SELECT \"vàl ue\" FROM $ODD_TABLE WHERE \"Kéy\" = 3) || '|' ||
@@ -388,12 +390,13 @@ mapfile -t ids < <(seq 1000 1600)
 (
 	for id in "${ids[@]}"; do
 		echo "INSERT INTO ledger (id) VALUES ($id) RETURNING id;"
-		echo "SELECT pg_sleep(0.01) \\g /dev/null"
+		echo "SELECT pg_sleep(0.01) \\g /dev/null"	# paced, so that the load spans the failover
 	done
 ) | "$BINDIR/psql" -X -q -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$TEST_DB" \
 	>"$SHARDEXT_CLUSTER_DIR/replica_ledger.out" 2>&1 &
 loader=$!
-sleep 3
+loader_committed() { [ "$(grep -cE '^[0-9]+$' "$SHARDEXT_CLUSTER_DIR/replica_ledger.out")" -ge "$1" ]; }
+wait_for "the write load commits" 30 loader_committed 100
 cluster stop-node worker2 immediate
 promote_out=$(coord "SET client_min_messages = notice; SELECT shardext_promote_replica('127.0.0.1', $R2_PORT)" 2>&1) ||
 	fail "promotion under load failed: $promote_out"

@@ -17,17 +17,13 @@
 # only, every client bounded by a timeout.  Exits non-zero saying what
 # differed.
 set -uo pipefail
+source "$(dirname "$0")/lib/common.sh"
 cd "$(dirname "$0")/../.."
 
 PSQL="$("$PG_CONFIG" --bindir)/psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d regression"
 COORD="timeout 120 $PSQL -p $COORDINATOR_PORT"
 W1="timeout 120 $PSQL -p $WORKER_1_PORT"
 STATE_FILE="$SHARDEXT_CLUSTER_DIR/worker1/shardext_snowflake.state"
-
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
 
 # the clock settings must not outlive the test, whatever happens
 cleanup() {
@@ -38,18 +34,10 @@ cleanup() {
 		echo "WARNING: could not reset the snowflake settings of worker1" >&2
 	$COORD -c "DROP TABLE IF EXISTS sf_concurrency" >/dev/null 2>&1
 }
-trap cleanup EXIT
+trap 'sessions_end; cleanup' EXIT
 
 reserved_ms() {
 	sed -n 's/^reserved_until_ms \([0-9]*\)$/\1/p' "$STATE_FILE"
-}
-
-wait_for_worker1() {
-	for _ in $(seq 1 120); do
-		if $PSQL -p "$WORKER_1_PORT" -c "SELECT 1" >/dev/null 2>&1; then return 0; fi
-		sleep 0.5
-	done
-	fail "worker1 did not accept connections again within 60 s"
 }
 
 echo "--- 1. uniqueness across 8 concurrent sessions"
@@ -103,23 +91,17 @@ last=$($W1 -c "SELECT max(snowflake_id()) FROM generate_series(1, 10000)") || fa
 reserved=$(reserved_ms)
 echo "last id before the crash: $last (ms $((last >> 22))), reserved on disk: ms $reserved"
 ((reserved >= last >> 22)) || fail "reservation on disk (ms $reserved) is below issued ms $((last >> 22))"
-$W1 -c "SELECT pg_sleep(60) /* sf victim */" >/dev/null 2>&1 &
-victim_client=$!
-$W1 -c "SELECT pg_sleep(60) /* sf witness */" >/dev/null 2>&1 &
-witness_client=$!
-victim=""
-for _ in $(seq 1 50); do
-	victim=$($W1 -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%sf victim%' AND pid <> pg_backend_pid()")
-	witness=$($W1 -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%sf witness%' AND pid <> pg_backend_pid()")
-	[ -n "$victim" ] && [ -n "$witness" ] && break
-	sleep 0.1
-done
+# two idle sessions: one's backend is killed, the other ends with the reset
+session_start victim "$WORKER_1_PORT"
+session_start witness "$WORKER_1_PORT"
+session_run victim "SELECT 1 \\g /dev/null"
+session_run witness "SELECT 1 \\g /dev/null"
+victim=$(session_backend victim "$WORKER_1_PORT")
 [ -n "$victim" ] || fail "could not find the backend to kill"
 kill -KILL "$victim" || fail "cannot kill backend $victim"
-# the other session ends when the postmaster resets after the crash
-wait "$witness_client"
-wait "$victim_client"
-wait_for_worker1
+session_end victim >/dev/null 2>&1
+session_end witness >/dev/null 2>&1
+wait_node "$WORKER_1_PORT"
 first=$($W1 -c "SELECT min(snowflake_id()) FROM generate_series(1, 10000)") ||
 	fail "no ids on worker1 after the crash"
 echo "first id after the crash: $first"

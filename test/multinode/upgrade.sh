@@ -129,11 +129,12 @@ make -s -C "$WORK/build" PG_CONFIG="$PRIVATE_PG_CONFIG" with_llvm=no -j"$(nproc)
 echo "ok - this version built for production ($(($(date +%s) - t0)) s)"
 so="$WORK/pg/usr/lib/postgresql/15/lib/shardext.so"
 expect_eq "no test-only settings or code in the production library" "" \
-	"$(grep -a -o -E 'test_fault|move_test_pause|snowflake_clock_offset|InjectTestFault|MoveTestPause' "$so" | sort -u)"
+	"$(grep -a -o -E 'test_fault|move_test_pause|snowflake_clock_offset|InjectTestFault|MoveTestPause|test_pause_points|TestPausePoint|test_session_is_blocked' "$so" | sort -u)"
 private_cluster start 2 >/dev/null || fail "starting with the new library"
 expect_eq "the production build has no test settings" "" \
 	"$(pq $COORD upg -c "SELECT current_setting(name, true) FROM unnest(ARRAY['shardext.test_fault',
-		'shardext.move_test_pause_phase', 'shardext.snowflake_clock_offset']) name" | tr -d '\n')"
+		'shardext.move_test_pause_phase', 'shardext.snowflake_clock_offset',
+		'shardext.test_pause_points']) name" | tr -d '\n')"
 expect_eq "library $CUR, catalog still 1.0" "$CUR 1.0" \
 	"$(pq $COORD upg -c "SELECT current_setting('shardext.version') || ' ' || extversion
 		FROM pg_extension WHERE extname = 'shardext'")"
@@ -150,11 +151,9 @@ expect_eq "local tables before the update" "3" \
 	"$(pq $COORD upg -c "CREATE TEMP TABLE t AS SELECT 1 AS x UNION ALL SELECT 2 UNION ALL SELECT 3" \
 		-c "SELECT count(*) FROM t")"
 expect_eq "the coordinator is up" "1" "$(pq $COORD postgres -c "SELECT 1")"
-for _ in $(seq 1 100); do
+wait_for "the maintenance daemon logs that it waits for the update" 20 \
 	grep -q 'shardext maintenance of database "upg" waits for ALTER EXTENSION shardext UPDATE' \
-		"$WORK/cluster/coordinator.log" && break
-	sleep 0.2
-done
+	"$WORK/cluster/coordinator.log"
 expect_eq "the maintenance daemon waits for the update, and says so once" "1" \
 	"$(grep -c 'shardext maintenance of database "upg" waits for ALTER EXTENSION' "$WORK/cluster/coordinator.log")"
 

@@ -25,6 +25,8 @@ extern int	ShardextMultiNodeCommit;
 extern bool ShardextLastParticipantCommit;
 extern int	ShardextRecoveryInterval;
 extern int	ShardextDistributedDeadlockTimeout;
+extern int	ShardextSagaMaxRetries;
+extern int	ShardextSagaRetention;
 
 /* shardext.multi_node_commit */
 #define MULTI_NODE_COMMIT_2PC 0
@@ -33,6 +35,7 @@ extern int	ShardextDistributedDeadlockTimeout;
 extern int	ShardextMoveMaxLag;
 extern int	ShardextMoveLockTimeout;
 extern int	ShardextMoveCutoverTimeout;
+extern int	ShardextMoveCatchUpTimeout;
 extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
@@ -49,13 +52,22 @@ extern int	ShardextSnowflakeMaxClockSkew;
 #define TEST_FAULT_NONE 0
 #define TEST_FAULT_CRASH_AFTER_PREPARE 1
 #define TEST_FAULT_CRASH_AFTER_LOCAL_COMMIT 2
-#define TEST_FAULT_PAUSE_AFTER_PREPARE 3
 #define TEST_FAULT_LOSE_DECIDER_ANSWER 4
 #define TEST_FAULT_EXIT_AFTER_DECISION 5
 extern int	ShardextTestFault;
+/* shardext.saga_test_fault: where a saga's runner crashes (saga_steps.c) */
+#define TEST_SAGA_NONE 0
+#define TEST_SAGA_CRASH_BEFORE_STEP 1
+#define TEST_SAGA_CRASH_AFTER_STEP 2
+#define TEST_SAGA_CRASH_BEFORE_COMPENSATION 3
+#define TEST_SAGA_CRASH_AFTER_COMPENSATION 4
+#define TEST_SAGA_LOSE_STEP_ANSWER 5
+extern int	ShardextSagaTestFault;
+extern int	ShardextSagaTestFaultStep;
 extern char *ShardextMoveTestPausePhase;
 extern int	ShardextMoveTestPauseMs;
 extern int	ShardextSnowflakeClockOffset;
+extern char *ShardextTestPausePoints;
 #endif
 extern int	ShardextStatTenantsLimit;
 extern int	ShardextStatTenantsPeriod;
@@ -71,6 +83,13 @@ extern int	ShardextReplicaWaitTimeout;
 extern int	ShardextReplicaPollInterval;
 extern int	ShardextReplicaConnectTimeout;
 extern char *ShardextCommitLsn;
+
+extern bool ShardextAutoFailover;
+extern int	ShardextHealthCheckInterval;
+extern int	ShardextFailoverTimeout;
+extern int	ShardextFailoverMaxLag;
+extern int	ShardextRestorePointInterval;
+extern char *ShardextServerIdentity;
 
 /* shardext.read_your_writes */
 #define READ_YOUR_WRITES_LSN 0

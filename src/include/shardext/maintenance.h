@@ -44,6 +44,7 @@ extern void MaintenanceShmemInit(void);
 extern uint64 CoordinatorIncarnation(void);
 extern MaintainedDatabase *FindOrAddMaintainedDatabase(Oid databaseId);
 extern void EnsureMaintenanceDaemon(void);
+extern void WakeMaintenanceDaemon(void);
 extern void StopMaintenanceDaemon(Oid databaseId);
 
 /* daemon/maintenance.c: the launcher and the daemons */

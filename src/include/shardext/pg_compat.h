@@ -221,6 +221,18 @@ SetPlannedStmtRangeTable(PlannedStmt *stmt, Query *query)
 	(hook)((parse), (queryString), (cursorOptions), (boundParams))
 #endif
 
+/*
+ * PlanQueryCompat: pg_plan_query, which PostgreSQL 19 gives the EXPLAIN
+ * state of the statement (none here).
+ */
+#if PG_VERSION_NUM >= 190000
+#define PlanQueryCompat(query, sql, cursorOptions, params) \
+	pg_plan_query((query), (sql), (cursorOptions), (params), NULL)
+#else
+#define PlanQueryCompat(query, sql, cursorOptions, params) \
+	pg_plan_query((query), (sql), (cursorOptions), (params))
+#endif
+
 /* ==== expressions of a parsed query ==== */
 
 /*
@@ -522,6 +534,30 @@ MakeDecodedTuple(HeapTuple heapTuple)
 }
 #endif
 #endif							/* REORDERBUFFER_H */
+
+/*
+ * LogLogicalMessageCompat: a logical decoding message (17 added whether
+ * to flush the WAL at once; never here, it is written with its
+ * transaction).
+ */
+#if PG_VERSION_NUM >= 170000
+#define LogLogicalMessageCompat(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional), false)
+#else
+#define LogLogicalMessageCompat(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional))
+#endif
+
+/*
+ * 19 renamed RepOriginId, the id of a replication origin, ReplOriginId
+ * (access/xlogdefs.h), and InvalidRepOriginId InvalidReplOriginId
+ * (replication/origin.h).  shardext uses the new names.
+ */
+#if PG_VERSION_NUM < 190000
+#include "access/xlogdefs.h"
+typedef RepOriginId ReplOriginId;
+#define InvalidReplOriginId InvalidRepOriginId
+#endif
 
 /* ==== the client connection ==== */
 

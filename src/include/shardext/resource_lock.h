@@ -37,6 +37,7 @@
 #define ShardCutoverLockMode ExclusiveLock
 
 extern void LockShardResource(int64 shardId, LOCKMODE mode);
+extern void UnlockShardResource(int64 shardId, LOCKMODE mode);
 extern void LockShardsInOrder(int64 *ids, int count, LOCKMODE mode);
 
 #endif							/* SHARDEXT_RESOURCE_LOCK_H */

@@ -82,26 +82,15 @@ moves_leftovers() {
 # expect_no_leftovers WHAT
 expect_no_leftovers() { expect_eq "$1: nothing left on the nodes" "" "$(moves_leftovers)"; }
 
-# wait_for_phase PHASE: wait (60 s at most) until the running move is in PHASE
-wait_for_phase() {
-	local i
-	for i in $(seq 1 600); do
-		if [ "$(coord "SELECT phase FROM shardext.move WHERE status = 'running' ORDER BY move_id DESC LIMIT 1")" = "$1" ]; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	fail "no move reached phase '$1'"
-}
-
-# start_paused_move LOG PHASE PAUSE_MS SQL: run SQL (a move) in the
-# background, pausing at PHASE; sets MOVE_PID to the psql process
+# start_paused_move LOG PHASE SQL: run SQL (a move) in the background, output
+# in LOG; it waits at the pause point "move: PHASE" until pause_release;
+# sets MOVE_PID to the psql process
 start_paused_move() {
-	local log=$1 phase=$2 pause=$3 sql=$4
-	psql_at "$COORDINATOR_PORT" -c "SET shardext.move_test_pause_phase = '$phase'" \
-		-c "SET shardext.move_test_pause_ms = $pause" -c "$sql" >"$log" 2>&1 &
+	local log=$1 phase=$2 sql=$3
+	pause_hold "move: $phase"
+	psql_at "$COORDINATOR_PORT" -c "SET shardext.test_pause_points = 'move: $phase'" -c "$sql" >"$log" 2>&1 &
 	MOVE_PID=$!
-	wait_for_phase "$phase"
+	wait_for_pause "move: $phase"
 }
 
 # move_backend_pid: the coordinator backend running the move
