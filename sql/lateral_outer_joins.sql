@@ -105,14 +105,15 @@ BEGIN
 	END LOOP;
 END $$;
 -- lat_explain: the plan's nodes, target lists and remote SQL (not the
--- workers' plans, whose details vary)
+-- workers' plans, whose details vary); PostgreSQL 19 names subplans
+-- "SubPlan expr_1" where earlier versions say "SubPlan 1"
 CREATE FUNCTION lat_explain(query text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	line text;
 BEGIN
 	FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || query LOOP
 		IF line ~ '^ *(->  )?(Nested Loop|Custom Scan|Result|Aggregate|SubPlan|Output:|Tasks:|Remote SQL:|Distributed Scan:)' THEN
-			RETURN NEXT line;
+			RETURN NEXT regexp_replace(line, 'SubPlan expr_([0-9]+)', 'SubPlan \1', 'g');
 		END IF;
 	END LOOP;
 END $$;
@@ -197,6 +198,66 @@ SELECT * FROM lat_check($$select * from loc l left join lateral
   (select b.q2, l.v as lv from int8_tbl b where b.q1 = l.k) s on true for update of l$$);
 SELECT * FROM lat_check($$select o."Key", s.* from "Odd Tbl" o left join lateral
   (select o."va""l" as "Outer ""val""", p."Text" || o."Text" as "t t" from "Odd Tbl" p where p."Key" = o."va""l" % 5) s on true$$);
+
+-- 5. more of the class: nested LATERAL subqueries referring to the
+--    outermost row, LATERAL VALUES and functions, a UNION in the subquery,
+--    the whole row of a null-extended subquery in WHERE and aggregates, a
+--    single shard's rows, generic plans and DML reading a LATERAL join
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral (select * from int8_tbl b left join lateral
+  (select a.q1 as aq, b.q2 as bq, c.q1 from int8_tbl2 c where c.q1 = b.q2) s2 on true where b.q1 = a.q2) s on true$$);
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral (select b.q1, s2.* from int8_tbl b left join lateral
+  (select a.q2 + b.q1 as z, a from int4_tbl i where i.f1 < b.q1) s2 on true where b.q2 = a.q1) s on true$$);
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral (select b.q1, ss.z from int8_tbl2 b,
+  lateral (select a.q1 + b.q2 as z, c.f1 from int2_tbl c where c.f1 = 0) ss where b.q1 = a.q2) s on true$$);
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral (values (a.q1), (a.q2)) v(x) on v.x > 200$$);
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral
+  (select a.q1, g from generate_series(1, 2) g, int8_tbl2 b where b.q1 = a.q2 + g - g) s on true$$);
+SELECT * FROM lat_check($$select * from int8_tbl a cross join lateral
+  (select a.q2 as x, b.q1 from int8_tbl2 b where b.q2 = a.q1 union select a.q1, 0) s$$);
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral
+  (select a.q1 as x, b.q2 from int8_tbl2 b where b.q1 = a.q2) s on true where s is null$$);
+SELECT * FROM lat_check($$select count(s), count(s.*), count(s.x), count(s.x) filter (where s is not null) from int8_tbl a
+  left join lateral (select a.q1 as x, b.q2 from int8_tbl2 b where b.q1 = a.q2) s on true$$);
+SELECT * FROM lat_check($$select * from int8_tbl a left join lateral
+  (select a as ar, coalesce(a.q2, 1) as c, b.q2 from int8_tbl2 b where b.q1 = a.q1 and b.q1 = 123) s on true where a.q1 = 123$$);
+-- generic plans: the statement prepared on each placement's tables
+SET plan_cache_mode TO force_generic_plan;
+CREATE FUNCTION lat_prepared() RETURNS TABLE (placement text, "rows" bigint, missing bigint, extra bigint) LANGUAGE plpgsql AS $$
+BEGIN
+	FOREACH placement IN ARRAY ARRAY['lat_l', 'lat_d', 'lat_r', 'lat_x', 'lat_y'] LOOP
+		PERFORM set_config('search_path', placement || ', public', true);
+		EXECUTE format('PREPARE %I(int8) AS select * from int8_tbl a left join lateral
+			(select a.q2 as x, b.q2, coalesce(a.q1, $1) c from int8_tbl2 b where b.q1 = a.q2 and b.q2 <> $1) s on true',
+			'p_' || placement);
+	END LOOP;
+	FOREACH placement IN ARRAY ARRAY['lat_d', 'lat_r', 'lat_x', 'lat_y'] LOOP
+		"rows" := (SELECT count(*) FROM lat_fn.lat_rows(format('execute %I(456)', 'p_' || placement), placement));
+		missing := (SELECT count(*) FROM (SELECT lat_fn.lat_rows('execute p_lat_l(456)', 'lat_l')
+					EXCEPT ALL SELECT lat_fn.lat_rows(format('execute %I(456)', 'p_' || placement), placement)) m);
+		extra := (SELECT count(*) FROM (SELECT lat_fn.lat_rows(format('execute %I(456)', 'p_' || placement), placement)
+				  EXCEPT ALL SELECT lat_fn.lat_rows('execute p_lat_l(456)', 'lat_l')) e);
+		RETURN NEXT;
+	END LOOP;
+END $$;
+SELECT * FROM lat_prepared();
+DEALLOCATE ALL;
+RESET plan_cache_mode;
+-- DML whose FROM / USING has a LATERAL join, compared by its RETURNING
+-- rows (each rolled back)
+BEGIN;
+SELECT * FROM lat_check($$update loc set v = s.x from int8_tbl a left join lateral
+  (select a.q2 + b.q2 as x from int8_tbl2 b where b.q1 = a.q2 order by 1 limit 1) s on true
+  where loc.k = a.q1 and s.x is not null returning loc.*, a.q2, s.x$$);
+ROLLBACK;
+BEGIN;
+SELECT * FROM lat_check($$delete from int8_tbl2 b using int8_tbl a left join lateral
+  (select a.q2 as x from int4_tbl i where i.f1 = 0) s on true
+  where b.q1 = a.q2 and s.x is not null returning b.*, s.x$$);
+ROLLBACK;
+BEGIN;
+SELECT * FROM lat_check($$insert into int8_tbl2 select a.q1 + 1, coalesce(s.x, 7) from int8_tbl a left join lateral
+  (select a.q1 as x, b.q2 from int8_tbl2 b where b.q1 = a.q2) s on true returning *$$);
+ROLLBACK;
 
 -- a scan rescanned for each outer row without a change to its remote query
 -- replays the rows of its last run, and a run its reader stopped early (a
