@@ -67,6 +67,7 @@
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/repartition.h"
 #include "shardext/resource_lock.h"
 #include "shardext/tenant_stats.h"
 
@@ -1377,6 +1378,7 @@ EndDistributedScan(CustomScanState *node)
 	}
 	if (state->started)
 		AbandonExecution(state);
+	EndRepartitionExchange(state);
 	ForgetSourceRows(state);
 	EndScanReplay(state);
 	EndGlobalIndexChanges(state->gindexChanges);
@@ -1408,6 +1410,8 @@ ReScanDistributedScan(CustomScanState *node)
 	}
 	if (state->started)
 		AbandonExecution(state);
+	EndRepartitionExchange(state);
+	state->exchange = NULL;
 	state->started = false;
 	state->finished = false;
 	state->tasksBuilt = false;

@@ -21,6 +21,7 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
+#include "shardext/repartition.h"
 
 static void ExplainRemoteTask(DistributedScanState *state, RemoteTask *task,
 							  ExplainState *es);
@@ -178,7 +179,7 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 			return;
 		}
 	}
-	if (!state->tasksBuilt && job->kind == JOB_SELECT &&
+	if (!state->tasksBuilt && job->kind == JOB_SELECT && job->repartition == NIL &&
 		UsesOuterRowValues((CustomScan *) node->ss.ps.plan, ancestors))
 	{
 		/* no values to choose shards by yet: the SQL of one shard shows the parameters */
@@ -190,6 +191,8 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 		MemoryContextSwitchTo(oldContext);
 		return;
 	}
+	if (job->repartition != NIL)
+		ExplainRepartition(state, es);
 	BuildDistributedTasks(state);
 	/* as execution would: an unreachable replica leaves its tasks to the primary */
 	ConnectReplicaTasks(state);
