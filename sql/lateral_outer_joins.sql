@@ -220,6 +220,14 @@ SELECT * FROM lat_check($$select count(s), count(s.*), count(s.x), count(s.x) fi
   left join lateral (select a.q1 as x, b.q2 from int8_tbl2 b where b.q1 = a.q2) s on true$$);
 SELECT * FROM lat_check($$select * from int8_tbl a left join lateral
   (select a as ar, coalesce(a.q2, 1) as c, b.q2 from int8_tbl2 b where b.q1 = a.q1 and b.q1 = 123) s on true where a.q1 = 123$$);
+-- a whole-row reference, in a LATERAL subquery, to one of two co-located
+-- tables joined on their distribution columns (an internal error "cache
+-- lookup failed for attribute 0" when they were grouped for a repartition
+-- join)
+SET shardext.repartition_join_min_rows TO 0;
+SELECT * FROM lat_check($$select a.q1, s.* from int8_tbl a join int8_tbl2 b on a.q1 = b.q1 join lateral
+  (select b as br, c.f1 from int4_tbl c where c.f1 = 0 and b is not null) s on true$$);
+RESET shardext.repartition_join_min_rows;
 -- generic plans: the statement prepared on each placement's tables
 SET plan_cache_mode TO force_generic_plan;
 CREATE FUNCTION lat_prepared() RETURNS TABLE (placement text, "rows" bigint, missing bigint, extra bigint) LANGUAGE plpgsql AS $$

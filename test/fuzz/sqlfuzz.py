@@ -909,7 +909,7 @@ class RepartitionGenerator(Generator):
     def join_columns(self, scope, typ):
         return [c for c in scope.columns if c[2] == typ]
 
-    def join_condition(self, left_columns, right_columns):
+    def equi_join_condition(self, left_columns, right_columns):
         """An equality of compatible columns (int = int, text = text,
         numeric = int, date = date), or NULL when there is none."""
         rng = self.rng
@@ -940,11 +940,11 @@ class RepartitionGenerator(Generator):
             table = rng.choice(self.JOINABLE)
             other = self.alias()
             other_columns = [(other, n, t) for n, t in TABLES[table][0]]
-            condition = self.join_condition(columns, other_columns)
+            condition = self.equi_join_condition(columns, other_columns)
             if condition is None:
                 condition = '%s.k::text = %s.k::text' % (rng.choice(columns)[0], other)
             if self.chance(0.2):
-                second = self.join_condition(columns, other_columns)
+                second = self.equi_join_condition(columns, other_columns)
                 if second is not None:
                     condition += ' AND ' + second
             if self.chance(0.3):
@@ -961,7 +961,7 @@ class RepartitionGenerator(Generator):
         table = rng.choice(self.JOINABLE)
         alias = self.alias()
         inner = [(alias, n, t) for n, t in TABLES[table][0]]
-        condition = self.join_condition(scope.columns, inner)
+        condition = self.equi_join_condition(scope.columns, inner)
         if condition is None:
             return 'true'
         filters = ''
