@@ -230,6 +230,10 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 		state->typmods[index] = attr->atttypmod;
 	}
 	state->bufferSlot = AllocTableSlot(&estate->es_tupleTable, desc, &TTSOpsMinimalTuple);
+	InitScanReplay(state);
+#ifdef SHARDEXT_CHECK_REMOTE_SCANS
+	CheckRemoteScanColumns(state);
+#endif
 }
 
 static TupleTableSlot *
@@ -256,6 +260,8 @@ DistributedScanNext(ScanState *node)
 	RemoteTask *task;
 	PGresult   *result;
 
+	if (ReplayKeptRow(state, slot))
+		return slot;
 	if (!state->started)
 		StartExecution(state);
 
@@ -270,6 +276,7 @@ DistributedScanNext(ScanState *node)
 		if (tuplestore_gettupleslot(buffered->buffer, true, false, state->bufferSlot))
 		{
 			ExecCopySlot(slot, state->bufferSlot);
+			KeepScanRow(state, slot);
 			return slot;
 		}
 		tuplestore_end(buffered->buffer);
@@ -278,7 +285,10 @@ DistributedScanNext(ScanState *node)
 	}
 
 	if (state->finished)
+	{
+		KeptRowsComplete(state);
 		return slot;
+	}
 	for (;;)
 	{
 		if (state->orderReturning)
@@ -296,6 +306,7 @@ DistributedScanNext(ScanState *node)
 		if (!StartNextInsertBatch(state))
 		{
 			FinishScan(state);
+			KeptRowsComplete(state);
 			return slot;
 		}
 	}
@@ -308,6 +319,7 @@ DistributedScanNext(ScanState *node)
 		PQclear(result);
 	}
 	PG_END_TRY();
+	KeepScanRow(state, slot);
 	return slot;
 }
 
@@ -448,6 +460,9 @@ StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("a worker returned %d columns where %d were expected",
 						PQnfields(result), state->remoteColumns)));
+#ifdef SHARDEXT_CHECK_REMOTE_SCANS
+	CheckRemoteResultTypes(state, result);
+#endif
 
 	oldContext = MemoryContextSwitchTo(context);
 	for (int i = 0; i < desc->natts; i++)
@@ -1365,6 +1380,7 @@ EndDistributedScan(CustomScanState *node)
 		AbandonExecution(state);
 	EndRepartitionExchange(state);
 	ForgetSourceRows(state);
+	EndScanReplay(state);
 	EndGlobalIndexChanges(state->gindexChanges);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
@@ -1387,6 +1403,11 @@ ReScanDistributedScan(CustomScanState *node)
 {
 	DistributedScanState *state = (DistributedScanState *) node;
 
+	if (RescanFromKeptRows(state))
+	{
+		ExecScanReScan(&node->ss);
+		return;
+	}
 	if (state->started)
 		AbandonExecution(state);
 	EndRepartitionExchange(state);
