@@ -268,6 +268,8 @@ q $W1 -c "ROLLBACK PREPARED 'another_application'"
 expect_eq "shardext's recovery resolves its own" "1" \
 	"$(q $PORT -c "SELECT shardext_recover_prepared_transactions()")"
 expect_eq "shardext_check_pg_upgrade passes" "" "$(checks)"
+expect_error_like "... for administrators only" "permission denied for function shardext_check_pg_upgrade" \
+	as_owner -c "SELECT * FROM shardext_check_pg_upgrade()"
 expect_eq "the rolled back transactions left nothing" "0 0" \
 	"$(q $W1 -c "SELECT count(*) FROM pg_class WHERE relname = 'other_application'") $(q $W2 -c "SELECT count(*) FROM pg_class WHERE relname = 'in_doubt'")"
 
@@ -318,6 +320,9 @@ expect_error_like "before shardext_finish_pg_upgrade, the new servers are refuse
 	"server at 127.0.0.1:($W1|$W2) is not the one node [0-9]+ runs on" \
 	as_owner -c "SELECT count(*) FROM $SCHEMA.\"Accounts\""
 q $PORT -c "ALTER EXTENSION shardext UPDATE" 2>/dev/null || fail "ALTER EXTENSION shardext UPDATE"
+expect_error_like "shardext_finish_pg_upgrade is for administrators" \
+	"permission denied for function shardext_finish_pg_upgrade" \
+	as_owner -c "SELECT * FROM shardext_finish_pg_upgrade()"
 expect_eq "shardext_finish_pg_upgrade registers both workers anew" "2" \
 	"$(q $PORT -c "SELECT count(*) FROM shardext_finish_pg_upgrade() WHERE detail LIKE '%(was %'")"
 expect_eq "... and a second run finds nothing to do" "0" \
