@@ -29,11 +29,7 @@ PROXY2_PID=
 start_proxy() {	# listen port, target port: sets LAST_PROXY_PID
 	python3 "$ROOT/test/multinode/lib/tcp_proxy.py" "$1" "$2" &
 	LAST_PROXY_PID=$!
-	for _ in $(seq 1 50); do
-		"$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$1" && return 0
-		sleep 0.1
-	done
-	fail "the proxy on $1 does not forward to $2"
+	wait_for "the proxy on $1 forwards to $2" 5 "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$1"
 }
 cleanup() {
 	[ -n "${TRANSFERS_PID:-}" ] && kill "$TRANSFERS_PID" 2>/dev/null
@@ -74,7 +70,7 @@ wait_until "the daemon probes the workers" 20 \
 
 # --- 1. the path to worker 2 is cut: failover ------------------------------
 start_transfers "$TMP/cut" 4 "$FIRST" "$SECOND"
-wait_until "transfers run" 20 "SELECT count(*) > 200 FROM $BANK_LEDGER"
+wait_until "transfers run" 60 "SELECT count(*) > 200 FROM $BANK_LEDGER"
 from=$(log_lines "$CLOG")
 kill "$PROXY_PID"
 wait "$PROXY_PID" 2>/dev/null
@@ -88,11 +84,14 @@ wait_until "transfers resume" 30 \
 
 # --- 2. the path comes back: the old primary is reported, not used ---------
 old_rows() {	# every table of the old primary's copy of the bank: rows and a checksum
-	psql_at "$WORKER_2_PORT" -c "SELECT string_agg(c.relname || '=' || (xpath('/row/c/text()',
-			query_to_xml(format('SELECT count(*) || '':'' || coalesce(sum(hashtext(t::text)), 0) AS c FROM %s t',
-							    c.oid::regclass), false, true, '')))[1]::text, ',' ORDER BY c.relname)
+	local counts
+	counts=$(psql_at "$WORKER_2_PORT" -c "SELECT string_agg(format('SELECT %L || ''='' || count(*) || '':''
+			|| coalesce(sum(hashtext(t::text)), 0) AS r FROM %s t', c.relname, c.oid::regclass),
+			' UNION ALL ' ORDER BY c.relname)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'public' AND c.relkind = 'r'"
+		WHERE n.nspname = 'public' AND c.relkind = 'r'")
+	[ -n "$counts" ] || return 0
+	psql_at "$WORKER_2_PORT" -c "SELECT string_agg(r, ',' ORDER BY r COLLATE \"C\") FROM ($counts) s"
 }
 start_proxy "$PROXY_PORT" "$WORKER_2_PORT"
 PROXY_PID=$LAST_PROXY_PID
