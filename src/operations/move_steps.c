@@ -19,11 +19,14 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "commands/dbcommands.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "shardext/cdc.h"
 #include "shardext/connection.h"
@@ -38,6 +41,7 @@ static void CountCopiedRow(void *arg, int length);
 static char *SubscriptionConninfo(ShardMoveState *state);
 static void AppendSplitMapEntry(ShardMoveState *state, MoveShard *shard, StringInfo map);
 static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
+static void AppendOwnerCommand(StringInfo command, Oid relid, const char *shardName);
 static char *MoveCreateSlotSnapshot(ShardMoveState *state);
 static char *SplitMapText(ShardMoveState *state);
 
@@ -160,6 +164,7 @@ MoveSetUpTarget(ShardMoveState *state)
 							 shard->shardId, NULL, "on_failure");
 			appendStringInfoString(&command, ShardCreateTableCommand(shard->relid,
 																	 shard->shardId));
+			AppendOwnerCommand(&command, shard->relid, shard->shardName);
 			continue;
 		}
 		for (int half = 0; half < state->pieces.count; half++)
@@ -168,9 +173,29 @@ MoveSetUpTarget(ShardMoveState *state)
 							 shard->childIds[half], NULL, "on_failure");
 			appendStringInfoString(&command,
 								   ShardCreateTableCommand(shard->relid, shard->childIds[half]));
+			AppendOwnerCommand(&command, shard->relid, shard->childNames[half]);
 		}
 	}
 	ExecuteRemoteCommand(state->targetConn, command.data);
+}
+
+/*
+ * AppendOwnerCommand gives a new shard table its table's owner: the move
+ * runs as an administrator, whose tables the owner could not use.
+ */
+static void
+AppendOwnerCommand(StringInfo command, Oid relid, const char *shardName)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	if (owner != GetUserId())
+		appendStringInfo(command, ";\nALTER TABLE %s OWNER TO %s;\n", shardName,
+						 quote_identifier(GetUserNameFromId(owner, false)));
 }
 
 /*

@@ -40,7 +40,6 @@ PG_FUNCTION_INFO_V1(shardext_worker_register);
 PG_FUNCTION_INFO_V1(shardext_worker_unregister);
 
 static void CheckNodeArguments(int32 port, double weight);
-static char *CoordinatorId(void);
 static NodeConnection *ConnectToNewNode(const char *host, int32 port);
 static bool NodeLacksDatabase(const char *host, int32 port, const char *dbname);
 static void PrepareNewNode(NodeConnection *conn, const char *host, int32 port);
@@ -130,7 +129,7 @@ CheckNodeArguments(int32 port, double weight)
 }
 
 /* identifies this coordinator database: <system identifier>:<database oid> */
-static char *
+char *
 CoordinatorId(void)
 {
 	return psprintf(UINT64_FORMAT ":%u", GetSystemIdentifier(), MyDatabaseId);

@@ -9,6 +9,7 @@
 #ifndef SHARDEXT_OPERATIONS_H
 #define SHARDEXT_OPERATIONS_H
 
+#include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "shardext/connection.h"
 
@@ -36,5 +37,9 @@ extern void CheckNewNode(const char *host, int32 port);
 struct NodeConnection;
 extern void ReplicateReferenceTablesToNode(int32 nodeId);
 extern void CheckSameMajorVersion(struct NodeConnection *conn, const char *host, int32 port);
+extern char *CoordinatorId(void);
+
+/* replica_management.c */
+extern Datum shardext_update_node(PG_FUNCTION_ARGS);
 
 #endif							/* SHARDEXT_OPERATIONS_H */
