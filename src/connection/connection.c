@@ -68,6 +68,8 @@
 #define NODE_LIMIT_QUERY_TIMEOUT_MS 2000
 /* ... and how long an answer stands */
 #define NODE_LIMIT_MAX_AGE_MS 1000
+/* prepared statements a cached connection may carry unused (see connection.h) */
+#define MAX_ABANDONED_STATEMENTS 500
 
 typedef struct ConnectionKey
 {
@@ -669,7 +671,8 @@ ConnectionsAtTransactionEnd(void)
  * ShouldKeepConnection decides whether an idle connection stays cached:
  * not when it is broken or half open, when kept connections to its node
  * reach shardext.max_cached_connections_per_node, when it is older than
- * shardext.connection_lifetime, or when others wait for a slot of its node
+ * shardext.connection_lifetime, when it carries many prepared statements
+ * nobody uses any more, or when others wait for a slot of its node
  * and it was held for shardext.connection_share_interval (or a waiter that
  * waited long asks for it).
  */
@@ -679,6 +682,8 @@ ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept)
 	if (conn->connecting || PQstatus(conn->pgConn) != CONNECTION_OK)
 		return false;
 	if (kept >= ShardextMaxCachedConnectionsPerNode)
+		return false;
+	if (conn->abandonedStatements > MAX_ABANDONED_STATEMENTS)
 		return false;
 	if (ShardextConnectionLifetime > 0 &&
 		TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionLifetime))
@@ -743,6 +748,7 @@ BeginConnect(NodeConnection *conn, const char *dbname, bool replication)
 	conn->queryInProgress = false;
 	conn->pipelineStage = PIPELINE_NONE;
 	conn->executorState = NULL;
+	conn->abandonedStatements = 0;
 	if (conn->remoteTimeZone != NULL)
 		pfree(conn->remoteTimeZone);
 	conn->remoteTimeZone = MemoryContextStrdup(ConnectionContext, timeZone);

@@ -90,7 +90,8 @@ static void SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List 
 static void MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc);
 static void FlushConnection(NodeConnection *conn);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
-static void StartPipeline(NodeConnection *conn, const char *beginCommand);
+static void StartPipeline(NodeConnection *conn, const char *beginCommand,
+						  const char *parseName, const char *sql, RemoteParams *params);
 static void UseSingleRowMode(NodeConnection *conn);
 static bool PipelineResult(NodeConnection *conn, PGresult **result);
 static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut);
@@ -818,6 +819,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	char	   *statementName = NULL;
 	char	   *beginCommand = NULL;
 	char	   *prepareCommand = NULL;
+	bool		parse = false;
 	int			ok;
 
 	MakeConnectionAvailable(state, tc);
@@ -840,19 +842,29 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		task->waitPending = true;	/* runs ahead like BEGIN */
 	SyncRemoteTimeZone(conn);
 
-	if (state->job->usePrepared && !TaskStatementName(state, tc, task, &statementName))
-		return;					/* moved to the primary */
+	/* a replica must prepare first: one that cannot leaves the task to its primary */
+	if (state->job->usePrepared && task->primaryNodeId != 0)
+	{
+		if (!TaskStatementName(state, tc, task, &statementName))
+			return;				/* moved to the primary */
+	}
+	else if (state->job->usePrepared)
+		statementName = StatementToRun(conn, task->sql, &parse);
 
 	/*
 	 * A statement with parameters cannot share a simple query with BEGIN;
-	 * a pipeline sends both at once.  Savepoints still take a round trip.
+	 * a pipeline sends both at once, and the Parse of a statement being
+	 * prepared.  Savepoints still take a round trip.
 	 */
-	if (beginCommand != NULL && (state->job->usePrepared || params->count > 0))
+	if (beginCommand != NULL && strchr(beginCommand, ';') != NULL &&
+		(parse || statementName != NULL || params->count > 0))
 	{
-		if (strchr(beginCommand, ';') != NULL)
-			ExecuteRemoteCommand(conn, beginCommand);
-		else
-			StartPipeline(conn, beginCommand);
+		ExecuteRemoteCommand(conn, beginCommand);
+		beginCommand = NULL;
+	}
+	if (parse || (beginCommand != NULL && (statementName != NULL || params->count > 0)))
+	{
+		StartPipeline(conn, beginCommand, parse ? statementName : NULL, task->sql, params);
 		beginCommand = NULL;
 	}
 
@@ -983,16 +995,32 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 }
 
 /*
- * StartPipeline puts a connection in pipeline mode and queues BEGIN; the
- * statement and a Sync follow (see SendTask), and PipelineResult reads
- * the results.
+ * StartPipeline puts a connection in pipeline mode and queues what runs
+ * ahead of a statement: BEGIN (beginCommand, unless NULL) and the Parse of
+ * the statement as parseName (unless NULL); the statement and a Sync
+ * follow (see SendTask), and PipelineResult reads the results.
  */
 static void
-StartPipeline(NodeConnection *conn, const char *beginCommand)
+StartPipeline(NodeConnection *conn, const char *beginCommand, const char *parseName,
+			  const char *sql, RemoteParams *params)
 {
-	if (!PQenterPipelineMode(conn->pgConn) ||
-		!PQsendQueryParams(conn->pgConn, beginCommand, 0, NULL, NULL, NULL, NULL, 0))
+	if (!PQenterPipelineMode(conn->pgConn))
 		ConnectionFailed(conn);
+	conn->pipelineLeading = 0;
+	if (beginCommand != NULL)
+	{
+		if (!PQsendQueryParams(conn->pgConn, beginCommand, 0, NULL, NULL, NULL, NULL, 0))
+			ConnectionFailed(conn);
+		conn->pipelineLeading++;
+	}
+	if (parseName != NULL)
+	{
+		if (!PQsendPrepare(conn->pgConn, parseName, sql, params->count, params->types))
+			ConnectionFailed(conn);
+		conn->pipelineLeading++;
+	}
+	else
+		GetConnectionExecState(conn)->parsingNumber = 0;	/* none in flight */
 	conn->pipelineStage = PIPELINE_BEGIN;
 }
 
@@ -1008,12 +1036,12 @@ UseSingleRowMode(NodeConnection *conn)
 }
 
 /*
- * PipelineResult follows a pipelined BEGIN and statement (and PREPARE
- * TRANSACTION, when the connection was prepared with its task) through
- * their results: it consumes those of BEGIN and PREPARE, the ends of
- * commands and the Sync, and returns true for what is the statement's
- * (*result) or an error of PREPARE, or true with a NULL *result at the end
- * of the pipeline, as for a statement sent alone.
+ * PipelineResult follows a pipelined BEGIN and/or Parse and statement
+ * (and PREPARE TRANSACTION, when the connection was prepared with its
+ * task) through their results: it consumes those of BEGIN, the Parse and
+ * PREPARE, the ends of commands and the Sync, and returns true for what
+ * is the statement's (*result) or an error of the others, or true with a
+ * NULL *result at the end of the pipeline, as for a statement sent alone.
  */
 static bool
 PipelineResult(NodeConnection *conn, PGresult **result)
@@ -1025,13 +1053,20 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 		case PIPELINE_BEGIN:
 			if (r == NULL)
 			{
+				if (--conn->pipelineLeading > 0)
+					return false;
 				conn->pipelineStage = PIPELINE_STATEMENT;
 				UseSingleRowMode(conn);
 			}
 			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
 				return true;	/* the caller raises the error (or retries) */
 			else
+			{
+				/* the Parse, when there is one, comes last */
+				if (conn->pipelineLeading == 1)
+					StatementParsed(conn);
 				PQclear(r);
+			}
 			return false;
 		case PIPELINE_STATEMENT:
 			if (r != NULL)

@@ -76,6 +76,13 @@ static bool catalogVersionKnownCurrent = false;
 static Oid	distTableCatalogRelid = InvalidOid;
 static Oid	nodeCatalogRelid = InvalidOid;
 
+/*
+ * DistTableCacheGeneration counts invalidations of distributed tables (see
+ * metadata.h): whatever was derived from a table's definition under an
+ * older generation may be stale.
+ */
+uint64		DistTableCacheGeneration = 0;
+
 static bool nodeCacheValid = false;
 static MemoryContext NodeCacheContext = NULL;
 static WorkerNode *nodeCache = NULL;
@@ -138,6 +145,7 @@ MetadataRelcacheCallback(Datum arg, Oid relid)
 		hash_seq_init(&status, DistTableCache);
 		while ((entry = hash_seq_search(&status)) != NULL)
 			entry->isValid = false;
+		DistTableCacheGeneration++;
 	}
 	else
 	{
@@ -145,7 +153,11 @@ MetadataRelcacheCallback(Datum arg, Oid relid)
 												 HASH_FIND, NULL);
 
 		if (entry != NULL)
+		{
+			if (entry->isDistributed || !entry->isValid)
+				DistTableCacheGeneration++;
 			entry->isValid = false;
+		}
 	}
 }
 

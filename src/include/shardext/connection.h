@@ -36,7 +36,7 @@ typedef enum RemoteXactState
 typedef enum RemotePipelineStage
 {
 	PIPELINE_NONE,				/* not in pipeline mode */
-	PIPELINE_BEGIN,				/* reading the results of BEGIN */
+	PIPELINE_BEGIN,				/* reading the results of BEGIN and Parse */
 	PIPELINE_STATEMENT,			/* reading the statement's results */
 	PIPELINE_PREPARE,			/* reading the result of PREPARE TRANSACTION */
 	PIPELINE_SYNC				/* waiting for the end of the pipeline */
@@ -53,8 +53,13 @@ typedef struct NodeConnection
 
 	/* set while a command was sent and its results are not all read */
 	bool		queryInProgress;
-	/* BEGIN sent in one pipeline with a statement (and PREPARE): see SendTask */
+	/*
+	 * BEGIN and a statement's Parse sent in one pipeline with the statement
+	 * (and PREPARE TRANSACTION): see SendTask.  pipelineLeading counts the
+	 * commands ahead of the statement whose results are still to come.
+	 */
 	RemotePipelineStage pipelineStage;
+	int			pipelineLeading;
 	/*
 	 * Local transaction that last asked for the connection: connections
 	 * handed out in the running transaction are never closed to make room
@@ -83,6 +88,12 @@ typedef struct NodeConnection
 
 	/* for the executor: its per-connection state (prepared statements) */
 	void	   *executorState;
+	/*
+	 * Statements prepared on the node that the executor no longer uses (the
+	 * tables they read changed): past a limit the connection is closed at
+	 * the end of a transaction, which frees them on the node.
+	 */
+	int			abandonedStatements;
 
 	/*
 	 * WaitEventSet of the waits for this connection (latch, postmaster

@@ -122,6 +122,14 @@ typedef struct CatalogAccess
 } CatalogAccess;
 
 /* metadata_cache.c */
+
+/*
+ * DistTableCacheGeneration goes up with every invalidation of a distributed
+ * table (its definition, shards or placements may have changed); caches
+ * of things derived from them (statements prepared on the nodes) compare it.
+ */
+extern uint64 DistTableCacheGeneration;
+
 extern void InitializeMetadataCache(void);
 extern bool ShardextExtensionLoaded(void);
 extern Oid	ShardextExtensionOwner(void);
