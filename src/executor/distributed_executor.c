@@ -189,9 +189,11 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 	state->rowContext = AllocSetContextCreate(estate->es_query_cxt,
 											  "shardext row",
 											  ALLOCSET_DEFAULT_SIZES);
-	state->batchContext = AllocSetContextCreate(state->execContext,
-												"shardext insert batch",
-												ALLOCSET_DEFAULT_SIZES);
+	/* the rows and tasks of one batch of an INSERT ... SELECT */
+	if (job->insertFromSubplan)
+		state->batchContext = AllocSetContextCreate(state->execContext,
+													"shardext insert batch",
+													ALLOCSET_DEFAULT_SIZES);
 	if (scan->custom_plans != NIL)
 		node->custom_ps = list_make1(ExecInitNode(linitial(scan->custom_plans), estate, eflags));
 	if (job->gindexMode != GINDEX_NONE)
@@ -1436,9 +1438,10 @@ ReScanDistributedScan(CustomScanState *node)
 	ForgetSourceRows(state);
 	ResetRoutedWrite(state);
 	MemoryContextReset(state->execContext);
-	state->batchContext = AllocSetContextCreate(state->execContext,
-												"shardext insert batch",
-												ALLOCSET_DEFAULT_SIZES);
+	if (state->job->insertFromSubplan)
+		state->batchContext = AllocSetContextCreate(state->execContext,
+													"shardext insert batch",
+													ALLOCSET_DEFAULT_SIZES);
 	if (node->custom_ps != NIL)
 		ExecReScan(linitial(node->custom_ps));
 	ExecScanReScan(&node->ss);

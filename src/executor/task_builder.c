@@ -282,7 +282,7 @@ ShardTaskSql(DistributedJob *job, List *parts, DistTableCacheEntry *anchor, int 
 			shard = &entry->shards[0];
 		if (i == Max(job->anchor, 0))
 			*taskShard = shard;
-		shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
+		shardNames = lappend(shardNames, CachedQualifiedShardName(entry, shard));
 		shardIds = lappend(shardIds, &shard->shardId);
 	}
 	if ((*taskShard)->placementCount == 0)
@@ -666,7 +666,7 @@ BuildInsertTasks(DistributedScanState *state)
 
 		if (shardRows == NIL)
 			continue;
-		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
+		shardNames = list_make1(CachedQualifiedShardName(entry, shard));
 		prefix = BuildTaskSql(job->sqlParts, shardNames);
 		suffix = BuildShardTaskSql(job->sqlSuffix, shardNames, list_make1(&shard->shardId));
 

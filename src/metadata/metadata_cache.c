@@ -91,6 +91,7 @@ static bool nodeCacheHasActiveReplica = false;
 
 static void MetadataRelcacheCallback(Datum arg, Oid relid);
 static void MetadataXactCallback(XactEvent event, void *arg);
+static void NamespaceSyscacheCallback(Datum arg, int cacheid, uint32 hashvalue);
 static void BuildDistTableCacheEntry(DistTableCacheEntry *entry);
 static void LoadShardIntervals(DistTableCacheEntry *entry);
 static void LoadPlacements(ShardInterval *shard, MemoryContext context);
@@ -113,6 +114,7 @@ void
 InitializeMetadataCache(void)
 {
 	CacheRegisterRelcacheCallback(MetadataRelcacheCallback, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceSyscacheCallback, (Datum) 0);
 	RegisterXactCallback(MetadataXactCallback, NULL);
 }
 
@@ -159,6 +161,13 @@ MetadataRelcacheCallback(Datum arg, Oid relid)
 			entry->isValid = false;
 		}
 	}
+}
+
+/* a schema changed: cached qualified shard names may be stale */
+static void
+NamespaceSyscacheCallback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	ShardNameGeneration++;
 }
 
 /*

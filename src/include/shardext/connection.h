@@ -7,8 +7,9 @@
  * user who runs the local statement, in the database of the same name.
  * A session opens at most shardext.max_connections_per_node connections to
  * one node, each holding a slot of the node's shared pool (shared_pool.c);
- * up to shardext.max_cached_connections_per_node of them stay open across
- * transactions (see ConnectionsAtTransactionEnd).
+ * shardext.max_cached_connections_per_node of them stay open across
+ * transactions, more while the node's pool can spare them (see
+ * ConnectionsAtTransactionEnd).
  *
  *-------------------------------------------------------------------------
  */
@@ -136,6 +137,7 @@ extern NodeConnection *TryGetNodeConnectionByIndex(int32 nodeId, int index, int 
 												   bool *unreachable);
 extern NodeConnection *StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind);
 extern List *StartFirstNodeConnections(List *nodeIds);
+extern bool CachedConnectionIsOpen(int32 nodeId, int index);
 extern int	ContinueNodeConnection(NodeConnection *conn, bool socketReady);
 extern void FinishNodeConnection(NodeConnection *conn);
 extern void AdvanceConnect(NodeConnection *conn);

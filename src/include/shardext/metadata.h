@@ -48,6 +48,8 @@ typedef struct ShardInterval
 	int			shardIndex;		/* position in DistTableCacheEntry.shards */
 	int			placementCount;
 	int32	   *placementNodeIds;	/* sorted by node id */
+	char	   *qualifiedName;	/* cached by CachedQualifiedShardName, or NULL */
+	uint64		nameGeneration; /* ShardNameGeneration it was made under */
 } ShardInterval;
 
 /*
@@ -164,6 +166,8 @@ extern ShardInterval *FindShardForValue(DistTableCacheEntry *entry, Datum value)
 extern ShardInterval *FindShardById(int64 shardId, DistTableCacheEntry **entryOut);
 extern char *ShardTableName(Oid relid, int64 shardId);
 extern char *QualifiedShardName(Oid relid, int64 shardId);
+extern char *CachedQualifiedShardName(DistTableCacheEntry *entry, ShardInterval *shard);
+extern uint64 ShardNameGeneration;
 extern char *ShardNameFromParts(const char *relname, int64 shardId);
 
 /* catalog.c: writers; each invalidates the cache entries it affects */
