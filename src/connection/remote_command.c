@@ -1052,6 +1052,19 @@ FinishRemoteCommandUntil(NodeConnection *conn, const char *command, TimestampTz 
 }
 
 /*
+ * RemoteResultReady tells, without waiting, whether the result of the
+ * command in flight on a connection has arrived (a broken connection
+ * counts as ready: reading the result reports it).
+ */
+bool
+RemoteResultReady(NodeConnection *conn)
+{
+	if (!PQconsumeInput(conn->pgConn))
+		return true;
+	return !PQisBusy(conn->pgConn);
+}
+
+/*
  * SendRemoteCopyData queues COPY data, waiting (interruptibly) while libpq's
  * buffer is full.
  */

@@ -106,6 +106,7 @@ extern bool FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *com
 										   int timeoutMs);
 extern PGresult *ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query,
 											   int timeoutMs);
+extern bool RemoteResultReady(NodeConnection *conn);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
 extern void BeginRemoteCopy(NodeConnection *conn, const char *command,
