@@ -39,6 +39,7 @@ typedef struct PreparedStatementEntry
 static void FreeStaleConnectionExecStates(void);
 static HTAB *CreateStatementTable(void);
 static void ForgetStaleStatements(ConnectionExecState *es);
+static void DropStatements(ConnectionExecState *es);
 static void ForgetSeenStatements(ConnectionExecState *es);
 static char *StatementName(int number);
 
@@ -117,6 +118,13 @@ ForgetStaleStatements(ConnectionExecState *es)
 	if (es->generation == DistTableCacheGeneration)
 		return;
 	es->generation = DistTableCacheGeneration;
+	DropStatements(es);
+}
+
+/* DropStatements forgets every statement of a connection (see above) */
+static void
+DropStatements(ConnectionExecState *es)
+{
 	if (hash_get_num_entries(es->statements) == 0)
 		return;
 	es->conn->abandonedStatements += es->preparedCount;
@@ -124,6 +132,25 @@ ForgetStaleStatements(ConnectionExecState *es)
 	es->statements = CreateStatementTable();
 	es->preparedCount = 0;
 	es->parsingNumber = 0;
+}
+
+/*
+ * ForgetStatementsIfStale forgets the statements prepared on a connection
+ * when a node reports that one of them no longer fits its tables ("cached
+ * plan must not change result type": the tables were changed on the node
+ * without the coordinator, e.g. with shardext_run_on_shards): the statement
+ * fails, the next one prepares again.
+ */
+void
+ForgetStatementsIfStale(NodeConnection *conn, PGresult *result)
+{
+	const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+	ConnectionExecState *es;
+
+	if (sqlstate == NULL || strcmp(sqlstate, "0A000") != 0 || conn->executorState == NULL)
+		return;
+	es = conn->executorState;
+	DropStatements(es);
 }
 
 /* ForgetSeenStatements forgets the texts seen once on a connection */

@@ -1187,6 +1187,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					RemoteTransactionPrepareFailed(conn);
 				if (task->uniqueShards != NIL)
 					ReportUniqueViolation(conn, result, task);
+				ForgetStatementsIfStale(conn, result);
 				ReportRemoteError(conn, result, ERROR, task->sql);
 		}
 	}

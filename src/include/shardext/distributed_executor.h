@@ -171,6 +171,7 @@ extern char *PreparedStatementName(NodeConnection *conn, const char *sql, Remote
 								   bool *failed, PGresult **error);
 extern char *StatementToRun(NodeConnection *conn, const char *sql, bool *parse);
 extern void StatementParsed(NodeConnection *conn);
+extern void ForgetStatementsIfStale(NodeConnection *conn, PGresult *result);
 extern bool FlushOutput(NodeConnection *conn);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);
