@@ -39,13 +39,43 @@ REGRESS = $(shell sed -n 's/^test: *//p' $(srcdir)/test/schedule)
 SHARDEXT_PORT ?= 9700
 REGRESS_OPTS = --host=127.0.0.1 --port=$(SHARDEXT_PORT) --user=postgres
 REGRESS_PREP = installcheck-prepare
-EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS)
+EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS) $(CDC_PLUGINS) \
+	$(CDC_PLUGINS:$(DLSUFFIX)=.o)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
+
+# libpq 17 has the non-blocking cancel API (src/connection/remote_cancel.c)
+# but, unlike 18, no LIBPQ_HAS_ASYNC_CANCEL to say so: look for it in the
+# libpq-fe.h compiled against (the libpq linked, not the server, decides)
+ifneq ($(shell grep -ls PQcancelCreate '$(shell $(PG_CONFIG) --includedir)/libpq-fe.h'),)
+PG_CPPFLAGS += -DSHARDEXT_LIBPQ_CANCEL_CREATE
+endif
 include $(PGXS)
 
 $(OBJS): $(SHARDEXT_HEADERS) $(BUILD_FLAGS)
+
+# Change data capture: the output plugins pgoutput and test_decoding of
+# workers, one small library each built from src/plugins/shardext_cdc/
+# wrapper.c, installed in $(pkglibdir)/shardext_cdc (which workers put first
+# on dynamic_library_path; see cdc_decoder.c).
+CDC_PLUGIN_DIR = src/plugins/shardext_cdc
+CDC_PLUGINS = $(CDC_PLUGIN_DIR)/pgoutput$(DLSUFFIX) $(CDC_PLUGIN_DIR)/test_decoding$(DLSUFFIX)
+
+all: $(CDC_PLUGINS)
+
+$(CDC_PLUGIN_DIR)/%.o: $(srcdir)/$(CDC_PLUGIN_DIR)/wrapper.c $(BUILD_FLAGS)
+	@mkdir -p $(CDC_PLUGIN_DIR)
+	$(CC) $(CFLAGS) $(CPPFLAGS) -DSHARDEXT_CDC_PLUGIN='"$*"' -c -o $@ $<
+
+$(CDC_PLUGIN_DIR)/%$(DLSUFFIX): $(CDC_PLUGIN_DIR)/%.o
+	$(CC) $(CFLAGS) $< $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@
+
+install: install-cdc-plugins
+.PHONY: install-cdc-plugins
+install-cdc-plugins: $(CDC_PLUGINS)
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)/shardext_cdc'
+	$(INSTALL_SHLIB) $(CDC_PLUGINS) '$(DESTDIR)$(pkglibdir)/shardext_cdc/'
 
 # what the tests read from the environment; test/bin/diff normalises ports
 installcheck: export COORDINATOR_PORT = $(SHARDEXT_PORT)

@@ -35,9 +35,33 @@ RESET client_min_messages;
 INSERT INTO accounts SELECT g % 20, g, 100 FROM generate_series(1, 400) g;
 INSERT INTO events SELECT g % 20, g, 'e' || g FROM generate_series(1, 200) g;
 
+-- Periods of shardext.stat_tenants end every shardext.stat_tenants_period
+-- (60 s) counted from the server's start, for all databases alike (a reset
+-- does not start one): a test that reads the counts of the current period
+-- must not have its statements split by the end of one.  fresh_tenant_period
+-- waits, where less than 15 s of the current period are left, for the next
+-- one, then forgets this database's tenants.
+CREATE FUNCTION pg_temp.fresh_tenant_period() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	period interval := current_setting('shardext.stat_tenants_period')::interval;
+	started timestamptz;
+BEGIN
+	-- a counted statement: the counters show when the period started
+	PERFORM count(*) FROM accounts WHERE tenant_id = 19;
+	LOOP
+		SELECT max(period_start) INTO started FROM shardext.stat_tenants_counters();
+		IF started IS NULL THEN
+			RAISE EXCEPTION 'no tenant counted (is shardext.stat_tenants_sample_rate 1?)';
+		END IF;
+		EXIT WHEN started + period - clock_timestamp() >= least(interval '15 s', period / 4);
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+	PERFORM shardext_stat_tenants_reset();
+END $$;
+
 -- only single-shard statements count, each for its tenant
 SET shardext.stat_tenants_sample_rate = 1;
-SELECT shardext_stat_tenants_reset();
+SELECT pg_temp.fresh_tenant_period();
 SELECT count(*) FROM accounts WHERE tenant_id = 5;
 SELECT count(*) FROM accounts WHERE tenant_id = 5 AND id > 100;
 SELECT sum(balance) FROM accounts a JOIN events e USING (tenant_id, id) WHERE a.tenant_id = 5;
@@ -166,6 +190,15 @@ FROM shardext_rebalance_plan('by_disk_size');
 SELECT shardext_rebalance_plan('by_weather');
 
 -- the hot shard report: every node, then the busiest shards and tenants
+-- (of the current period: counted anew)
+SELECT pg_temp.fresh_tenant_period();
+SELECT count(*) FROM accounts WHERE tenant_id = 5;
+SELECT count(*) FROM accounts WHERE tenant_id = 5;
+SELECT count(*) FROM accounts WHERE tenant_id = 5;
+SELECT count(*) FROM accounts WHERE tenant_id = 5;
+SELECT count(*) FROM accounts WHERE tenant_id = 1;
+SELECT count(*) FROM accounts WHERE tenant_id = 1;
+SELECT count(*) FROM accounts WHERE tenant_id = 2;
 SELECT kind, count(*), sum(share_percent) FILTER (WHERE kind = 'node') AS total_share,
 	   sum(weight_share_percent) AS weight_share
 FROM shardext_hot_shard_report(3) GROUP BY kind ORDER BY kind;

@@ -16,6 +16,7 @@
 #include "utils/guc.h"
 
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/guc.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/shardext.h"
@@ -43,6 +44,7 @@ int			ShardextSagaRetention = 7 * 24 * 3600;
 int			ShardextMoveMaxLag = 1024;
 int			ShardextMoveLockTimeout = 1000;
 int			ShardextMoveCutoverTimeout = 10000;
+int			ShardextMoveCatchUpTimeout = 3600 * 1000;
 int			ShardextMoveDropTimeout = 10000;
 int			ShardextMinFreeDiskSpace = 100;
 bool		ShardextMoveVerify = true;
@@ -58,6 +60,12 @@ int			ShardextReplicaWaitTimeout = 20;
 int			ShardextReplicaPollInterval = 100;
 int			ShardextReplicaConnectTimeout = 1000;
 char	   *ShardextCommitLsn = NULL;
+char	   *ShardextServerIdentity = NULL;
+bool		ShardextAutoFailover = false;
+int			ShardextHealthCheckInterval = 1000;
+int			ShardextFailoverTimeout = 10000;
+int			ShardextFailoverMaxLag = 0;
+int			ShardextRestorePointInterval = 0;
 
 #ifdef SHARDEXT_TEST_HOOKS
 int			ShardextTestFault = TEST_FAULT_NONE;
@@ -116,6 +124,7 @@ static void RegisterSagaGucs(void);
 static void RegisterMoveGucs(void);
 static void RegisterSnowflakeGucs(void);
 static void RegisterReplicaGucs(void);
+static void RegisterFailoverGucs(void);
 static void RegisterVersionGuc(void);
 static void RegisterTenantGucs(void);
 #ifdef SHARDEXT_TEST_HOOKS
@@ -137,6 +146,7 @@ RegisterShardextGucs(void)
 	RegisterMoveGucs();
 	RegisterSnowflakeGucs();
 	RegisterReplicaGucs();
+	RegisterFailoverGucs();
 	RegisterVersionGuc();
 	RegisterTenantGucs();
 #ifdef SHARDEXT_TEST_HOOKS
@@ -406,6 +416,18 @@ RegisterMoveGucs(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("shardext.move_catchup_timeout",
+							"Longest time the target of an online shard move or split may "
+							"take to catch up with the writes to the source before writes "
+							"pause; past it the move fails and the source stays "
+							"authoritative.",
+							NULL,
+							&ShardextMoveCatchUpTimeout,
+							3600 * 1000, 100, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("shardext.move_drop_timeout",
 							"Time a finished shard move waits for older transactions before "
 							"it leaves the drop of the source to shardext_cleanup().",
@@ -573,6 +595,84 @@ RegisterReplicaGucs(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
+
+/*
+ * the settings of automatic failover, fencing and restore points (see
+ * node_health.c, failover.c, fencing.c and restore_point.c)
+ */
+static void
+RegisterFailoverGucs(void)
+{
+	DefineCustomBoolVariable("shardext.auto_failover",
+							 "Promotes a replica of a worker that has been unreachable for "
+							 "shardext.failover_timeout.",
+							 "Only a replica that has every commit the worker acknowledged (a "
+							 "synchronous one) or lagged at most shardext.failover_max_lag is "
+							 "promoted; otherwise the maintenance daemon logs why it waits.",
+							 &ShardextAutoFailover,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.health_check_interval",
+							"Time between two probes of every worker by the maintenance "
+							"daemon; each probe waits this long at most.",
+							"0 disables the probes (and automatic failover).",
+							&ShardextHealthCheckInterval,
+							1000, 0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.failover_timeout",
+							"How long a worker must have been unreachable before automatic "
+							"failover promotes one of its replicas.",
+							"Unreachable: its address refuses TCP connections or does not "
+							"complete one within the probe's time.  A worker that completes "
+							"the TCP connection but answers slowly or not at all is never "
+							"failed over automatically.",
+							&ShardextFailoverTimeout,
+							10000, 1000, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.failover_max_lag",
+							"How far behind an asynchronous replica may have been for "
+							"automatic failover to promote it.",
+							"0 promotes only replicas that were synchronous standbys of the "
+							"worker, which lose no acknowledged commit.",
+							&ShardextFailoverMaxLag,
+							0, 0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.restore_point_interval",
+							"Time between two cluster-wide restore points created by the "
+							"maintenance daemon.",
+							"0 disables them; shardext_create_restore_point() creates one "
+							"at any time.",
+							&ShardextRestorePointInterval,
+							0, 0, 7 * 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/* on every node: which server this is, reported to each new connection */
+	DefineCustomStringVariable("shardext.server_identity",
+							   "System identifier and timeline of this server, "
+							   "<system identifier>/<timeline> (for coordinators, which check "
+							   "it on every new connection to a node).",
+							   NULL,
+							   &ShardextServerIdentity,
+							   "",
+							   PGC_INTERNAL,
+							   GUC_REPORT | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE |
+							   GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, ShowServerIdentity);
 }
 
 /*

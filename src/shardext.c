@@ -20,6 +20,7 @@
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/failover.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/distributed_plan.h"
@@ -94,6 +95,7 @@ ShardextShmemRequest(void)
 	RequestAddinShmemSpace(SnowflakeShmemSize());
 	RequestAddinShmemSpace(MaintenanceShmemSize());
 	RequestAddinShmemSpace(DistributedDeadlockShmemSize());
+	RequestAddinShmemSpace(NodeHealthShmemSize());
 	ShardStatsShmemRequest();
 	ReplicaStateShmemRequest();
 	SharedPoolShmemRequest();
@@ -112,6 +114,7 @@ ShardextShmemStartup(void)
 	SnowflakeShmemInit();
 	MaintenanceShmemInit();
 	DistributedDeadlockShmemInit();
+	NodeHealthShmemInit();
 	ShardStatsShmemInit();
 	ReplicaStateShmemInit();
 	SharedPoolShmemInit();

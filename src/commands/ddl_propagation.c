@@ -42,6 +42,7 @@
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/ddl.h"
 #include "shardext/deparser.h"
@@ -219,6 +220,7 @@ void
 PropagateTableChanges(List *beforeStates, List *usingExpressions)
 {
 	List	   *placementCommands = NIL;
+	List	   *changed = NIL;
 	ListCell   *cell;
 
 	CommandCounterIncrement();
@@ -246,6 +248,8 @@ PropagateTableChanges(List *beforeStates, List *usingExpressions)
 
 			if (commands == NIL)
 				break;			/* nothing changed for any shard */
+			if (i == 0)
+				changed = lappend_oid(changed, before->relid);
 			initStringInfo(&buf);
 			foreach(commandCell, commands)
 				appendStringInfo(&buf, "%s;\n", (char *) lfirst(commandCell));
@@ -256,6 +260,7 @@ PropagateTableChanges(List *beforeStates, List *usingExpressions)
 		}
 	}
 	ExecuteOnShardPlacements(placementCommands);
+	CdcTablesAltered(changed);
 }
 
 /*

@@ -16,6 +16,7 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
+#include "shardext/cdc.h"
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_xact.h"
@@ -73,6 +74,7 @@ shardext_drop_trigger(PG_FUNCTION_ARGS)
 		appendStringInfo(list_nth(commands, position), "%s;\n", drop);
 	}
 
+	CdcTablesDropped(relids);
 	foreach(cell, relids)
 		DeleteDistTable(lfirst_oid(cell));
 

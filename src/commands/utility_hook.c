@@ -20,6 +20,7 @@
 #include "tcop/utility.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/shardext.h"
 #include "shardext/ddl.h"
 #include "shardext/guc.h"
@@ -40,6 +41,7 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	char	   *copyQuery;
 
 	StopDaemonForDatabaseCommand(parsetree);
 
@@ -47,6 +49,19 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	{
 		if (IsA(parsetree, DropStmt))
 			CheckDropExtension((DropStmt *) parsetree);
+
+		/* a part of a distributed transaction names it for change data capture */
+		if (IsA(parsetree, TransactionStmt))
+			CdcNotePreparedTransaction((TransactionStmt *) parsetree);
+
+		/* a subscriber's initial copy of a published table reads its shards */
+		if (IsA(parsetree, CopyStmt) &&
+			(copyQuery = CdcStandinCopyQuery((CopyStmt *) parsetree)) != NULL)
+		{
+			pstmt = CdcCopyStatement(copyQuery);
+			queryString = copyQuery;
+			parsetree = pstmt->utilityStmt;
+		}
 
 		if (IsA(parsetree, CopyStmt) &&
 			ShardextCopy((CopyStmt *) parsetree, pstmt, queryString, qc))

@@ -63,6 +63,7 @@
 #include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
@@ -138,6 +139,8 @@ static bool AcquireSlot(NodeConnection *conn, PoolSlotKind kind, bool wait);
 static void ReleaseIdleConnectionsAfter(PoolEntry *entry);
 static int	ComparePoolOrder(const void *a, const void *b);
 static void BeginConnect(NodeConnection *conn, const char *dbname, bool replication);
+static void BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user,
+						   bool replication);
 static bool FinishConnect(NodeConnection *conn);
 static void CompleteConnection(NodeConnection *conn);
 static void LearnNodeLimit(NodeConnection *conn);
@@ -150,6 +153,8 @@ static bool ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept
 static void CompactConnectionList(ConnectionCacheEntry *entry);
 static void RepointConnection(NodeConnection *conn, WorkerNode *node);
 static int	ConnectTimeout(NodeConnection *conn);
+static NodeConnection *NewDedicatedConnection(const char *host, int32 port, bool counted,
+											  int timeoutMs);
 static NodeConnection *OpenDedicated(const char *host, int32 port, const char *dbname,
 									 bool replication, bool counted, bool errorOnFailure,
 									 int timeoutMs, const char *hint);
@@ -472,12 +477,19 @@ ContinueNodeConnection(NodeConnection *conn, bool socketReady)
 
 /*
  * AdvanceConnect polls a connection attempt whose socket is ready; each
- * answer of the node gives it shardext.connect_timeout again.
+ * answer of the node gives it shardext.connect_timeout again.  It notes
+ * whether the attempt got past the TCP connection (ProbeNodeConnection).
  */
 void
 AdvanceConnect(NodeConnection *conn)
 {
+	ConnStatusType status;
+
 	conn->pollStatus = PQconnectPoll(conn->pgConn);
+	status = PQstatus(conn->pgConn);
+	/* past CONNECTION_STARTED, a TCP connection to the node was established */
+	if (status != CONNECTION_STARTED && status != CONNECTION_BAD)
+		conn->tcpEstablished = true;
 	conn->connectDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														ConnectTimeout(conn));
 }
@@ -761,13 +773,20 @@ CompactConnectionList(ConnectionCacheEntry *entry)
 static void
 BeginConnect(NodeConnection *conn, const char *dbname, bool replication)
 {
+	BeginConnectAs(conn, dbname, GetUserNameFromId(conn->userId, false), replication);
+}
+
+/* BeginConnectAs is BeginConnect with the role's name given (no catalog read) */
+static void
+BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user, bool replication)
+{
 	const char *timeZone = GetConfigOption("TimeZone", false, false);
-	char	   *user = GetUserNameFromId(conn->userId, false);
 	TimestampTz now = GetCurrentTimestamp();
 
 	conn->pgConn = StartConnection(conn->host, conn->port, dbname, user, timeZone,
 								   replication);
 	conn->connecting = true;
+	conn->tcpEstablished = false;
 	conn->pollStatus = PQstatus(conn->pgConn) == CONNECTION_BAD ?
 		PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
 	conn->connectDeadline = TimestampTzPlusMilliseconds(now, ConnectTimeout(conn));
@@ -810,8 +829,10 @@ FinishConnect(NodeConnection *conn)
 
 /*
  * CompleteConnection makes a freshly opened connection ready for commands:
- * non-blocking mode, and the node's connection limit learned when the
- * pool's limit is derived from it and no backend asked within the last
+ * non-blocking mode, the server of a cached connection checked to be the
+ * one the catalog records for the node (fencing.c; OpenDedicated checks its
+ * own), and the node's connection limit learned when
+ * the pool's limit is derived from it and no backend asked within the last
  * second.  That costs a round trip now and then (a tenth of a millisecond
  * against milliseconds for the connection itself; the extra connections of
  * slow start never ask) and keeps the limit right when the node is
@@ -824,6 +845,8 @@ CompleteConnection(NodeConnection *conn)
 	if (PQsetnonblocking(conn->pgConn, 1) != 0)
 		ConnectionFailed(conn, NULL);
 	conn->openedAt = GetCurrentTimestamp();
+	if (!conn->dedicated)
+		(void) CheckNodeConnectionIdentity(conn, ERROR);
 	if (ShardextMaxSharedPoolSize == 0 && conn->poolEntry != NULL && conn->learnLimit &&
 		!PoolNodeLimitFresh(conn->poolEntry, NODE_LIMIT_MAX_AGE_MS))
 		LearnNodeLimit(conn);
@@ -840,10 +863,10 @@ LearnNodeLimit(NodeConnection *conn)
 	PGresult   *result;
 	char	   *failure = NULL;
 
-	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT pg_catalog.current_setting('max_connections')::int"
-									   " - pg_catalog.current_setting('superuser_reserved_connections')::int",
-									   0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
+	result = TryRemoteQuery(conn,
+							"SELECT pg_catalog.current_setting('max_connections')::int"
+							" - pg_catalog.current_setting('superuser_reserved_connections')::int",
+							0, NULL, NODE_LIMIT_QUERY_TIMEOUT_MS, &failure);
 	if (result != NULL && PQntuples(result) == 1 && !PQgetisnull(result, 0, 0))
 		SetPoolNodeLimit(conn->poolEntry, Max(atoi(PQgetvalue(result, 0, 0)), 1));
 	PQclear(result);
@@ -937,14 +960,15 @@ OpenLoopbackConnection(bool errorOnFailure)
 						 "Check that the server accepts connections from its own socket.");
 }
 
-/* OpenDedicated does the work of the OpenDedicated* and loopback functions */
+/*
+ * NewDedicatedConnection makes the struct of a dedicated connection, not
+ * connected yet, owned by the current resource owner.
+ */
 static NodeConnection *
-OpenDedicated(const char *host, int32 port, const char *dbname, bool replication,
-			  bool counted, bool errorOnFailure, int timeoutMs, const char *hint)
+NewDedicatedConnection(const char *host, int32 port, bool counted, int timeoutMs)
 {
 	NodeConnection *conn;
 	MemoryContext oldContext;
-	bool		connected;
 
 	EnsureConnectionContext();
 	conn = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
@@ -960,12 +984,83 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 	oldContext = MemoryContextSwitchTo(ConnectionContext);
 	dedicatedConnections = lappend(dedicatedConnections, conn);
 	MemoryContextSwitchTo(oldContext);
+	return conn;
+}
+
+/*
+ * ProbeNodeConnection tries to connect to a node within timeoutMs for the
+ * maintenance daemon's health probes (node_health.c): outside the node's
+ * pool, without the identity check (a probe looks at whatever answers),
+ * and saying how far it got in *outcome -- a connection (returned; close
+ * it with CloseDedicatedConnection), no TCP connection at all (refused, or
+ * not established in time: nothing listens there, or the host cannot be
+ * reached), or a TCP connection over which the server did not complete
+ * the startup in time, or refused it.  *detail says why it failed.
+ */
+NodeConnection *
+ProbeNodeConnection(const char *host, int32 port, int timeoutMs, NodeProbeOutcome *outcome,
+					char **detail)
+{
+	NodeConnection *conn = NewDedicatedConnection(host, port, false, timeoutMs);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	bool		identityCheck = SetNodeIdentityCheck(false);
+	NodeWaitResult waited = NODE_WAIT_FAILED;
+
+	PG_TRY();
+	{
+		BeginConnect(conn, get_database_name(MyDatabaseId), false);
+		waited = WaitForNodeUntil(conn, NODE_WAIT_CONNECTED, deadline, true);
+		if (waited == NODE_WAIT_DONE)
+			CompleteConnection(conn);
+	}
+	PG_CATCH();
+	{
+		SetNodeIdentityCheck(identityCheck);
+		CloseDedicatedConnection(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	SetNodeIdentityCheck(identityCheck);
+
+	*detail = NULL;
+	if (waited == NODE_WAIT_DONE)
+	{
+		*outcome = NODE_PROBE_CONNECTED;
+		return conn;
+	}
+	if (!conn->tcpEstablished)
+		*outcome = NODE_PROBE_UNREACHABLE;
+	else if (waited == NODE_WAIT_TIMEOUT)
+		*outcome = NODE_PROBE_NOT_ANSWERING;
+	else
+		*outcome = NODE_PROBE_REJECTED;
+	*detail = waited == NODE_WAIT_TIMEOUT ?
+		psprintf("no answer within %d ms", timeoutMs) :
+		pchomp(PQerrorMessage(conn->pgConn));
+	CloseDedicatedConnection(conn);
+	return NULL;
+}
+
+/* OpenDedicated does the work of the OpenDedicated* and loopback functions */
+static NodeConnection *
+OpenDedicated(const char *host, int32 port, const char *dbname, bool replication,
+			  bool counted, bool errorOnFailure, int timeoutMs, const char *hint)
+{
+	NodeConnection *conn = NewDedicatedConnection(host, port, counted, timeoutMs);
+	bool		connected;
 
 	PG_TRY();
 	{
 		(void) AcquireSlot(conn, POOL_SLOT_REQUIRED, true);
 		BeginConnect(conn, dbname, replication);
 		connected = FinishConnect(conn);
+		/* a fenced server: an error, or a warning and no connection */
+		if (connected &&
+			!CheckNodeConnectionIdentity(conn, errorOnFailure ? ERROR : WARNING))
+		{
+			CloseDedicatedConnection(conn);
+			return NULL;
+		}
 	}
 	PG_CATCH();
 	{
@@ -988,6 +1083,46 @@ OpenDedicated(const char *host, int32 port, const char *dbname, bool replication
 				 errhint("%s", hint)));
 	}
 	return conn;
+}
+
+/*
+ * OpenSideConnection opens a second connection to the node, database and
+ * role of conn, for cancelling conn's command where libpq has no
+ * non-blocking cancel (remote_cancel.c).  It runs on abort paths: it waits
+ * at most until deadline (and shardext.connect_timeout), serves no
+ * interrupts, reads no catalog, takes no slot of the node's pool and never
+ * throws for remote trouble; returns NULL when the node could not be
+ * reached.  Close it with CloseDedicatedConnection.
+ */
+NodeConnection *
+OpenSideConnection(NodeConnection *conn, TimestampTz deadline)
+{
+	NodeConnection *side;
+	MemoryContext oldContext;
+
+	if (conn->pgConn == NULL)
+		return NULL;
+	EnsureConnectionContext();
+	side = MemoryContextAllocZero(ConnectionContext, sizeof(NodeConnection));
+	side->nodeId = -1;
+	side->userId = conn->userId;
+	side->host = MemoryContextStrdup(ConnectionContext, conn->host);
+	side->port = conn->port;
+	side->dedicated = true;
+	side->owner = CurrentResourceOwner;
+	oldContext = MemoryContextSwitchTo(ConnectionContext);
+	dedicatedConnections = lappend(dedicatedConnections, side);
+	MemoryContextSwitchTo(oldContext);
+
+	BeginConnectAs(side, PQdb(conn->pgConn), PQuser(conn->pgConn), false);
+	if (WaitForNodeUntil(side, NODE_WAIT_CONNECTED, deadline, false) != NODE_WAIT_DONE ||
+		PQsetnonblocking(side->pgConn, 1) != 0)
+	{
+		CloseDedicatedConnection(side);
+		return NULL;
+	}
+	side->connecting = false;
+	return side;
 }
 
 /* CloseDedicatedConnection closes and frees a dedicated connection */

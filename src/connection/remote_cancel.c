@@ -1,167 +1,165 @@
 /*-------------------------------------------------------------------------
  *
  * remote_cancel.c
- *	  Sending a cancel request to a node within a time limit.
+ *	  Cancelling the command in flight on a connection, within a time
+ *	  limit, with libpq's public API only.
  *
- * libpq's PQcancel (before PostgreSQL 17's non-blocking cancel API)
- * connects to the node's postmaster with a blocking connect() and waits,
- * with a blocking recv(), for the postmaster to close the connection: a
- * node that accepts TCP connections but does not answer (a stopped or hung
- * postmaster, a half-dead network) keeps the backend there forever, and
- * neither Ctrl-C nor a timeout gets it out.  Cancels are sent on abort
- * paths, so that would hang the session.
+ * libpq's PQcancel connects to the node's postmaster with a blocking
+ * connect() and waits, with a blocking recv(), for the postmaster to close
+ * the connection: a node that accepts TCP connections but does not answer
+ * (a stopped or hung postmaster, a half-dead network) keeps the backend
+ * there forever, and neither Ctrl-C nor a timeout gets it out.  Cancels
+ * are sent on abort paths, so that would hang the session.  Two bounded
+ * ways instead, both waiting in WaitForNodeUntil (no interrupts served, a
+ * deadline):
  *
- * SendNodeCancelRequest does what PQcancel does -- a CancelRequest packet with
- * the backend's pid and key to the address the connection uses -- over a
- * non-blocking socket, waiting on the latch with a deadline.  The pid,
- * key and address come from the PGcancel object, whose layout libpq does
- * not publish; the start of it (address, pid, key) is the same in libpq 15
- * and 16, which is checked at run time.  With another libpq the blocking
- * PQcancel is used.
+ *	- where libpq has the non-blocking cancel API (libpq 17 and later:
+ *	  PQcancelCreate, PQcancelStart, PQcancelPoll), the cancel request goes
+ *	  the usual way, to the postmaster with the connection's cancel key,
+ *	  and is delivered when the postmaster closes the request's connection;
+ *	- with an older libpq (15 and 16), a second connection to the node as
+ *	  the same role (OpenSideConnection) runs pg_cancel_backend() on the
+ *	  connection's backend (PQbackendPID): the same SIGINT the postmaster
+ *	  would send, delivered when the function returns true.  It needs a
+ *	  free connection slot on the node, and a node behind a connection
+ *	  pooler cannot be cancelled this way (the pid is the pooler's).
+ *
+ * The libpq compiled against decides (its libpq-fe.h, not the server's
+ * version): 18's says LIBPQ_HAS_ASYNC_CANCEL, 17's only declares the API,
+ * which the Makefile detects (SHARDEXT_LIBPQ_CANCEL_CREATE).  Either way
+ * a request that cannot be delivered in time makes the caller close the
+ * connection, which ends the remote transaction.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include "libpq/pqcomm.h"
-#include "miscadmin.h"
-#include "pgstat.h"
-#include "port/pg_bswap.h"
-#include "storage/latch.h"
 #include "utils/timestamp.h"
 
 #include "shardext/connection.h"
 #include "shardext/remote_command.h"
 
-/* the start of libpq's struct pg_cancel (libpq-int.h, libpq 15 and 16) */
-typedef struct LibpqCancelStart
-{
-	SockAddr	raddr;
-	int			be_pid;
-	int			be_key;
-} LibpqCancelStart;
+#if defined(LIBPQ_HAS_ASYNC_CANCEL) || defined(SHARDEXT_LIBPQ_CANCEL_CREATE)
+#define ASYNC_CANCEL 1
+#endif
 
-static bool SendCancelPacket(const SockAddr *address, int pid, int key,
-							 TimestampTz deadline);
-static bool WaitForCancelSocket(pgsocket sock, int events, TimestampTz deadline);
+#ifdef ASYNC_CANCEL
+static bool SendCancelRequestAsync(NodeConnection *conn, TimestampTz deadline);
+#else
+static bool SignalRemoteBackend(NodeConnection *conn, TimestampTz deadline);
+#endif
 
 /*
  * SendNodeCancelRequest asks the node to cancel the command in flight on the
- * connection, waiting at most timeoutMs for the postmaster to take the
- * request.  It serves no interrupts (it runs on abort paths) and never
- * throws; returns whether the request was delivered.
+ * connection, waiting at most timeoutMs for the request to be delivered.
+ * It serves no interrupts (it runs on abort paths) and never throws for
+ * remote trouble; returns whether the request was delivered.
  */
 bool
 SendNodeCancelRequest(NodeConnection *conn, int timeoutMs)
 {
-	PGcancel   *cancel;
-	bool		sent = false;
-	int			libpqMajor = PQlibVersion() / 10000;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 
-	if (conn->pgConn == NULL || (cancel = PQgetCancel(conn->pgConn)) == NULL)
+	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
 		return false;
-
-	if (libpqMajor == 15 || libpqMajor == 16)
-	{
-		LibpqCancelStart *start = (LibpqCancelStart *) cancel;
-
-		sent = SendCancelPacket(&start->raddr, start->be_pid, start->be_key,
-								TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs));
-	}
-	else
-	{
-		char		errorBuffer[256];
-
-		sent = PQcancel(cancel, errorBuffer, sizeof(errorBuffer));
-	}
-	PQfreeCancel(cancel);
-	return sent;
+#ifdef ASYNC_CANCEL
+	return SendCancelRequestAsync(conn, deadline);
+#else
+	return SignalRemoteBackend(conn, deadline);
+#endif
 }
 
 /*
- * SendCancelPacket connects to address, sends the CancelRequest packet and
- * waits for the postmaster to close the connection (which says it has
- * processed the request, so that it cannot hit a later command), all
- * before deadline.
+ * NodeWaitSocket is the socket a wait for the connection watches: the
+ * cancel request's while one is being sent, else the connection's.
+ */
+pgsocket
+NodeWaitSocket(NodeConnection *conn)
+{
+#ifdef ASYNC_CANCEL
+	if (conn->cancelRequest != NULL)
+		return PQcancelSocket((PGcancelConn *) conn->cancelRequest);
+#endif
+	return PQsocket(conn->pgConn);
+}
+
+/*
+ * AdvanceCancelRequest lets libpq go on with the cancel request being sent
+ * once its socket is ready (WaitForNodeUntil, NODE_WAIT_CANCEL_SENT).
+ */
+void
+AdvanceCancelRequest(NodeConnection *conn)
+{
+#ifdef ASYNC_CANCEL
+	conn->cancelPollStatus = PQcancelPoll((PGcancelConn *) conn->cancelRequest);
+#else
+	conn->cancelPollStatus = PGRES_POLLING_FAILED;
+#endif
+}
+
+#ifdef ASYNC_CANCEL
+
+/*
+ * SendCancelRequestAsync sends the cancel request with libpq's
+ * non-blocking cancel API: delivered when the postmaster has closed the
+ * request's connection (so that the cancel cannot hit a later command).
  */
 static bool
-SendCancelPacket(const SockAddr *address, int pid, int key, TimestampTz deadline)
+SendCancelRequestAsync(NodeConnection *conn, TimestampTz deadline)
 {
-	/*
-	 * The CancelRequest of protocol 3.0, with its 4-byte key (pqcomm.h's
-	 * CancelRequestPacket has a key of variable length since 18).
-	 */
-	struct
-	{
-		uint32		length;
-		uint32		code;
-		uint32		pid;
-		uint32		key;
-	}			packet;
-	pgsocket	sock;
+	PGcancelConn *request = PQcancelCreate(conn->pgConn);
 	bool		sent = false;
-	int			error = 0;
-	socklen_t	errorLength = sizeof(error);
-	char		ignored;
 
-	sock = socket(address->addr.ss_family, SOCK_STREAM, 0);
-	if (sock == PGINVALID_SOCKET)
+	if (request == NULL)
 		return false;
-	if (!pg_set_noblock(sock))
+	if (PQcancelStart(request))
 	{
-		closesocket(sock);
-		return false;
+		conn->cancelRequest = request;
+		conn->cancelPollStatus = PGRES_POLLING_WRITING;
+		sent = WaitForNodeUntil(conn, NODE_WAIT_CANCEL_SENT, deadline, false) ==
+			NODE_WAIT_DONE;
+		conn->cancelRequest = NULL;
 	}
-
-	packet.length = pg_hton32((uint32) sizeof(packet));
-	packet.code = pg_hton32(CANCEL_REQUEST_CODE);
-	packet.pid = pg_hton32(pid);
-	packet.key = pg_hton32(key);
-
-	if (connect(sock, (const struct sockaddr *) &address->addr, address->salen) < 0 &&
-		errno != EINPROGRESS && errno != EINTR)
-		goto done;
-	if (!WaitForCancelSocket(sock, WL_SOCKET_WRITEABLE, deadline) ||
-		getsockopt(sock, SOL_SOCKET, SO_ERROR, &error, &errorLength) < 0 || error != 0)
-		goto done;
-	if (send(sock, &packet, sizeof(packet), 0) != (ssize_t) sizeof(packet))
-		goto done;
-	sent = true;
-
-	/* EOF (or an error) means the postmaster is done with the request */
-	while (WaitForCancelSocket(sock, WL_SOCKET_READABLE, deadline))
-	{
-		ssize_t		n = recv(sock, &ignored, 1, 0);
-
-		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-			break;
-	}
-
-done:
-	closesocket(sock);
+	PQcancelFinish(request);
 	return sent;
 }
 
-/* waits for events on a socket until deadline, serving no interrupts */
-static bool
-WaitForCancelSocket(pgsocket sock, int events, TimestampTz deadline)
-{
-	for (;;)
-	{
-		long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-		int			rc;
+#else
 
-		if (timeout <= 0)
-			return false;
-		rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
-							   sock, timeout, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		if (rc & events)
-			return true;
+/*
+ * SignalRemoteBackend runs pg_cancel_backend() on the connection's backend
+ * over a connection of its own to the node, as the same role (which may
+ * signal its own backends); true when the function says it signalled.
+ */
+static bool
+SignalRemoteBackend(NodeConnection *conn, TimestampTz deadline)
+{
+	char		pid[12];
+	const char *params[1] = {pid};
+	NodeConnection *side = OpenSideConnection(conn, deadline);
+	bool		signalled = false;
+
+	if (side == NULL)
+		return false;
+	snprintf(pid, sizeof(pid), "%d", PQbackendPID(conn->pgConn));
+	if (PQsendQueryParams(side->pgConn,
+						  "SELECT pg_catalog.pg_cancel_backend($1::pg_catalog.int4)",
+						  1, NULL, params, NULL, NULL, 0))
+	{
+		while (WaitForNodeUntil(side, NODE_WAIT_RESULT, deadline, false) == NODE_WAIT_DONE)
+		{
+			PGresult   *result = PQgetResult(side->pgConn);
+
+			if (result == NULL)
+				break;
+			if (PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 1 &&
+				strcmp(PQgetvalue(result, 0, 0), "t") == 0)
+				signalled = true;
+			PQclear(result);
+		}
 	}
+	CloseDedicatedConnection(side);
+	return signalled;
 }
+
+#endif							/* ASYNC_CANCEL */

@@ -13,16 +13,17 @@
  * flight, conn->queryInProgress stays set and the transaction abort
  * callback cancels the remote command.
  *
- * Three kinds of callers:
- *	- statements (ExecuteRemoteQuery and friends): interruptible, relay
+ * Three kinds of callers, which the names tell apart (Execute* throws,
+ * Try* returns the failure):
+ *	- statements (ExecuteRemoteQuery and friends): interruptible, throw
  *	  remote errors, bounded by statement_timeout -- and in the maintenance
  *	  daemon, which has no statement_timeout, by SetRemoteCommandTimeout;
- *	- admin and daemon work that must not hang (ExecuteRemoteQueryBounded):
- *	  interruptible, a time limit of its own, never throws for remote
- *	  trouble (the caller reports it);
- *	- abort and cleanup paths (*WithTimeout, DrainRemoteResults,
- *	  CancelRemoteCommand): a time limit, no interrupts served, never throw
- *	  for remote trouble.
+ *	- admin and daemon work that must not hang (TryRemoteQuery):
+ *	  interruptible, a time limit of its own, returns remote trouble (the
+ *	  caller reports it);
+ *	- abort and cleanup paths (Try*NoInterrupts, DrainRemoteResults,
+ *	  CancelRemoteCommand): a time limit, no interrupts served, return
+ *	  remote trouble (errors of the node become warnings).
  *
  *-------------------------------------------------------------------------
  */
@@ -47,13 +48,17 @@
 static void FlushRemoteOutput(NodeConnection *conn);
 static bool ResultIsError(PGresult *result);
 static void WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal);
+static void ReportNodeWaitFailure(NodeConnection *conn, NodeWaitResult result);
 static bool FinishRemoteCommandUntil(NodeConnection *conn, const char *command,
 									 TimestampTz deadline, PGresult **lastOut,
 									 bool *timedOut);
 
+/* how long ExecuteStandbyScalar pauses before it runs a cancelled query again */
+#define STANDBY_RETRY_DELAY_MS 20
+
 NodeWaitCancel_hook_type NodeWaitCancel_hook = NULL;
 
-/* the SQLSTATE of the last remote error of ExecuteRemoteQueryBounded */
+/* the SQLSTATE of the last remote error of TryRemoteQuery */
 static char lastFailureSqlstate[6] = "";
 
 /* SetRemoteCommandTimeout: the deadline of interruptible waits, or 0 */
@@ -81,13 +86,16 @@ WaitOnNodeConnection(NodeConnection *conn, int socketEvents, long timeoutMs)
 	int			count;
 	int			result = 0;
 
-	/* while connecting, libpq may switch sockets: no kept wait set yet */
-	if (!conn->keepWaitSet || conn->connecting)
+	/*
+	 * While connecting, libpq may switch sockets: no kept wait set yet; a
+	 * cancel request has a socket of its own.
+	 */
+	if (!conn->keepWaitSet || conn->connecting || conn->cancelRequest != NULL)
 	{
 		int			rc = WaitLatchOrSocket(MyLatch,
 										   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | socketEvents |
 										   (timeoutMs >= 0 ? WL_TIMEOUT : 0),
-										   PQsocket(conn->pgConn), timeoutMs,
+										   NodeWaitSocket(conn), timeoutMs,
 										   PG_WAIT_EXTENSION);
 
 		return rc & (WL_LATCH_SET | WL_TIMEOUT | WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE);
@@ -137,8 +145,9 @@ ServeNodeWaitInterrupts(void)
 /*
  * WaitForNodeUntil is the one loop that waits for a node: until the
  * connection reaches goal (connection attempt ended, next result readable
- * with nothing left to send, or output flushed), the deadline passes (0:
- * none), or the connection fails.  A connection attempt also ends when the
+ * with nothing left to send, output flushed, some input read, or the cancel
+ * request that SendNodeCancelRequest started delivered), the deadline passes (0: none),
+ * or the connection fails.  A connection attempt also ends when the
  * node stays silent for shardext.connect_timeout (conn->connectDeadline,
  * renewed by each answer).  With interruptible, interrupts are served while
  * waiting (which may throw); without, the latch is only reset (abort and
@@ -149,6 +158,7 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 				 bool interruptible)
 {
 	PGconn	   *pgConn = conn->pgConn;
+	bool		gotInput = false;
 
 	if (pgConn == NULL)
 		return NODE_WAIT_FAILED;
@@ -159,13 +169,16 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 		TimestampTz until;
 		int			rc;
 
-		if (goal == NODE_WAIT_CONNECTED)
+		if (goal == NODE_WAIT_CONNECTED || goal == NODE_WAIT_CANCEL_SENT)
 		{
-			if (conn->pollStatus == PGRES_POLLING_OK)
+			PostgresPollingStatusType status = goal == NODE_WAIT_CONNECTED ?
+				conn->pollStatus : conn->cancelPollStatus;
+
+			if (status == PGRES_POLLING_OK)
 				return NODE_WAIT_DONE;
-			if (conn->pollStatus == PGRES_POLLING_FAILED)
+			if (status == PGRES_POLLING_FAILED)
 				return NODE_WAIT_FAILED;
-			events = conn->pollStatus == PGRES_POLLING_READING ?
+			events = status == PGRES_POLLING_READING ?
 				WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 		}
 		else
@@ -174,7 +187,8 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 
 			if (flush < 0)
 				return NODE_WAIT_FAILED;
-			if (flush == 0 && (goal == NODE_WAIT_FLUSHED || !PQisBusy(pgConn)))
+			if (goal == NODE_WAIT_INPUT ? gotInput :
+				flush == 0 && (goal == NODE_WAIT_FLUSHED || !PQisBusy(pgConn)))
 				return NODE_WAIT_DONE;
 			events = WL_SOCKET_READABLE | (flush == 1 ? WL_SOCKET_WRITEABLE : 0);
 		}
@@ -200,8 +214,17 @@ WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal, TimestampTz deadline,
 			if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 				AdvanceConnect(conn);
 		}
-		else if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(pgConn))
-			return NODE_WAIT_FAILED;
+		else if (goal == NODE_WAIT_CANCEL_SENT)
+		{
+			if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+				AdvanceCancelRequest(conn);
+		}
+		else if (rc & WL_SOCKET_READABLE)
+		{
+			if (!PQconsumeInput(pgConn))
+				return NODE_WAIT_FAILED;
+			gotInput = true;
+		}
 	}
 }
 
@@ -225,8 +248,13 @@ SetRemoteCommandTimeout(int timeoutMs)
 static void
 WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal)
 {
-	NodeWaitResult result = WaitForNodeUntil(conn, goal, remoteCommandDeadline, true);
+	ReportNodeWaitFailure(conn, WaitForNodeUntil(conn, goal, remoteCommandDeadline, true));
+}
 
+/* ReportNodeWaitFailure raises the error of a wait that timed out or failed (else nothing) */
+static void
+ReportNodeWaitFailure(NodeConnection *conn, NodeWaitResult result)
+{
 	if (result == NODE_WAIT_TIMEOUT)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -237,38 +265,21 @@ WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal)
 }
 
 /*
- * WaitForRemoteSocket sleeps until the connection's socket is readable (or
- * writable, when forWrite) or an interrupt arrives, for callers that drive
- * libpq themselves (COPY data); interrupts are served, which may throw.
+ * WaitForRemoteSocket waits, for callers that drive libpq themselves (COPY
+ * data, flushing), until some input arrived, or with forWrite until
+ * libpq's output is flushed; interrupts are served (which may throw), and
+ * SetRemoteCommandTimeout's bound raises an error.  A broken connection
+ * raises one while reading; while writing the caller's next libpq call
+ * tells it.
  */
 void
 WaitForRemoteSocket(NodeConnection *conn, bool forWrite)
 {
-	long		timeout = -1;
-	int			rc;
+	NodeWaitResult result = WaitForNodeUntil(conn, forWrite ? NODE_WAIT_FLUSHED :
+											 NODE_WAIT_INPUT, remoteCommandDeadline, true);
 
-	if (remoteCommandDeadline != 0)
-	{
-		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-												  remoteCommandDeadline);
-		if (timeout <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("node %s:%d did not answer within %d ms",
-							conn->host, conn->port, remoteCommandTimeoutMs)));
-	}
-	rc = WaitOnNodeConnection(conn, WL_SOCKET_READABLE |
-							  (forWrite ? WL_SOCKET_WRITEABLE : 0), timeout);
-	if (rc & WL_LATCH_SET)
-	{
-		ResetLatch(MyLatch);
-		ServeNodeWaitInterrupts();
-	}
-	if (rc & WL_SOCKET_READABLE)
-	{
-		if (!PQconsumeInput(conn->pgConn))
-			ReportConnectionError(conn, ERROR);
-	}
+	if (result == NODE_WAIT_TIMEOUT || (result == NODE_WAIT_FAILED && !forWrite))
+		ReportNodeWaitFailure(conn, result);
 }
 
 /*
@@ -690,13 +701,14 @@ CancelRemoteCommand(NodeConnection *conn, int timeoutMs)
 }
 
 /*
- * ExecuteRemoteCommandWithTimeout runs a command during cleanup: it never
- * throws for remote trouble and waits at most timeoutMs.  Returns whether
- * the command succeeded.
+ * TryRemoteCommandNoInterrupts runs a command during cleanup: it serves
+ * no interrupts, never throws for remote trouble (the node's errors become
+ * warnings) and waits at most timeoutMs.  Returns whether the command
+ * succeeded.
  */
 bool
-ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
-								int timeoutMs)
+TryRemoteCommandNoInterrupts(NodeConnection *conn, const char *command,
+							 int timeoutMs)
 {
 	PGconn	   *pgConn = conn->pgConn;
 
@@ -705,17 +717,17 @@ ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
 	if (!PQsendQuery(pgConn, command))
 		return false;
 	conn->queryInProgress = true;
-	return FinishRemoteCommandWithTimeout(conn, command, timeoutMs);
+	return TryFinishRemoteCommandNoInterrupts(conn, command, timeoutMs);
 }
 
 /*
- * ExecuteRemoteQueryWithTimeout is ExecuteRemoteCommandWithTimeout that
+ * TryRemoteQueryNoInterrupts is TryRemoteCommandNoInterrupts that
  * returns the command's last result (the caller PQclears it), or NULL when
  * the command failed; a command that takes longer than timeoutMs is
  * cancelled (waiting a second at most for that).
  */
 PGresult *
-ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query, int timeoutMs)
+TryRemoteQueryNoInterrupts(NodeConnection *conn, const char *query, int timeoutMs)
 {
 	PGconn	   *pgConn = conn->pgConn;
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
@@ -739,7 +751,7 @@ ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query, int timeo
 }
 
 /*
- * ExecuteRemoteQueryBounded runs a statement (with parameters one, without
+ * TryRemoteQuery runs a statement (with parameters one, without
  * several are allowed) for admin and daemon work that must not hang:
  * interrupts are served (a cancel throws as usual) and the node gets
  * timeoutMs to answer (0: no limit of its own, statement_timeout still
@@ -750,8 +762,8 @@ ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query, int timeo
  * the caller closes or cancels the connection.
  */
 PGresult *
-ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query, int nParams,
-						  const char *const *params, int timeoutMs, char **failure)
+TryRemoteQuery(NodeConnection *conn, const char *query, int nParams,
+			   const char *const *params, int timeoutMs, char **failure)
 {
 	TimestampTz deadline = timeoutMs > 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs) : 0;
@@ -831,14 +843,14 @@ ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query, int nParams,
 }
 
 /*
- * PrepareRemoteStatementBounded prepares a named statement on the
- * connection (for ExecuteRemotePipelineBounded's commands), waiting
+ * TryPrepareRemoteStatement prepares a named statement on the
+ * connection (for TryRemotePipeline's commands), waiting
  * interruptibly and at most timeoutMs.  Never throws for the node's
  * trouble: returns false with *failure (the connection may be unusable).
  */
 bool
-PrepareRemoteStatementBounded(NodeConnection *conn, const char *name, const char *sql,
-							  int nParams, const Oid *types, int timeoutMs, char **failure)
+TryPrepareRemoteStatement(NodeConnection *conn, const char *name, const char *sql,
+						  int nParams, const Oid *types, int timeoutMs, char **failure)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGresult   *result;
@@ -873,7 +885,7 @@ PrepareRemoteStatementBounded(NodeConnection *conn, const char *name, const char
 }
 
 /*
- * ExecuteRemotePipelineBounded sends count commands with their parameters
+ * TryRemotePipeline sends count commands with their parameters
  * in one pipeline that ends with one Sync, so that they form one implicit
  * transaction on the node: it commits at the Sync when every command
  * succeeded, and rolls back when one failed (the later ones are skipped).
@@ -889,8 +901,8 @@ PrepareRemoteStatementBounded(NodeConnection *conn, const char *name, const char
  * usable any more; the caller closes it.
  */
 PipelineOutcome
-ExecuteRemotePipelineBounded(NodeConnection *conn, PipelineCommand *commands, int count,
-							 int timeoutMs, int *failedIndex, PGresult **error, char **failure)
+TryRemotePipeline(NodeConnection *conn, PipelineCommand *commands, int count,
+				  int timeoutMs, int *failedIndex, PGresult **error, char **failure)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGconn	   *pgConn = conn->pgConn;
@@ -981,7 +993,7 @@ ExecuteRemotePipelineBounded(NodeConnection *conn, PipelineCommand *commands, in
 
 /*
  * RemoteFailureSqlstate returns the SQLSTATE of the node's error when the
- * last ExecuteRemoteQueryBounded failed with one, else "".
+ * last TryRemoteQuery failed with one, else "".
  */
 const char *
 RemoteFailureSqlstate(void)
@@ -990,14 +1002,67 @@ RemoteFailureSqlstate(void)
 }
 
 /*
- * FinishRemoteCommandWithTimeout reads the results of a command already
- * sent, like ExecuteRemoteCommandWithTimeout: it never throws for remote
+ * ExecuteStandbyScalar runs a one-value query on a server that may be a hot
+ * standby still replaying WAL and returns the value (NULL for a NULL
+ * value).  Replay cancels the queries it conflicts with ("canceling
+ * statement due to conflict with recovery", SQLSTATE 40001, or 40P01 for a
+ * deadlock with the startup process): without hot_standby_feedback any
+ * query that holds a snapshot can be cancelled while the standby replays
+ * its primary's pruning, and once the standby no longer streams it does so
+ * after max_standby_archive_delay.  Such a query runs again, after a short
+ * pause, until deadline; any other failure, or a conflict at the deadline,
+ * raises the node's error.  After a failure the caller closes the
+ * connection (a timed out query may still run).
+ */
+char *
+ExecuteStandbyScalar(NodeConnection *conn, const char *query, TimestampTz deadline)
+{
+	for (;;)
+	{
+		long		remainingMs = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																  deadline);
+		char	   *failure = NULL;
+		PGresult   *result = TryRemoteQuery(conn, query, 0, NULL, Max(remainingMs, 1),
+										   &failure);
+		char	   *value = NULL;
+		const char *sqlstate;
+
+		if (result != NULL)
+		{
+			if (PQntuples(result) > 0 && PQnfields(result) > 0 && !PQgetisnull(result, 0, 0))
+				value = pstrdup(PQgetvalue(result, 0, 0));
+			PQclear(result);
+			return value;
+		}
+		sqlstate = RemoteFailureSqlstate();
+		if ((strcmp(sqlstate, "40001") != 0 && strcmp(sqlstate, "40P01") != 0) ||
+			GetCurrentTimestamp() >= deadline)
+			ereport(ERROR,
+					(errcode(strlen(sqlstate) == 5 ?
+							 MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],
+										   sqlstate[3], sqlstate[4]) :
+							 ERRCODE_CONNECTION_FAILURE),
+					 errmsg_internal("%s", failure),
+					 errcontext("while executing command on %s:%d", conn->host, conn->port)));
+		ereport(DEBUG1,
+				(errmsg_internal("shardext: query on standby %s:%d cancelled by recovery, "
+								 "running it again", conn->host, conn->port)));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 STANDBY_RETRY_DELAY_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * TryFinishRemoteCommandNoInterrupts reads the results of a command already
+ * sent, like TryRemoteCommandNoInterrupts: it never throws for remote
  * trouble (errors become warnings) and waits at most timeoutMs.  Returns
  * whether the command succeeded and the connection is idle again.
  */
 bool
-FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
-							   int timeoutMs)
+TryFinishRemoteCommandNoInterrupts(NodeConnection *conn, const char *command,
+								   int timeoutMs)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	PGresult   *last = NULL;

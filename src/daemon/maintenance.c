@@ -29,9 +29,10 @@
  * Other periodic work belongs in the daemon's loop, each task in a
  * transaction of its own with its own error handling, like RunRecovery
  * (which also runs the cleanup after interrupted or finished shard moves,
- * MaintainShardMoves), RunDeadlockDetection and RunSagas (queued sagas,
+ * MaintainShardMoves), RunDeadlockDetection, RunSagas (queued sagas,
  * and those a session left unfinished: saga_runner.c; a session that
- * queues one wakes the daemon, WakeMaintenanceDaemon).
+ * queues one wakes the daemon, WakeMaintenanceDaemon), RunHealthChecks
+ * (probes of the workers and automatic failover) and RunRestorePoints.
  *
  * A daemon has no statement_timeout, so each task bounds its waits for
  * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
@@ -72,6 +73,7 @@
 
 #include "shardext/shardext.h"
 #include "shardext/deadlock_detection.h"
+#include "shardext/failover.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
@@ -98,6 +100,11 @@ static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static TimestampTz RunSagas(MemoryContext loopContext);
+static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg);
+static void HealthCheckTask(void *arg);
+static void RestorePointTask(void *arg);
+static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
+static TimestampTz RunRestorePoints(MemoryContext loopContext);
 static void LogErrorAndAbort(void);
 static bool CatalogOutdated(void);
 
@@ -301,6 +308,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
 	TimestampTz nextSagaRound = 0;
+	TimestampTz nextHealthCheck = 0;
+	TimestampTz nextRestorePoint = 0;
 
 	memcpy(&databaseId, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -373,12 +382,18 @@ ShardextMaintenanceDaemonMain(Datum arg)
 
 		if (now >= nextReplicaPoll)
 			nextReplicaPoll = RunReplicaPoll(loopContext);
+		if (now >= nextHealthCheck)
+			nextHealthCheck = RunHealthChecks(loopContext, &nextRecovery);
+		if (now >= nextRestorePoint)
+			nextRestorePoint = RunRestorePoints(loopContext);
 
 		if (now >= nextSagaRound)
 			nextSagaRound = RunSagas(loopContext);
 
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextHealthCheck));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextRestorePoint));
 		if (ShardextDistributedDeadlockTimeout > 0)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
@@ -551,6 +566,98 @@ RunSagas(MemoryContext loopContext)
 	MemoryContextSwitchTo(TopMemoryContext);
 	MemoryContextReset(loopContext);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+}
+
+/*
+ * RunDaemonTask runs task(arg) in a transaction of its own, with a
+ * snapshot, when shardext is installed; errors are logged and the next
+ * round tries again.
+ */
+static void
+RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg)
+{
+	MemoryContextSwitchTo(loopContext);
+	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	PG_TRY();
+	{
+		if (ShardextExtensionLoaded())
+			task(arg);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		LogErrorAndAbort();
+	}
+	PG_END_TRY();
+	SetRemoteCommandTimeout(0);
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextReset(loopContext);
+}
+
+/* what RunHealthChecks's task reports */
+typedef struct HealthCheckRound
+{
+	bool		failedOver;
+	TimestampTz nextCheck;
+} HealthCheckRound;
+
+static void
+HealthCheckTask(void *arg)
+{
+	HealthCheckRound *round = (HealthCheckRound *) arg;
+
+	round->failedOver = CheckNodeHealth(&round->nextCheck);
+}
+
+/*
+ * RunHealthChecks probes the workers once and fails over those that are
+ * unreachable (node_health.c, failover.c), with shardext.auto_failover on.
+ * After a failover recovery runs at once (*nextRecovery).  Returns when to
+ * probe next (earlier than the interval when a worker's failover_timeout
+ * ends before).
+ */
+static TimestampTz
+RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
+{
+	HealthCheckRound round;
+
+	round.failedOver = false;
+	round.nextCheck = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  ShardextHealthCheckInterval);
+	if (!ShardextAutoFailover || ShardextHealthCheckInterval == 0 ||
+		RecoveryInProgress() || catalogOutdated)
+	{
+		ForgetNodeHealthConnections();
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	}
+	RunDaemonTask(loopContext, HealthCheckTask, &round);
+	if (round.failedOver)
+		*nextRecovery = 0;
+	return round.nextCheck;
+}
+
+static void
+RestorePointTask(void *arg)
+{
+	CreatePeriodicRestorePoint();
+}
+
+/*
+ * RunRestorePoints creates a cluster-wide restore point every
+ * shardext.restore_point_interval (restore_point.c).  Returns when to
+ * look again.
+ */
+static TimestampTz
+RunRestorePoints(MemoryContext loopContext)
+{
+	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
+		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	RunDaemonTask(loopContext, RestorePointTask, NULL);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									   (int64) ShardextRestorePointInterval * 1000);
 }
 
 /*

@@ -153,7 +153,7 @@ PollNode(WorkerNode *node, const char *query)
 		KeepConnectionAcrossTransactions(mc->conn);
 	}
 
-	result = ExecuteRemoteQueryWithTimeout(mc->conn, query, POLL_TIMEOUT_MS);
+	result = TryRemoteQueryNoInterrupts(mc->conn, query, POLL_TIMEOUT_MS);
 	if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK ||
 		PQntuples(result) != 1 || PQgetisnull(result, 0, 0))
 	{

@@ -72,7 +72,7 @@ AbortCatalogAccess(CatalogAccess *access)
  * row, *result gets its first column (copied into the caller's memory
  * context) if result is not NULL.
  */
-static uint64
+uint64
 RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
 			  const char *nulls, int expectedResult, Datum *result, bool *resultIsNull)
 {
@@ -696,6 +696,41 @@ DeactivateReplicasOf(int32 primaryNodeId)
 
 	RunCatalogSPI("UPDATE shardext.node SET active = false WHERE primary_nodeid = $1",
 				  1, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/*
+ * SetNodeIdentity records the system identifier and timeline of the server
+ * a node runs on (fencing.c); 0s forget them.
+ */
+void
+SetNodeIdentity(int32 nodeId, uint64 systemId, uint32 timeline)
+{
+	Oid			argtypes[3] = {INT4OID, INT8OID, INT4OID};
+	Datum		values[3];
+	char		nulls[3] = {' ', systemId == 0 ? 'n' : ' ', timeline == 0 ? 'n' : ' '};
+
+	values[0] = Int32GetDatum(nodeId);
+	values[1] = Int64GetDatum((int64) systemId);
+	values[2] = Int32GetDatum((int32) timeline);
+	RunCatalogSPI("UPDATE shardext.node SET system_identifier = $2, timeline = $3 "
+				  "WHERE nodeid = $1",
+				  3, argtypes, values, nulls, SPI_OK_UPDATE, NULL, NULL);
+	InvalidateNodeCache();
+}
+
+/*
+ * SetNodeNeedsRebuild marks the record of an old primary that a failover
+ * replaced (or clears the mark once it is a standby again).
+ */
+void
+SetNodeNeedsRebuild(int32 nodeId, bool needsRebuild)
+{
+	Oid			argtypes[2] = {INT4OID, BOOLOID};
+	Datum		values[2] = {Int32GetDatum(nodeId), BoolGetDatum(needsRebuild)};
+
+	RunCatalogSPI("UPDATE shardext.node SET needs_rebuild = $2 WHERE nodeid = $1",
+				  2, argtypes, values, NULL, SPI_OK_UPDATE, NULL, NULL);
 	InvalidateNodeCache();
 }
 

@@ -101,6 +101,9 @@ static GlobalIndex *GlobalIndexFromTuple(HeapTuple tuple, TupleDesc desc,
 static Oid	GlobalIndexCatalogRelid(void);
 static bool ShardsAreUniform(ShardInterval *shards, int count);
 static void BuildNodeCache(void);
+static void ReadNodeIdentity(WorkerNode *node, HeapTuple tuple, TupleDesc desc,
+							 AttrNumber systemIdAttnum, AttrNumber timelineAttnum,
+							 AttrNumber rebuildAttnum);
 static List *ScanDistTableRelids(const char *indexName, int nkeys, ScanKey keys);
 static void RetireContext(MemoryContext context);
 static int	CompareShardIntervals(const void *a, const void *b);
@@ -898,6 +901,9 @@ BuildNodeCache(void)
 	int			allocated = 8;
 	MemoryContext context;
 	AttrNumber	primaryAttnum;
+	AttrNumber	systemIdAttnum;
+	AttrNumber	timelineAttnum;
+	AttrNumber	rebuildAttnum;
 
 	RetireContext(NodeCacheContext);
 	NodeCacheContext = NULL;
@@ -905,8 +911,11 @@ BuildNodeCache(void)
 	nodeCacheCount = 0;
 	nodeCacheHasActiveReplica = false;
 
-	/* added in 1.1 (read replicas): looked up by name, absent in 1.0 */
+	/* added in 1.1 (read replicas) and 1.2 (fencing): looked up by name */
 	primaryAttnum = get_attnum(nodeCatalogRelid, "primary_nodeid");
+	systemIdAttnum = get_attnum(nodeCatalogRelid, "system_identifier");
+	timelineAttnum = get_attnum(nodeCatalogRelid, "timeline");
+	rebuildAttnum = get_attnum(nodeCatalogRelid, "needs_rebuild");
 
 	context = AllocSetContextCreate(MetadataCacheContext, "shardext node cache",
 									ALLOCSET_SMALL_SIZES);
@@ -941,6 +950,7 @@ BuildNodeCache(void)
 
 			node->primaryNodeId = isnull ? 0 : DatumGetInt32(primary);
 		}
+		ReadNodeIdentity(node, tuple, desc, systemIdAttnum, timelineAttnum, rebuildAttnum);
 		if (NodeIsReplica(node) && node->active)
 			nodeCacheHasActiveReplica = true;
 	}
@@ -949,6 +959,39 @@ BuildNodeCache(void)
 
 	NodeCacheContext = context;
 	nodeCacheValid = true;
+}
+
+/*
+ * ReadNodeIdentity fills in what fencing records of a node (the columns
+ * exist from 1.2 on; InvalidAttrNumber when absent).
+ */
+static void
+ReadNodeIdentity(WorkerNode *node, HeapTuple tuple, TupleDesc desc, AttrNumber systemIdAttnum,
+				 AttrNumber timelineAttnum, AttrNumber rebuildAttnum)
+{
+	bool		isnull = true;
+	Datum		value;
+
+	node->systemId = 0;
+	node->timeline = 0;
+	node->needsRebuild = false;
+	if (systemIdAttnum != InvalidAttrNumber)
+	{
+		value = heap_getattr(tuple, systemIdAttnum, desc, &isnull);
+		node->systemId = isnull ? 0 : (uint64) DatumGetInt64(value);
+	}
+	if (timelineAttnum != InvalidAttrNumber)
+	{
+		value = heap_getattr(tuple, timelineAttnum, desc, &isnull);
+		node->timeline = isnull ? 0 : (uint32) DatumGetInt32(value);
+	}
+	if (node->systemId == 0 || node->timeline == 0)
+		node->systemId = node->timeline = 0;
+	if (rebuildAttnum != InvalidAttrNumber)
+	{
+		value = heap_getattr(tuple, rebuildAttnum, desc, &isnull);
+		node->needsRebuild = !isnull && DatumGetBool(value);
+	}
 }
 
 static void

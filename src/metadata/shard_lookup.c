@@ -195,14 +195,29 @@ ShardNameFromParts(const char *relname, int64 shardId)
 {
 	char		suffix[32];
 	int			suffixLength;
+
+	suffixLength = snprintf(suffix, sizeof(suffix), "_" INT64_FORMAT, shardId);
+	if (strlen(relname) + suffixLength <= NAMEDATALEN - 1)
+		return psprintf("%s%s", relname, suffix);
+	return ClippedShardName(relname, shardId, shardId >= FirstHashedShardId());
+}
+
+/*
+ * ClippedShardName is the clipped name ShardNameFromParts gives a shard
+ * whose name is too long, with the hash (1.1 and later) or without it
+ * (1.0).  Decoding (cdc_decoder.c), which cannot read shard_naming, tries
+ * both.
+ */
+char *
+ClippedShardName(const char *relname, int64 shardId, bool hashed)
+{
+	char		suffix[32];
+	int			suffixLength;
 	int			relnameLength = strlen(relname);
 	uint32		hash;
 
 	suffixLength = snprintf(suffix, sizeof(suffix), "_" INT64_FORMAT, shardId);
-	if (relnameLength + suffixLength <= NAMEDATALEN - 1)
-		return psprintf("%s%s", relname, suffix);
-
-	if (shardId < FirstHashedShardId())
+	if (!hashed)
 	{
 		relnameLength = pg_mbcliplen(relname, relnameLength,
 									 NAMEDATALEN - 1 - suffixLength);

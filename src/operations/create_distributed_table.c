@@ -37,6 +37,7 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/privileges.h"
 #include "shardext/shardext.h"
 #include "shardext/connection.h"
@@ -487,6 +488,9 @@ DistributeTable(Oid relid, char method, AttrNumber distAttnum, int32 colocationI
 	CheckForeignKeysOfNewTable(relid);
 
 	CreateShardTablesOnNodes(relid, shardIds, layouts);
+
+	/* before its rows arrive, so that change data capture streams them */
+	CdcTableDistributed(relid);
 
 	rel = table_open(relid, AccessExclusiveLock);
 	MoveLocalRowsToShards(rel);

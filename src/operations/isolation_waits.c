@@ -174,7 +174,7 @@ NodeBlocks(WorkerNode *node, const char *const *params)
 
 	if (conn == NULL)
 		return false;
-	result = ExecuteRemoteQueryBounded(conn, BLOCKED_BY_SESSIONS_QUERY, 4, params,
+	result = TryRemoteQuery(conn, BLOCKED_BY_SESSIONS_QUERY, 4, params,
 									   NODE_ANSWER_TIMEOUT_MS, &failure);
 	if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK || PQntuples(result) != 1)
 	{

@@ -11,7 +11,11 @@
  *	  and checksums are then compared while writes go on;
  *	- to switch the catalog to the target, in the transaction that holds the
  *	  locks.
- * Waits poll every millisecond; no step sleeps for seconds.
+ * Waits poll every millisecond; no step sleeps for seconds.  Every wait has
+ * a deadline (shardext.move_catchup_timeout for catching up,
+ * shardext.move_cutover_timeout while writes are paused), serves
+ * interrupts, and allocates per poll only in a context reset before the
+ * next (poll_loop.h).
  *
  * block_writes: the copy, index build, verification and switch all happen
  * under one pause, without logical replication.
@@ -28,6 +32,7 @@
 #include "shardext/array_literal.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
+#include "shardext/poll_loop.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
@@ -35,11 +40,15 @@
 
 /* how long the apply worker may be absent before the move gives up */
 #define APPLY_WORKER_START_TIMEOUT_MS 60000
+/* how long prepared transactions on the source may take to end at a pause */
+#define PREPARED_WAIT_TIMEOUT_MS 2000
 
 static void CheckReplicationHealth(ShardMoveState *state, TimestampTz *workerMissingSince);
 static void InsertMarker(ShardMoveState *state, int seq);
-static void WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq,
-						  bool inSnapshot, long timeoutMs);
+static bool MarkerAppliedWithin(ShardMoveState *state, NodeConnection *conn, int seq,
+								bool inSnapshot, long timeoutMs);
+static void CatchUpTimedOut(ShardMoveState *state);
+static void CutoverTimedOut(ShardMoveState *state);
 static void AcquireCutoverLock(ShardMoveState *state);
 static void ReleaseCutoverLock(ShardMoveState *state);
 static bool WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand);
@@ -107,7 +116,9 @@ CheckReplicationHealth(ShardMoveState *state, TimestampTz *workerMissingSince)
  * MoveWaitForLag waits until the target is within shardext.move_max_lag of
  * the source, then writes a marker on the source (without pausing writes)
  * and waits until the target has applied it, so that what remains to apply
- * at the next pause is a few milliseconds' worth.
+ * at the next pause is a few milliseconds' worth.  Both within
+ * shardext.move_catchup_timeout: a target that cannot keep up with the
+ * writes fails the move rather than keep it running.
  */
 void
 MoveWaitForLag(ShardMoveState *state)
@@ -116,9 +127,15 @@ MoveWaitForLag(ShardMoveState *state)
 	TimestampTz lastHealthCheck = 0;
 	TimestampTz workerMissingSince = 0;
 	int64		maxLag = (int64) ShardextMoveMaxLag * 1024;
+	TimestampTz deadline;
+	long		remainingMs;
+	PollLoop	poll;
+	bool		caughtUp = false;
 
 	SetMovePhase(state, "catching up");
-	for (;;)
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextMoveCatchUpTimeout);
+	StartPollLoop(&poll, ShardextMoveCatchUpTimeout, 50);
+	while (PollAgain(&poll))
 	{
 		char	   *lagText = ExecuteRemoteScalar(state->sourceConn,
 												  "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), "
@@ -141,14 +158,47 @@ MoveWaitForLag(ShardMoveState *state)
 			CheckReplicationHealth(state, &workerMissingSince);
 			lastHealthCheck = GetCurrentTimestamp();
 		}
-		if (lag <= maxLag && workerMissingSince == 0 && lastHealthCheck != 0)
+		caughtUp = lag <= maxLag && workerMissingSince == 0 && lastHealthCheck != 0;
+		if (caughtUp)
 			break;
-		MoveSleep(50);
 	}
+	EndPollLoop(&poll);
+	if (!caughtUp)
+		CatchUpTimedOut(state);
 
 	InsertMarker(state, ++state->markerSeq);
-	WaitForMarker(state, state->targetConn, state->markerSeq, false, -1);
+	remainingMs = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	if (!MarkerAppliedWithin(state, state->targetConn, state->markerSeq, false,
+							 Max(remainingMs, 1)))
+		CatchUpTimedOut(state);
 	ReportMoveProgress(state, true, 0);
+}
+
+/* CatchUpTimedOut fails a move whose target did not catch up in time */
+static void
+CatchUpTimedOut(ShardMoveState *state)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_QUERY_CANCELED),
+			 errmsg("node %s:%d did not catch up with the writes to %s within %d ms",
+					state->target.host, state->target.port, state->description,
+					ShardextMoveCatchUpTimeout),
+			 errdetail("The source stays authoritative; what the move created is removed."),
+			 errhint("Retry when the write load is lower, or raise "
+					 "shardext.move_catchup_timeout.")));
+}
+
+/* CutoverTimedOut fails a move whose target did not catch up while writes were paused */
+static void
+CutoverTimedOut(ShardMoveState *state)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_QUERY_CANCELED),
+			 errmsg("node %s:%d did not catch up with %s within %d ms while writes "
+					"were paused", state->target.host, state->target.port,
+					state->description, ShardextMoveCutoverTimeout),
+			 errhint("Retry when the write load is lower, or raise "
+					 "shardext.move_cutover_timeout.")));
 }
 
 /* InsertMarker writes marker seq on the source, committed and flushed */
@@ -161,18 +211,18 @@ InsertMarker(ShardMoveState *state, int seq)
 }
 
 /*
- * WaitForMarker polls the target until it has applied marker seq; then the
- * target holds every change the source committed before the marker.  With
- * inSnapshot, each poll opens a repeatable read transaction on conn and the
- * one that sees the marker stays open (its snapshot is the one to verify).
- * timeoutMs < 0 waits as long as replication is healthy.
+ * MarkerAppliedWithin polls the target until it has applied marker seq,
+ * and returns true then: the target holds every change the source
+ * committed before the marker.  With inSnapshot, each poll opens a
+ * repeatable read transaction on conn and the one that sees the marker
+ * stays open (its snapshot is the one to verify).  Returns false when
+ * timeoutMs passed first; fails when replication broke.
  */
-static void
-WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnapshot,
-			  long timeoutMs)
+static bool
+MarkerAppliedWithin(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnapshot,
+					long timeoutMs)
 {
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz lastHealthCheck = start;
+	TimestampTz lastHealthCheck = GetCurrentTimestamp();
 	TimestampTz workerMissingSince = 0;
 	char	   *check = psprintf("%sSELECT EXISTS (SELECT 1 FROM %s WHERE move_id = "
 								 INT64_FORMAT " AND seq = %d)",
@@ -180,32 +230,28 @@ WaitForMarker(ShardMoveState *state, NodeConnection *conn, int seq, bool inSnaps
 								 state->operation == MOVE_OPERATION_SPLIT ?
 								 "shardext.move_marker_applied" : "shardext.move_marker",
 								 state->moveId, seq);
+	PollLoop	poll;
+	bool		applied = false;
 
-	for (;;)
+	StartPollLoop(&poll, timeoutMs, 1);
+	while (PollAgain(&poll))
 	{
 		char	   *seen = ExecuteRemoteScalar(conn, check, 0, NULL);
 
-		if (seen != NULL && strcmp(seen, "t") == 0)
-			return;
+		applied = seen != NULL && strcmp(seen, "t") == 0;
+		if (applied)
+			break;
 		if (inSnapshot)
 			ExecuteRemoteCommand(conn, "ROLLBACK");
-
-		if (timeoutMs >= 0 &&
-			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), timeoutMs))
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("node %s:%d did not catch up with %s within %ld ms while writes "
-							"were paused", state->target.host, state->target.port,
-							state->description, timeoutMs),
-					 errhint("Retry when the write load is lower, or raise "
-							 "shardext.move_cutover_timeout.")));
 		if (TimestampDifferenceExceeds(lastHealthCheck, GetCurrentTimestamp(), 1000))
 		{
 			CheckReplicationHealth(state, &workerMissingSince);
 			lastHealthCheck = GetCurrentTimestamp();
 		}
-		MoveSleep(1);
 	}
+	EndPollLoop(&poll);
+	pfree(check);
+	return applied;
 }
 
 /*
@@ -220,7 +266,7 @@ static void
 AcquireCutoverLock(ShardMoveState *state)
 {
 	int64	   *shardIds = palloc(sizeof(int64) * list_length(state->shards));
-	char	   *ids;
+	char	   *lock;
 	ListCell   *cell;
 
 	if (state->lockConn == NULL)
@@ -228,14 +274,14 @@ AcquireCutoverLock(ShardMoveState *state)
 
 	foreach(cell, state->shards)
 		shardIds[foreach_current_index(cell)] = ((MoveShard *) lfirst(cell))->shardId;
-	ids = quote_literal_cstr(Int64ArrayLiteral(shardIds, list_length(state->shards)));
+	lock = psprintf("BEGIN; SET LOCAL lock_timeout = %d; "
+					"SELECT shardext.move_lock_shards(%s::pg_catalog.int8[])",
+					ShardextMoveLockTimeout,
+					quote_literal_cstr(Int64ArrayLiteral(shardIds, list_length(state->shards))));
 
 	for (int attempt = 1;; attempt++)
 	{
 		PGresult   *error;
-		char	   *lock = psprintf("BEGIN; SET LOCAL lock_timeout = %d; "
-									"SELECT shardext.move_lock_shards(%s::pg_catalog.int8[])",
-									ShardextMoveLockTimeout, ids);
 		bool		timedOut;
 
 		SendRemoteCommand(state->lockConn, lock);
@@ -260,7 +306,7 @@ AcquireCutoverLock(ShardMoveState *state)
 							 "(pg_stat_activity), or raise shardext.move_lock_timeout.")));
 		ereport(DEBUG1, (errmsg("%s: writes still in flight, retrying the pause",
 								state->description)));
-		MoveSleep(100 * attempt);
+		SleepInterruptibly(100 * attempt);
 	}
 }
 
@@ -284,9 +330,11 @@ ReleaseCutoverLock(ShardMoveState *state)
 static bool
 WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand)
 {
-	TimestampTz start = GetCurrentTimestamp();
 	PGresult   *gids;
 	char	   *list = NULL;
+	const char *params[1];
+	PollLoop	poll;
+	bool		resolved = false;
 
 	gids = ExecuteRemoteQueryParams(state->sourceConn,
 									psprintf("%sSELECT pg_catalog.array_agg(gid) "
@@ -303,25 +351,28 @@ WaitForPreparedTransactions(ShardMoveState *state, const char *firstCommand)
 	if (list == NULL)
 		return false;
 
-	for (;;)
+	params[0] = list;
+	StartPollLoop(&poll, PREPARED_WAIT_TIMEOUT_MS, 2);
+	while (PollAgain(&poll))
 	{
-		const char *params[1] = {list};
 		char	   *left = ExecuteRemoteScalar(state->sourceConn,
 											   "SELECT count(*) FROM pg_catalog.pg_prepared_xacts "
 											   "WHERE gid = ANY ($1::text[])", 1, params);
 
-		if (left != NULL && strcmp(left, "0") == 0)
-			return true;
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), 2000))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("node %s:%d has prepared transactions of this coordinator that "
-							"are not resolved", state->source.host, state->source.port),
-					 errdetail("Prepared transactions: %s.", list),
-					 errhint("Let the recovery of prepared transactions resolve them, then "
-							 "retry the move.")));
-		MoveSleep(2);
+		resolved = left != NULL && strcmp(left, "0") == 0;
+		if (resolved)
+			break;
 	}
+	EndPollLoop(&poll);
+	if (!resolved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d has prepared transactions of this coordinator that "
+						"are not resolved", state->source.host, state->source.port),
+				 errdetail("Prepared transactions: %s.", list),
+				 errhint("Let the recovery of prepared transactions resolve them, then "
+						 "retry the move.")));
+	return true;
 }
 
 /*
@@ -428,7 +479,9 @@ MoveVerify(ShardMoveState *state, bool writesBlocked)
 		InsertMarker(state, seq);
 		ExecuteRemoteCommand(state->sourceSnapshot,
 							 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1");
-		WaitForMarker(state, state->targetSnapshot, seq, true, ShardextMoveCutoverTimeout);
+		if (!MarkerAppliedWithin(state, state->targetSnapshot, seq, true,
+								 ShardextMoveCutoverTimeout))
+			CutoverTimedOut(state);
 		ReleaseCutoverLock(state);
 		ReportWritePause(state, "to take the verification snapshots", pauseStart);
 	}
@@ -560,7 +613,8 @@ MoveCutover(ShardMoveState *state)
 		InsertMarker(state, seq);
 	}
 
-	WaitForMarker(state, state->targetConn, seq, false, ShardextMoveCutoverTimeout);
+	if (!MarkerAppliedWithin(state, state->targetConn, seq, false, ShardextMoveCutoverTimeout))
+		CutoverTimedOut(state);
 	/* the apply worker commits asynchronously: flush its commits */
 	ExecuteRemoteCommand(state->targetConn, "SELECT pg_catalog.txid_current()");
 	CommitCutover(state, pauseStart);

@@ -35,6 +35,7 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
+#include "shardext/poll_loop.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shard_move.h"
@@ -59,8 +60,8 @@ static NodeConnection *CleanupConnection(List **connections, int32 nodeId, bool 
 char *
 LocalCoordinatorQuery(NodeConnection *local, const char *query)
 {
-	PGresult   *result = ExecuteRemoteQueryWithTimeout(local, query,
-														 CLEANUP_COMMAND_TIMEOUT_MS);
+	PGresult   *result = TryRemoteQueryNoInterrupts(local, query,
+													CLEANUP_COMMAND_TIMEOUT_MS);
 	char	   *value = NULL;
 
 	if (result == NULL)
@@ -195,7 +196,7 @@ SetMoveStatus(ShardMoveState *state, const char *status, const char *error)
 					   quote_literal_cstr(status),
 					   error ? quote_literal_cstr(error) : "NULL",
 					   strcmp(status, "done") == 0 ? ", phase = NULL" : "", state->moveId);
-	(void) ExecuteRemoteCommandWithTimeout(state->local, command, CLEANUP_COMMAND_TIMEOUT_MS);
+	(void) TryRemoteCommandNoInterrupts(state->local, command, CLEANUP_COMMAND_TIMEOUT_MS);
 }
 
 /*
@@ -239,7 +240,7 @@ MoveTestPause(ShardMoveState *state, const char *point)
 							   "UPDATE shardext.move SET phase = $2 WHERE move_id = $1::int8", 2, params);
 	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ShardextMoveTestPauseMs);
 	while (GetCurrentTimestamp() < end)
-		MoveSleep(10);
+		SleepInterruptibly(10);
 }
 #endif
 
@@ -301,7 +302,7 @@ MarkDeferredDropsNow(ShardMoveState *state)
 								   "WHERE move_id = " INT64_FORMAT " AND policy = 'deferred'",
 								   state->moveId);
 
-	(void) ExecuteRemoteCommandWithTimeout(state->local, command, CLEANUP_COMMAND_TIMEOUT_MS);
+	(void) TryRemoteCommandNoInterrupts(state->local, command, CLEANUP_COMMAND_TIMEOUT_MS);
 }
 
 /* CancelPendingMoves marks the moves of a rebalance that did not start */
@@ -312,7 +313,7 @@ CancelPendingMoves(NodeConnection *local, int64 jobId)
 								   "finished_at = now() WHERE job_id = " INT64_FORMAT
 								   " AND status = 'pending'", jobId);
 
-	(void) ExecuteRemoteCommandWithTimeout(local, command, CLEANUP_COMMAND_TIMEOUT_MS);
+	(void) TryRemoteCommandNoInterrupts(local, command, CLEANUP_COMMAND_TIMEOUT_MS);
 }
 
 /*
@@ -335,21 +336,23 @@ CancelPendingMoves(NodeConnection *local, int64 jobId)
 void
 WaitForOlderTransactions(NodeConnection *local, int64 moveId, int timeoutMs)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
 	char	   *query = psprintf("SELECT " OLDER_TRANSACTIONS_EXIST("(SELECT max(created_at) "
 																	"FROM shardext.cleanup_record "
 																	"WHERE policy = 'deferred' "
 																	"AND move_id = " INT64_FORMAT ")"),
 								 MyProcPid, moveId);
+	PollLoop	poll;
 
-	while (GetCurrentTimestamp() < deadline)
+	StartPollLoop(&poll, timeoutMs, 20);
+	while (PollAgain(&poll))
 	{
 		char	   *exists = LocalCoordinatorQuery(local, query);
 
 		if (exists == NULL || strcmp(exists, "f") == 0)
-			return;
-		MoveSleep(20);
+			break;
 	}
+	EndPollLoop(&poll);
+	pfree(query);
 }
 
 /*
@@ -367,9 +370,13 @@ CleanupCommand(const char *objectType, const char *objectName, const char *resto
 						"  ALTER SUBSCRIPTION %s DISABLE; "
 						"  ALTER SUBSCRIPTION %s SET (slot_name = NONE); "
 						"  DROP SUBSCRIPTION %s; "
-						"END IF; END $shardext$",
+						"END IF; "
+						"PERFORM pg_catalog.pg_replication_origin_drop(roname) "
+						"  FROM pg_catalog.pg_replication_origin WHERE roname = %s; "
+						"END $shardext$",
 						quote_literal_cstr(objectName), quote_identifier(objectName),
-						quote_identifier(objectName), quote_identifier(objectName));
+						quote_identifier(objectName), quote_identifier(objectName),
+						quote_literal_cstr(objectName));
 	if (strcmp(objectType, "replication_slot") == 0)
 		return psprintf("DO $shardext$ BEGIN "
 						"FOR i IN 1..200 LOOP "
@@ -446,9 +453,9 @@ CleanupConnection(List **connections, int32 nodeId, bool quiet)
 							node->host, node->port),
 					 errhint("Run shardext_cleanup() once the node is reachable.")));
 		else
-			(void) ExecuteRemoteCommandWithTimeout(entry->conn,
-												   "SET lock_timeout = '10s'",
-												   CLEANUP_COMMAND_TIMEOUT_MS);
+			(void) TryRemoteCommandNoInterrupts(entry->conn,
+												"SET lock_timeout = '10s'",
+												CLEANUP_COMMAND_TIMEOUT_MS);
 	}
 	*connections = lappend(*connections, entry);
 	return entry->conn;
@@ -494,7 +501,7 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 					 MyProcPid, quote_literal_cstr(timestamptz_to_str(MyStartTimestamp)),
 					 currentJobId);
 
-		(void) ExecuteRemoteCommandWithTimeout(local, command, CLEANUP_COMMAND_TIMEOUT_MS);
+		(void) TryRemoteCommandNoInterrupts(local, command, CLEANUP_COMMAND_TIMEOUT_MS);
 	}
 
 	initStringInfo(&query);
@@ -522,7 +529,7 @@ RunCleanup(NodeConnection *local, int64 onlyMoveId, bool includeOnFailure,
 						   "WHEN 'marker' THEN 4 WHEN 'replica_identity' THEN 5 ELSE 6 END, "
 						   "r.record_id");
 
-	records = ExecuteRemoteQueryWithTimeout(local, query.data, CLEANUP_COMMAND_TIMEOUT_MS);
+	records = TryRemoteQueryNoInterrupts(local, query.data, CLEANUP_COMMAND_TIMEOUT_MS);
 	if (records == NULL)
 		return 0;
 
@@ -573,20 +580,20 @@ CleanupRecords(NodeConnection *local, PGresult *records, List **connections, boo
 
 			if (conn != NULL)
 			{
-				done = ExecuteRemoteCommandWithTimeout(conn,
-													   CleanupCommand(objectType, objectName,
-																	  restore),
-													   CLEANUP_COMMAND_TIMEOUT_MS);
+				done = TryRemoteCommandNoInterrupts(conn,
+													CleanupCommand(objectType, objectName,
+																   restore),
+													CLEANUP_COMMAND_TIMEOUT_MS);
 				if (done)
 					removed++;
 			}
 		}
 
 		if (done)
-			(void) ExecuteRemoteCommandWithTimeout(local,
-												   psprintf("DELETE FROM shardext.cleanup_record "
-															"WHERE record_id = %s", recordId),
-												   CLEANUP_COMMAND_TIMEOUT_MS);
+			(void) TryRemoteCommandNoInterrupts(local,
+												psprintf("DELETE FROM shardext.cleanup_record "
+														 "WHERE record_id = %s", recordId),
+												CLEANUP_COMMAND_TIMEOUT_MS);
 	}
 	return removed;
 }

@@ -22,11 +22,10 @@
 #include "commands/dbcommands.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
@@ -54,18 +53,6 @@ char *
 BareColumnList(MoveShard *shard)
 {
 	return pnstrdup(shard->columnList + 1, strlen(shard->columnList) - 2);
-}
-
-/* MoveSleep sleeps interruptibly */
-void
-MoveSleep(long milliseconds)
-{
-	int			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   milliseconds, PG_WAIT_EXTENSION);
-
-	if (rc & WL_LATCH_SET)
-		ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -267,6 +254,16 @@ void
 MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 {
 	ListCell   *cell;
+	bool		internalOrigin;
+
+	/*
+	 * Where change data capture publishes, the copy is internal data
+	 * movement: a replication origin of the move's name marks it (see
+	 * cdc_decoder.c); the subscription's cleanup drops the origin too.
+	 */
+	AddCleanupRecord(state, state->target.nodeId, "subscription", state->objectName, 0,
+					 NULL, "always");
+	internalOrigin = CdcBeginInternalWrites(state->targetConn, state->objectName);
 
 	if (useSlotSnapshot)
 	{
@@ -312,6 +309,8 @@ MoveCopyData(ShardMoveState *state, bool useSlotSnapshot)
 		}
 	}
 	ExecuteRemoteCommand(state->sourceConn, "COMMIT");
+	if (internalOrigin)
+		CdcEndInternalWrites(state->targetConn, state->objectName);
 	ReportMoveProgress(state, true, -1);
 }
 

@@ -20,7 +20,6 @@
 
 #include <math.h>
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -35,12 +34,14 @@
 
 #include "shardext/array_literal.h"
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shardext.h"
+#include "shardext/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(shardext_check_cluster);
 
@@ -95,10 +96,21 @@ typedef struct NodeSettings
 	double		clockUncertaintyMs; /* half the round trip */
 } NodeSettings;
 
-static List *CheckNode(const char *host, int32 port, List *roles, bool replica);
+/* where ConnectForChecks connects, and the connection it gets */
+typedef struct CheckConnection
+{
+	const char *host;
+	int32		port;
+	NodeConnection *conn;
+} CheckConnection;
+
+static List *CheckNode(const char *host, int32 port, List *roles, WorkerNode *node);
+static void CheckFencing(List **checks, WorkerNode *node, NodeConnection *conn,
+						 NodeSettings *settings);
 static NodeCheck *MakeCheck(List **checks, const char *name, NodeCheckStatus status,
 							const char *summary, const char *detail, const char *hint);
 static NodeCheck *ConnectForChecks(const char *host, int32 port, NodeConnection **connOut);
+static void OpenCheckConnection(void *arg);
 static bool ReadNodeSettings(NodeConnection *conn, List *roles, NodeSettings *settings);
 static char *NodeSettingsQuery(List *roles);
 static void CheckVersions(List **checks, NodeSettings *settings);
@@ -119,7 +131,7 @@ static const char *StatusName(NodeCheckStatus status);
 void
 CheckNewNode(const char *host, int32 port)
 {
-	List	   *checks = CheckNode(host, port, RolesUsingDistributedTables(), false);
+	List	   *checks = CheckNode(host, port, RolesUsingDistributedTables(), NULL);
 	ListCell   *cell;
 
 	foreach(cell, checks)
@@ -166,8 +178,7 @@ shardext_check_cluster(PG_FUNCTION_ARGS)
 	foreach(nodeCell, nodes)
 	{
 		WorkerNode *node = lfirst(nodeCell);
-		List	   *checks = node ? CheckNode(node->host, node->port, roles,
-											  NodeIsReplica(node)) :
+		List	   *checks = node ? CheckNode(node->host, node->port, roles, node) :
 			CoordinatorChecks();
 		ListCell   *cell;
 
@@ -212,16 +223,22 @@ NodesToCheck(void)
 
 /*
  * CheckNode connects to a node and runs every check; trouble with the node
- * becomes a failed check, not an error.  replica says the node is
- * registered as a read replica.
+ * becomes a failed check, not an error.  node is the node's record (NULL
+ * for one that shardext_add_node() is about to register).  The connection
+ * reaches whatever server is there: the fencing check says whether it is
+ * the node's.
  */
 static List *
-CheckNode(const char *host, int32 port, List *roles, bool replica)
+CheckNode(const char *host, int32 port, List *roles, WorkerNode *node)
 {
 	List	   *checks = NIL;
 	NodeConnection *conn = NULL;
+	bool		identityCheck = SetNodeIdentityCheck(false);
 	NodeCheck  *connection = ConnectForChecks(host, port, &conn);
 	NodeSettings settings;
+	bool		replica = node != NULL && NodeIsReplica(node);
+
+	SetNodeIdentityCheck(identityCheck);
 
 	checks = lappend(checks, connection);
 	if (conn == NULL)
@@ -239,7 +256,10 @@ CheckNode(const char *host, int32 port, List *roles, bool replica)
 		CheckPreparedTransactions(&checks, &settings);
 		CheckReplication(&checks, &settings);
 		CheckWorkersRolesAndClock(&checks, &settings);
-		CheckRecovery(&checks, &settings, replica);
+		if (node == NULL || !node->needsRebuild)
+			CheckRecovery(&checks, &settings, replica);
+		if (node != NULL)
+			CheckFencing(&checks, node, conn, &settings);
 	}
 	CloseDedicatedConnection(conn);
 	return checks;
@@ -266,6 +286,15 @@ MakeCheck(List **checks, const char *name, NodeCheckStatus status, const char *s
 	return check;
 }
 
+/* OpenCheckConnection: the part of ConnectForChecks that may fail */
+static void
+OpenCheckConnection(void *arg)
+{
+	CheckConnection *target = arg;
+
+	target->conn = OpenDedicatedConnection(target->host, target->port, false, true);
+}
+
 /*
  * ConnectForChecks opens a dedicated connection to the node as the current
  * user; a failure is caught (in a subtransaction) and becomes the outcome
@@ -274,41 +303,20 @@ MakeCheck(List **checks, const char *name, NodeCheckStatus status, const char *s
 static NodeCheck *
 ConnectForChecks(const char *host, int32 port, NodeConnection **connOut)
 {
-	MemoryContext callerContext = CurrentMemoryContext;
-	ResourceOwner callerOwner = CurrentResourceOwner;
-	NodeCheck  *check = NULL;
+	CheckConnection target = {host, port, NULL};
+	ErrorData  *edata;
 
-	*connOut = NULL;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(callerContext);
-	PG_TRY();
-	{
-		*connOut = OpenDedicatedConnection(host, port, false, true);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(callerContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		check = MakeCheck(NULL, "connection", NODE_CHECK_ERROR, "cannot connect",
-						  psprintf("%s%s%s", edata->message, edata->detail ? ": " : "",
-								   edata->detail ? edata->detail : ""),
-						  edata->hint);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(callerContext);
-	CurrentResourceOwner = callerOwner;
-
-	if (check == NULL)
-		check = MakeCheck(NULL, "connection", NODE_CHECK_OK, NULL,
-						  psprintf("Connected to %s:%d as \"%s\".", host, port,
-								   GetUserNameFromId(GetUserId(), false)),
-						  NULL);
-	return check;
+	edata = RunInSubtransaction(OpenCheckConnection, &target);
+	*connOut = target.conn;
+	if (edata != NULL)
+		return MakeCheck(NULL, "connection", NODE_CHECK_ERROR, "cannot connect",
+						 psprintf("%s%s%s", edata->message, edata->detail ? ": " : "",
+								  edata->detail ? edata->detail : ""),
+						 edata->hint);
+	return MakeCheck(NULL, "connection", NODE_CHECK_OK, NULL,
+					 psprintf("Connected to %s:%d as \"%s\".", host, port,
+							  GetUserNameFromId(GetUserId(), false)),
+					 NULL);
 }
 
 /*
@@ -319,8 +327,8 @@ static bool
 ReadNodeSettings(NodeConnection *conn, List *roles, NodeSettings *settings)
 {
 	TimestampTz before = GetCurrentTimestamp();
-	PGresult   *result = ExecuteRemoteQueryWithTimeout(conn, NodeSettingsQuery(roles),
-													   NODE_CHECK_TIMEOUT_MS);
+	PGresult   *result = TryRemoteQueryNoInterrupts(conn, NodeSettingsQuery(roles),
+													NODE_CHECK_TIMEOUT_MS);
 	TimestampTz after = GetCurrentTimestamp();
 	double		middleMs;
 
@@ -569,6 +577,48 @@ CheckRecovery(List **checks, NodeSettings *settings, bool replica)
 		MakeCheck(checks, "recovery", NODE_CHECK_OK, NULL,
 				  replica ? "The read replica is a standby in recovery." :
 				  "The node is not in recovery.", NULL);
+}
+
+/*
+ * CheckFencing checks that a worker's address reaches the server the
+ * catalog records for it (fencing.c), and reports the old primary that a
+ * failover replaced as long as it has not been rebuilt as a standby.
+ */
+static void
+CheckFencing(List **checks, WorkerNode *node, NodeConnection *conn, NodeSettings *settings)
+{
+	bool		inRecovery = strcmp(settings->values[COL_IN_RECOVERY], "true") == 0;
+	ServerIdentity identity;
+	bool		reported = ReportedServerIdentity(conn, &identity);
+
+	if (node->needsRebuild && !inRecovery)
+		MakeCheck(checks, "fencing", NODE_CHECK_ERROR,
+				  "an old primary that a failover replaced accepts writes",
+				  psprintf("The server was node %d's primary until a failover; the cluster "
+						   "refuses it and sends it nothing.", node->primaryNodeId),
+				  "Rebuild it as a standby of the node's primary (pg_rewind or "
+				  "pg_basebackup), then run shardext_add_replica() for it.");
+	else if (node->needsRebuild)
+		MakeCheck(checks, "fencing", NODE_CHECK_WARNING,
+				  "an old primary that a failover replaced is a standby now",
+				  "It is not used until it is registered again.",
+				  "Run shardext_add_replica() for it.");
+	else if (!NodeIsReplica(node) && reported && !NodeIdentityMatches(node, &identity))
+		MakeCheck(checks, "fencing", NODE_CHECK_ERROR,
+				  "the node's address reaches another server than the node's",
+				  psprintf("The server reports %s; node %d runs on system " UINT64_FORMAT
+						   ", timeline %u. Connections to it are refused.",
+						   DescribeServerIdentity(&identity), node->nodeId, node->systemId,
+						   node->timeline),
+				  "Rebuild it as a standby of the node's primary; if it rightly took the "
+				  "node over, run shardext_update_node() for it.");
+	else if (!NodeIsReplica(node))
+		MakeCheck(checks, "fencing", NODE_CHECK_OK, NULL,
+				  node->systemId == 0 ?
+				  pstrdup("The node's identity is not recorded yet.") :
+				  psprintf("The server is the node's: system " UINT64_FORMAT ", timeline %u.",
+						   node->systemId, node->timeline),
+				  NULL);
 }
 
 /* CoordinatorChecks: the checks that concern the coordinator itself */

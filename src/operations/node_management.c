@@ -22,8 +22,10 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
+#include "shardext/fencing.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
 #include "shardext/privileges.h"
@@ -93,10 +95,12 @@ shardext_add_node(PG_FUNCTION_ARGS)
 		PrepareNewNode(conn, host, port);
 		CheckNewNode(host, port);
 		nodeId = InsertWorkerNode(host, port, weight);
+		RecordServerIdentity(nodeId, conn);
 		params[0] = CoordinatorId();
 		params[1] = psprintf("%d", nodeId);
 		RunOnNewNode(conn, host, port,
 					 "SELECT shardext.worker_register($1, $2::int)", 2, params);
+		CdcPrepareNewNode(conn, host, port);
 	}
 	PG_FINALLY();
 	{
@@ -106,6 +110,7 @@ shardext_add_node(PG_FUNCTION_ARGS)
 
 	CommandCounterIncrement();
 	ReplicateReferenceTablesToNode(nodeId);
+	CdcSetUpNewNode(nodeId);
 
 	PG_RETURN_INT32(nodeId);
 }
@@ -174,19 +179,19 @@ NodeLacksDatabase(const char *host, int32 port, const char *dbname)
 		char	   *failure = NULL;
 		PGresult   *result;
 
-		result = ExecuteRemoteQueryBounded(maintenance,
-										   "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
-										   1, params, 0, &failure);
+		result = TryRemoteQuery(maintenance,
+								"SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
+								1, params, 0, &failure);
 		missing = result != NULL && PQntuples(result) == 0;
 		PQclear(result);
 		if (missing)
 		{
 			ereport(NOTICE,
 					(errmsg("creating database \"%s\" on node %s:%d", dbname, host, port)));
-			result = ExecuteRemoteQueryBounded(maintenance,
-											   psprintf("CREATE DATABASE %s",
-														quote_identifier(dbname)),
-											   0, NULL, 0, &failure);
+			result = TryRemoteQuery(maintenance,
+									psprintf("CREATE DATABASE %s",
+											 quote_identifier(dbname)),
+									0, NULL, 0, &failure);
 			if (result == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -389,6 +394,7 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 				 errhint("Move its shards to other nodes (shardext_drain_node()) or "
 						 "drop or undistribute the tables first.")));
 
+	CdcNodeRemoved(nodeId);
 	DeleteWorkerNode(nodeId);
 
 	/* best effort: the node may be gone for good */
@@ -402,8 +408,8 @@ shardext_remove_node(PG_FUNCTION_ARGS)
 
 			PG_TRY();
 			{
-				PQclear(ExecuteRemoteQueryBounded(conn, "SELECT shardext.worker_unregister($1)",
-												  1, params, 0, &failure));
+				PQclear(TryRemoteQuery(conn, "SELECT shardext.worker_unregister($1)",
+									   1, params, 0, &failure));
 			}
 			PG_FINALLY();
 			{

@@ -33,6 +33,8 @@
 #include "access/xlog.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -41,12 +43,19 @@
 #include "utils/tuplestore.h"
 
 #include "shardext/connection.h"
+#include "shardext/failover.h"
+#include "shardext/fencing.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+
+/* how long one query on a node may take, recovery conflicts retried */
+#define STANDBY_QUERY_TIMEOUT_MS 30000
+/* how often a promotion in progress is looked at */
+#define PROMOTION_POLL_MS 50
 
 PG_FUNCTION_INFO_V1(shardext_add_replica);
 PG_FUNCTION_INFO_V1(shardext_remove_replica);
@@ -60,8 +69,16 @@ static void CheckReplicaOf(NodeConnection *replica, const char *host, int32 port
 						   WorkerNode *primary);
 static void CheckHoldsNode(NodeConnection *conn, const char *host, int32 port, int32 nodeId);
 static void CheckPrimaryStopped(WorkerNode *primary);
-static void PromoteServer(NodeConnection *conn, const char *host, int32 port, int waitSeconds);
-static void TakeOverNode(WorkerNode *node, WorkerNode *replica);
+static void PromoteServer(NodeConnection *conn, WorkerNode *primary, const char *host,
+						  int32 port, int waitSeconds);
+static void CheckPromotedEarlier(NodeConnection *conn, WorkerNode *primary, const char *host,
+								 int32 port);
+static bool ServerInHotStandby(NodeConnection *conn);
+static void TakeOverNode(WorkerNode *node, WorkerNode *replica, NodeConnection *conn);
+static void RepointNode(WorkerNode *node, const char *host, int32 port,
+						NodeConnection *conn);
+static void CheckNotOldPrimary(NodeConnection *conn, WorkerNode *node, const char *host,
+							   int32 port);
 static void ResolvePreparedTransactions(void);
 
 static void
@@ -74,11 +91,19 @@ CheckPort(int32 port)
 				 errhint("A port is between 1 and 65535.")));
 }
 
-/* RemoteValue runs a one-value query (NULL for a NULL value) */
+/*
+ * RemoteValue runs a one-value query (NULL for a NULL value) within
+ * STANDBY_QUERY_TIMEOUT_MS.  The servers asked here are often standbys
+ * that replay WAL, which cancels queries it conflicts with: those run
+ * again (ExecuteStandbyScalar), so that no step depends on the standby's
+ * hot_standby_feedback.
+ */
 static char *
 RemoteValue(NodeConnection *conn, const char *query)
 {
-	return ExecuteRemoteScalar(conn, query, 0, NULL);
+	return ExecuteStandbyScalar(conn, query,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															STANDBY_QUERY_TIMEOUT_MS));
 }
 
 /*
@@ -143,8 +168,11 @@ shardext_add_replica(PG_FUNCTION_ARGS)
 
 	if (existing != NULL)
 	{
+		/* an old primary that was rebuilt as a standby is a replica again */
 		nodeId = existing->nodeId;
 		SetNodeActive(nodeId, true);
+		if (existing->needsRebuild)
+			SetNodeNeedsRebuild(nodeId, false);
 	}
 	else
 		nodeId = InsertReplicaNode(host, port, primary->nodeId);
@@ -289,8 +317,6 @@ shardext_promote_replica(PG_FUNCTION_ARGS)
 	int32		port = PG_GETARG_INT32(1);
 	int32		waitSeconds = PG_GETARG_INT32(2);
 	WorkerNode *replica;
-	WorkerNode *primary;
-	NodeConnection *conn;
 
 	EnsureAdminAndShardext("shardext_promote_replica");
 	if (waitSeconds < 1 || waitSeconds > 3600)
@@ -308,23 +334,49 @@ shardext_promote_replica(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("node %s:%d is a primary, not a read replica", host, port),
 				 errhint("Promote one of its replicas (shardext.nodes lists them).")));
-	primary = GetWorkerNode(replica->primaryNodeId);
+	PG_RETURN_INT32(PromoteReplicaNode(replica, waitSeconds));
+}
+
+/*
+ * PromoteReplicaNode promotes a registered read replica and makes it the
+ * primary of its node, for shardext_promote_replica and automatic failover
+ * (failover.c): it refuses while the node's primary still accepts writes,
+ * checks that the standby holds the node, promotes it, and then the replica
+ * takes the node over (TakeOverNode).  The caller holds
+ * ShareRowExclusiveLock on shardext.node.  Returns the node id.
+ */
+int32
+PromoteReplicaNode(WorkerNode *replica, int waitSeconds)
+{
+	WorkerNode *primary = GetWorkerNode(replica->primaryNodeId);
+	char	   *host = pstrdup(replica->host);
+	int32		port = replica->port;
+	NodeConnection *conn;
+
+	if (replica->needsRebuild)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d is an old primary of node %d that a failover replaced",
+						host, port, primary->nodeId),
+				 errdetail("Its data may lack what the node committed since."),
+				 errhint("Rebuild it as a standby of the node's primary and run "
+						 "shardext_add_replica() for it first.")));
 	CheckPrimaryStopped(primary);
 
 	conn = OpenDedicatedConnection(host, port, false, true);
 	PG_TRY();
 	{
 		CheckHoldsNode(conn, host, port, primary->nodeId);
-		PromoteServer(conn, host, port, waitSeconds);
+		PromoteServer(conn, primary, host, port, waitSeconds);
+		TakeOverNode(primary, replica, conn);
 	}
 	PG_FINALLY();
 	{
 		CloseDedicatedConnection(conn);
 	}
 	PG_END_TRY();
-
-	TakeOverNode(primary, replica);
-	PG_RETURN_INT32(primary->nodeId);
+	ResolvePreparedTransactions();
+	return primary->nodeId;
 }
 
 /*
@@ -342,8 +394,8 @@ CheckPrimaryStopped(WorkerNode *primary)
 
 	if (conn == NULL)
 		return;
-	result = ExecuteRemoteQueryWithTimeout(conn, "SELECT NOT pg_catalog.pg_is_in_recovery()",
-										   5000);
+	result = TryRemoteQueryNoInterrupts(conn, "SELECT NOT pg_catalog.pg_is_in_recovery()",
+										5000);
 	writable = result != NULL && PQntuples(result) == 1 &&
 		strcmp(PQgetvalue(result, 0, 0), "t") == 0;
 	PQclear(result);
@@ -359,30 +411,39 @@ CheckPrimaryStopped(WorkerNode *primary)
 }
 
 /*
- * PromoteServer promotes the standby on conn (pg_promote) and waits until
- * it accepts writes; a server already out of recovery counts as promoted.
+ * PromoteServer promotes the standby on conn and waits until it accepts
+ * writes; a server already out of recovery counts as promoted when it is on
+ * a later timeline than the node's primary (CheckPromotedEarlier).  Only
+ * pg_promote itself takes a snapshot, for a moment (it does not wait: a
+ * query waiting for the promotion would hold its snapshot while the
+ * standby replays the rest of its WAL, which cancels it for a recovery
+ * conflict when it removes row versions the snapshot might see); the
+ * waiting polls SHOW in_hot_standby, which takes none.
  */
 static void
-PromoteServer(NodeConnection *conn, const char *host, int32 port, int waitSeconds)
+PromoteServer(NodeConnection *conn, WorkerNode *primary, const char *host, int32 port,
+			  int waitSeconds)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   waitSeconds * 1000L);
-	char	   *value = RemoteValue(conn, "SELECT pg_catalog.pg_is_in_recovery()::text");
+	char	   *value;
 
-	if (value != NULL && strcmp(value, "false") == 0)
+	if (!ServerInHotStandby(conn))
 	{
+		CheckPromotedEarlier(conn, primary, host, port);
 		ereport(NOTICE,
 				(errmsg("node %s:%d is not in recovery any more: taking it as promoted",
 						host, port)));
 		return;
 	}
-	value = RemoteValue(conn, psprintf("SELECT pg_catalog.pg_promote(true, %d)::text",
-									   waitSeconds));
-	for (;;)
+	value = ExecuteStandbyScalar(conn, "SELECT pg_catalog.pg_promote(false)::text", deadline);
+	if (value == NULL || strcmp(value, "true") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d could not be promoted", host, port),
+				 errhint("Look at the server's log.")));
+	while (ServerInHotStandby(conn))
 	{
-		value = RemoteValue(conn, "SELECT (NOT pg_catalog.pg_is_in_recovery())::text");
-		if (value != NULL && strcmp(value, "true") == 0)
-			return;
 		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -390,20 +451,65 @@ PromoteServer(NodeConnection *conn, const char *host, int32 port, int waitSecond
 							host, port, waitSeconds),
 					 errhint("Look at the server's log; once it accepts writes, run "
 							 "shardext_promote_replica() again.")));
-		pg_usleep(100 * 1000L);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 PROMOTION_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
 }
 
 /*
- * TakeOverNode makes the (promoted) replica the primary of the node: the
- * two rows exchange addresses, so the node id and its placements stay; the
- * row that now names the old primary, and every other replica of the node,
- * are deactivated.  Then in-doubt prepared transactions on the new primary
- * are resolved.
+ * CheckPromotedEarlier errors out unless a replica that is out of recovery
+ * is on a later timeline than the one recorded for the node's primary: a
+ * promotion that went through before (a catalog change that failed after
+ * it) starts a new timeline, while a server that merely is not a standby
+ * (an old primary, another node's server) could hold anything.
  */
 static void
-TakeOverNode(WorkerNode *node, WorkerNode *replica)
+CheckPromotedEarlier(NodeConnection *conn, WorkerNode *primary, const char *host, int32 port)
+{
+	ServerIdentity identity;
+
+	if (primary->systemId == 0)
+		return;
+	if (!ParseServerIdentity(RemoteValue(conn, "SELECT pg_catalog.current_setting("
+										 "'shardext.server_identity', true)"), &identity) ||
+		identity.systemId != primary->systemId || identity.timeline <= primary->timeline)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %s:%d is not in recovery, and no promotion of it replaced node %d",
+						host, port, primary->nodeId),
+				 errdetail("It reports %s; the node ran on timeline %u.",
+						   DescribeServerIdentity(&identity), primary->timeline),
+				 errhint("Promote a standby of the node.")));
+}
+
+/*
+ * ServerInHotStandby tells whether the server on conn is (still) a hot
+ * standby.  SHOW takes no snapshot, so replay never cancels it.  A backend
+ * notices the end of recovery when it finishes a command, so right after a
+ * promotion one more poll may still say "on".
+ */
+static bool
+ServerInHotStandby(NodeConnection *conn)
+{
+	char	   *value = RemoteValue(conn, "SHOW in_hot_standby");
+
+	return value != NULL && strcmp(value, "on") == 0;
+}
+
+/*
+ * TakeOverNode makes the (promoted) replica, whose server is on conn, the
+ * primary of the node: the two rows exchange addresses, so the node id and
+ * its placements stay; the node records the server's identity, so that
+ * connections refuse the old primary from now on (fencing.c), and the row
+ * that now names the old primary is marked as needing a rebuild; it and
+ * every other replica of the node are deactivated.  The caller then
+ * resolves the in-doubt prepared transactions on the new primary
+ * (ResolvePreparedTransactions).
+ */
+static void
+TakeOverNode(WorkerNode *node, WorkerNode *replica, NodeConnection *conn)
 {
 	int32		nodeId = node->nodeId;
 	int32		replicaId = replica->nodeId;
@@ -415,16 +521,16 @@ TakeOverNode(WorkerNode *node, WorkerNode *replica)
 
 	SwapNodeAddresses(nodeId, replicaId);
 	DeactivateReplicasOf(nodeId);
+	SetNodeNeedsRebuild(replicaId, true);
+	RecordServerIdentity(nodeId, conn);
 	CommandCounterIncrement();
-
 	ereport(NOTICE,
 			(errmsg("node %d now runs on %s:%d", nodeId, newHost, newPort),
-			 errdetail("The old primary %s:%d is recorded as inactive replica %d; %d other "
-					   "replicas of the node were deactivated.", oldHost, oldPort,
-					   replicaId, others),
+			 errdetail("The old primary %s:%d is recorded as inactive replica %d, which needs "
+					   "a rebuild; %d other replicas of the node were deactivated.",
+					   oldHost, oldPort, replicaId, others),
 			 errhint("Rebuild the old primary as a standby of the new one, point the other "
 					 "replicas at it, and run shardext_add_replica() for each.")));
-	ResolvePreparedTransactions();
 }
 
 /*
@@ -447,7 +553,10 @@ ResolvePreparedTransactions(void)
 /*
  * shardext_update_node(node_id, host, port) points a worker node at
  * another server: the standby that an external tool (Patroni and the like)
- * promoted.  The server must accept writes and hold the node's data; the
+ * promoted.  The server must accept writes and hold the node's data; its
+ * identity becomes the node's (fencing.c).  Called with the node's own
+ * address, it accepts the server there as the node's (after a restore from
+ * backups, which starts a new timeline).  When the identity changes, the
  * node's replicas are deactivated (see the file header).
  */
 Datum
@@ -457,8 +566,10 @@ shardext_update_node(PG_FUNCTION_ARGS)
 	char	   *host = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	int32		port = PG_GETARG_INT32(2);
 	WorkerNode *node;
-	WorkerNode *other;
-	NodeConnection *conn;
+	WorkerNode *other = NULL;
+	bool		sameAddress;
+	bool		identityCheck;
+	NodeConnection *volatile conn = NULL;
 
 	EnsureAdminAndShardext("shardext_update_node");
 	CheckPort(port);
@@ -474,42 +585,83 @@ shardext_update_node(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("node %d is a read replica", nodeId),
 				 errhint("Remove it and add the replica again with its new address.")));
-	if (node->port == port && strcmp(node->host, host) == 0)
-		PG_RETURN_VOID();
-	other = FindWorkerNode(host, port);
+	sameAddress = node->port == port && strcmp(node->host, host) == 0;
+	if (!sameAddress)
+		other = FindWorkerNode(host, port);
 	if (other != NULL && other->primaryNodeId != nodeId)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("node %s:%d is registered as node %d", host, port, other->nodeId)));
 
-	conn = OpenDedicatedConnection(host, port, false, true);
+	/* look at whatever runs there: the node may record another server */
+	identityCheck = SetNodeIdentityCheck(false);
 	PG_TRY();
 	{
-		char	   *value = RemoteValue(conn, "SELECT pg_catalog.pg_is_in_recovery()::text");
-
-		if (value == NULL || strcmp(value, "false") != 0)
+		conn = OpenDedicatedConnection(host, port, false, true);
+		if (ServerInHotStandby(conn))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("node %s:%d is a standby", host, port),
 					 errhint("Point the node at the server once it was promoted.")));
 		CheckHoldsNode(conn, host, port, nodeId);
+		CheckNotOldPrimary(conn, node, host, port);
+		if (other != NULL)
+			TakeOverNode(node, other, conn);
+		else
+			RepointNode(node, host, port, conn);
 	}
 	PG_FINALLY();
 	{
 		CloseDedicatedConnection(conn);
+		SetNodeIdentityCheck(identityCheck);
 	}
 	PG_END_TRY();
-
-	if (other != NULL)
-		TakeOverNode(node, other);
-	else
-	{
-		UpdateNodeAddress(nodeId, host, port);
-		DeactivateReplicasOf(nodeId);
-		CommandCounterIncrement();
-		ResolvePreparedTransactions();
-	}
+	ResolvePreparedTransactions();
 	PG_RETURN_VOID();
+}
+
+/*
+ * CheckNotOldPrimary refuses a server of the node's system on an earlier
+ * timeline than the node's: an old primary that a failover replaced, which
+ * lacks what the node committed since.  (A server restored from a backup,
+ * or promoted by another tool, is on a later timeline; one of another
+ * system holds the node's data by a copy, which CheckHoldsNode checked.)
+ */
+static void
+CheckNotOldPrimary(NodeConnection *conn, WorkerNode *node, const char *host, int32 port)
+{
+	ServerIdentity identity;
+
+	if (!ReportedServerIdentity(conn, &identity) || identity.systemId != node->systemId ||
+		identity.timeline >= node->timeline)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("server %s:%d is an old primary of node %d", host, port, node->nodeId),
+			 errdetail("It reports %s; the node runs on timeline %u since a failover.",
+					   DescribeServerIdentity(&identity), node->timeline),
+			 errhint("Rebuild it as a standby of the node's primary.")));
+}
+
+/*
+ * RepointNode makes the node run on the server at host:port (on conn),
+ * which holds its data and accepts writes: address and identity; a new
+ * identity deactivates the node's replicas, which follow another history.
+ */
+static void
+RepointNode(WorkerNode *node, const char *host, int32 port, NodeConnection *conn)
+{
+	int32		nodeId = node->nodeId;
+	ServerIdentity before = {node->systemId, node->timeline};
+
+	if (node->port != port || strcmp(node->host, host) != 0)
+		UpdateNodeAddress(nodeId, host, port);
+	RecordServerIdentity(nodeId, conn);
+	CommandCounterIncrement();
+	node = GetWorkerNode(nodeId);
+	if (node->systemId != before.systemId || node->timeline != before.timeline)
+		DeactivateReplicasOf(nodeId);
+	CommandCounterIncrement();
 }
 
 /*

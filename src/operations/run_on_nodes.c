@@ -69,7 +69,7 @@ static char *
 RunOnConnection(NodeConnection *conn, const char *command, bool *success)
 {
 	char	   *failure = NULL;
-	PGresult   *result = ExecuteRemoteQueryBounded(conn, command, 0, NULL, 0, &failure);
+	PGresult   *result = TryRemoteQuery(conn, command, 0, NULL, 0, &failure);
 	char	   *value;
 
 	*success = (result != NULL);

@@ -554,7 +554,7 @@ FlushSagaLog(SagaRun *run)
 		appendStringInfoString(&run->log,
 							   "SELECT pg_catalog.set_config('synchronous_commit', 'off', true);");
 	conn = SagaLoopbackConnection();
-	result = ExecuteRemoteQueryBounded(conn, run->log.data, 0, NULL, SAGA_LOG_TIMEOUT_MS,
+	result = TryRemoteQuery(conn, run->log.data, 0, NULL, SAGA_LOG_TIMEOUT_MS,
 									   &failure);
 	if (result == NULL)
 	{
@@ -983,7 +983,7 @@ ForgetSagasOnNode(int32 nodeId, const char *ids)
 	conn = OpenDedicatedConnectionWithTimeout(node->host, node->port, SAGA_FORGET_TIMEOUT_MS);
 	if (conn == NULL)
 		return false;
-	result = ExecuteRemoteQueryBounded(conn, "SELECT shardext.saga_forget_steps($1, $2::bigint[])",
+	result = TryRemoteQuery(conn, "SELECT shardext.saga_forget_steps($1, $2::bigint[])",
 									   2, params, SAGA_FORGET_TIMEOUT_MS, &failure);
 	CloseDedicatedConnection(conn);
 	if (result == NULL)

@@ -5,7 +5,7 @@
  *	  once, and finding out whether an interrupted one applied.
  *
  * A step (or compensation) is sent in one pipeline that forms one local
- * transaction on its node (ExecuteRemotePipelineBounded): the session's
+ * transaction on its node (TryRemotePipeline): the session's
  * time zone, shardext.saga_claim_step(), which inserts the step's record
  * into shardext.saga_step_record, the step's statements, and its check.
  * The record commits with the step or not at all, and its primary key
@@ -227,7 +227,7 @@ ApplySagaAction(Saga *saga, int step, bool compensation, int attempt, List *stat
 				  TEST_SAGA_CRASH_BEFORE_STEP, step);
 	PG_TRY();
 	{
-		result = ExecuteRemotePipelineBounded(conn, commands, count, SAGA_STEP_TIMEOUT_MS,
+		result = TryRemotePipeline(conn, commands, count, SAGA_STEP_TIMEOUT_MS,
 											  &failedIndex, &error, &failure);
 	}
 	PG_CATCH();
@@ -307,7 +307,7 @@ FenceSagaAction(Saga *saga, int step, bool compensation, int32 nodeId, int attem
 	ClaimParams(saga, step, compensation, attempt, params);
 	PG_TRY();
 	{
-		result = ExecuteRemoteQueryBounded(conn,
+		result = TryRemoteQuery(conn,
 										   "SELECT shardext.saga_fence_step($1, $2, $3, $4, $5)",
 										   5, params, SAGA_FENCE_TIMEOUT_MS, &failure);
 	}
@@ -484,7 +484,7 @@ NameStatement(SagaConnection *kept, PipelineCommand *command, const Oid *types,
 	if (kept->preparedCount >= SAGA_MAX_PREPARED)
 		return true;			/* sent unnamed */
 	snprintf(name, sizeof(name), "saga%d", kept->preparedCount + 1);
-	if (!PrepareRemoteStatementBounded(kept->conn, name, command->sql, command->nParams,
+	if (!TryPrepareRemoteStatement(kept->conn, name, command->sql, command->nParams,
 									   types, SAGA_STEP_TIMEOUT_MS, failure))
 		return false;
 	entry = hash_search(kept->prepared, &key, HASH_ENTER, &found);

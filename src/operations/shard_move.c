@@ -32,7 +32,6 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
@@ -46,6 +45,7 @@
 #include "shardext/remote_command.h"
 #include "shardext/resource_lock.h"
 #include "shardext/shard_move.h"
+#include "shardext/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(shardext_move_shard);
 PG_FUNCTION_INFO_V1(shardext_move_lock_shards);
@@ -60,13 +60,11 @@ static char *ShardNameArray(ShardMoveState *state);
 static void ReadSourceTables(ShardMoveState *state, char *shardNames);
 static void CheckTargetRoom(ShardMoveState *state, char *shardNames);
 static char *SizePretty(int64 bytes);
-static void RunMoveSteps(ShardMoveState *state);
+static void RunMoveSteps(void *arg);
 static void AbortMove(ShardMoveState *state, ErrorData *edata);
 static void FinishMove(ShardMoveState *state);
-static void CleanUpAfterSwitch(ShardMoveState *state);
+static void CleanUpAfterSwitch(void *arg);
 static void AssignSplitShardIds(ShardMoveState *state);
-static ErrorData *RunInSubtransaction(ShardMoveState *state,
-									  void (*part) (ShardMoveState *state));
 static void CloseMoveConnections(ShardMoveState *state, bool cancel);
 static void CommitMovedPlacements(int64 moveId);
 static int32 SwitchMovedShard(MoveRecord *move, int i);
@@ -619,7 +617,7 @@ ExecuteShardMove(ShardMoveState *state)
 					state->description, state->source.host, state->source.port,
 					state->target.host, state->target.port)));
 
-	edata = RunInSubtransaction(state, RunMoveSteps);
+	edata = RunInSubtransaction(RunMoveSteps, state);
 	if (edata != NULL)
 	{
 		if (!state->flipped && !MoveWasCommitted(state->moveId))
@@ -654,44 +652,12 @@ AssignSplitShardIds(ShardMoveState *state)
 	}
 }
 
-/*
- * RunInSubtransaction runs part of a move in an internal subtransaction and
- * returns NULL, or the error that rolled the subtransaction back (with the
- * error state flushed: the caller decides what follows).
- */
-static ErrorData *
-RunInSubtransaction(ShardMoveState *state, void (*part) (ShardMoveState *state))
-{
-	MemoryContext oldContext = CurrentMemoryContext;
-	ResourceOwner oldOwner = CurrentResourceOwner;
-	ErrorData  *edata = NULL;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldContext);
-	PG_TRY();
-	{
-		part(state);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldContext);
-		CurrentResourceOwner = oldOwner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(oldContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldContext);
-		CurrentResourceOwner = oldOwner;
-	}
-	PG_END_TRY();
-	return edata;
-}
-
 /* RunMoveSteps: the steps of an online or blocking move or split */
 static void
-RunMoveSteps(ShardMoveState *state)
+RunMoveSteps(void *arg)
 {
+	ShardMoveState *state = arg;
+
 	if (state->mode == MOVE_MODE_BLOCK_WRITES)
 	{
 		MoveSetUpTarget(state);
@@ -827,7 +793,7 @@ FinishMove(ShardMoveState *state)
 	/* this session's next statements see the new placements */
 	AcceptInvalidationMessages();
 
-	edata = RunInSubtransaction(state, CleanUpAfterSwitch);
+	edata = RunInSubtransaction(CleanUpAfterSwitch, state);
 	if (edata != NULL)
 	{
 		SetMoveStatus(state, "done", NULL);
@@ -847,8 +813,10 @@ FinishMove(ShardMoveState *state)
  * tables once no older transaction can read them.
  */
 static void
-CleanUpAfterSwitch(ShardMoveState *state)
+CleanUpAfterSwitch(void *arg)
 {
+	ShardMoveState *state = arg;
+
 	CloseMoveConnections(state, false);
 	SetMovePhase(state, "cleaning up");
 	MarkDeferredDropsNow(state);

@@ -25,6 +25,10 @@
  * sequences run out (never more than the bound ahead of the clock).
  * Beyond the bound snowflake_id() fails instead of risking a duplicate.
  *
+ * Promotions: a standby that takes over (a worker's replica, the
+ * coordinator's standby) issues ids with its primary's node id; its first
+ * id starts past the clock by the tolerated skew (SnowflakeAfterPromotion).
+ *
  * Restarts: the file $PGDATA/shardext_snowflake.state holds the node id and
  * a high-water mark, "reserved until ms R".  No id is handed out with a
  * millisecond beyond the R that is on disk; when issued ids come within
@@ -45,6 +49,7 @@
 
 #include "access/htup_details.h"
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -95,6 +100,9 @@ typedef struct SnowflakeShared
 	/* the state file could not be read at startup: issue no ids */
 	bool		stateFileBroken;
 
+	/* the first id after startup looked whether this server was promoted */
+	pg_atomic_uint32 promotionChecked;
+
 	/* serialises writes of the state file */
 	int			lockTrancheId;
 	LWLock		lock;
@@ -125,6 +133,7 @@ static SnowflakeStep SnowflakeAdvance(uint64 lastState, int64 nowMs, uint64 *nex
 									  int64 *waitUntilMs);
 static void SnowflakeClockBehindError(uint64 lastState, int64 nowMs);
 static void SnowflakeWaitForClock(int64 targetMs);
+static void SnowflakeAfterPromotion(void);
 static uint64 SnowflakeClaimState(void);
 static void SnowflakeReserve(int64 ms);
 static bool SnowflakeLock(bool wait);
@@ -180,6 +189,7 @@ SnowflakeInitShared(SnowflakeShared *shared)
 					   ((uint64) reservedMs << SNOWFLAKE_SEQUENCE_BITS) | SNOWFLAKE_MAX_SEQUENCE);
 	pg_atomic_init_u64(&shared->reservedUntilMs, (uint64) reservedMs);
 	pg_atomic_init_u32(&shared->registeredNodeId, (uint32) nodeId);
+	pg_atomic_init_u32(&shared->promotionChecked, 0);
 	shared->startupMs = reservedMs;
 	shared->lockTrancheId = NewLWLockTranche("shardext_snowflake");
 	LWLockInitialize(&shared->lock, shared->lockTrancheId);
@@ -538,16 +548,20 @@ SnowflakeClockBehindError(uint64 lastState, int64 nowMs)
 /*
  * SnowflakeWaitForClock waits until the clock reads at least targetMs.
  * Waits are short: a millisecond when a sequence is used up, at most a
- * reservation after startup.
+ * reservation after startup.  A clock that steps back while it waits ends
+ * the wait early: the caller looks again, and fails when the clock is
+ * further behind than shardext.snowflake_max_clock_skew.
  */
 static void
 SnowflakeWaitForClock(int64 targetMs)
 {
+	int64		gapMs = targetMs - SnowflakeNowMs();
+
 	for (;;)
 	{
 		int64		nowMs = SnowflakeNowMs();
 
-		if (nowMs >= targetMs)
+		if (nowMs >= targetMs || targetMs - nowMs > gapMs)
 			return;
 		CHECK_FOR_INTERRUPTS();
 		if (targetMs - nowMs > 1)
@@ -555,6 +569,33 @@ SnowflakeWaitForClock(int64 targetMs)
 		else
 			pg_spin_delay();
 	}
+}
+
+/*
+ * SnowflakeAfterPromotion, at the first id of a server that was promoted
+ * since it started (a standby that took over a worker or the
+ * coordinator), moves the last state to snowflake_max_clock_skew past the
+ * clock.  The standby has its primary's node id, and its state file is the
+ * one copied when it was made, far behind what the primary issued since;
+ * the primary issued no id beyond its clock (plus the skew it may borrow)
+ * before it failed, and the promotion comes after that.  So with clocks
+ * that agree within the time the failover took, the new primary's ids
+ * come after the old one's.
+ */
+static void
+SnowflakeAfterPromotion(void)
+{
+	if (PromoteIsTriggered())
+	{
+		uint64		floor = ((uint64) (SnowflakeNowMs() + ShardextSnowflakeMaxClockSkew) <<
+							 SNOWFLAKE_SEQUENCE_BITS) | SNOWFLAKE_MAX_SEQUENCE;
+		uint64		last = pg_atomic_read_u64(&Snowflake->lastState.value);
+
+		while (last < floor &&
+			   !pg_atomic_compare_exchange_u64(&Snowflake->lastState.value, &last, floor))
+			;
+	}
+	pg_atomic_write_u32(&Snowflake->promotionChecked, 1);
 }
 
 /*
@@ -614,6 +655,8 @@ SnowflakeNextId(void)
 	int32		nodeId;
 
 	SnowflakeCheckUsable();
+	if (unlikely(pg_atomic_read_u32(&Snowflake->promotionChecked) == 0))
+		SnowflakeAfterPromotion();
 	nodeId = SnowflakeCurrentNodeId();
 	state = SnowflakeClaimState();
 

@@ -43,6 +43,7 @@
 
 #include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
+#include "shardext/cdc.h"
 #include "shardext/guc.h"
 #include "shardext/shard_move.h"
 
@@ -105,8 +106,8 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 {
 	LogicalOutputPluginInit pgoutputInit;
 
-	pgoutputInit = (LogicalOutputPluginInit)
-		load_external_function("pgoutput", "_PG_output_plugin_init", false, NULL);
+	/* the real pgoutput, not the wrapper of change data capture */
+	pgoutputInit = RealOutputPluginInit("pgoutput");
 	pgoutputInit(&pgoutputCallbacks);
 
 	*cb = pgoutputCallbacks;

@@ -22,6 +22,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "shardext/cdc.h"
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
 #include "shardext/global_index.h"
@@ -118,6 +119,7 @@ undistribute_table(PG_FUNCTION_ARGS)
 		}
 	}
 
+	CdcTablesDropped(list_make1_oid(relid));
 	DeleteDistTable(relid);
 	ExecuteOnNodesInTransaction(nodeIds, commands);
 	table_close(rel, NoLock);

@@ -9,6 +9,13 @@
 -- for every PostgreSQL major version.
 \echo Use "ALTER EXTENSION shardext UPDATE TO '1.2'" to load this file. \quit
 
+-- ==== corrections to what 1.1 said ====
+
+-- since 1.1 the reset forgets this database's tenants; the period of the
+-- counters (shared by every database of the server) goes on
+COMMENT ON FUNCTION pg_catalog.shardext_stat_tenants_reset()
+	IS 'forgets this database''s tenants of shardext.stat_tenants (the current period goes on)';
+
 -- ==== sagas (issue 27) ====
 --
 -- A saga is a business transaction over several nodes made of local steps:
@@ -277,3 +284,179 @@ CREATE VIEW shardext.sagas WITH (security_barrier) AS
 	   OR pg_catalog.pg_has_role('shardext_admin', 'USAGE');
 COMMENT ON VIEW shardext.sagas IS 'sagas of the current user (of everybody, for administrators): state, steps, errors';
 GRANT SELECT ON shardext.sagas TO PUBLIC;
+
+-- ==== self-healing: failover, fencing, restore points (issue 24) ====
+-- Fencing (src/connection/fencing.c): the system identifier and timeline of
+-- the server each worker's primary runs on, recorded when it is added or
+-- takes the node over and checked by every new connection, so that an old
+-- primary that a failover replaced never receives another write; and the
+-- mark of that old primary's record, which stays until it is a standby of
+-- the node again.
+ALTER TABLE shardext.node ADD COLUMN system_identifier bigint;
+ALTER TABLE shardext.node ADD COLUMN timeline int;
+ALTER TABLE shardext.node ADD COLUMN needs_rebuild bool NOT NULL DEFAULT false;
+
+-- what the maintenance daemon's probes last saw of each node (node_health.c)
+CREATE FUNCTION shardext.node_health(OUT node_id int, OUT health text,
+									 OUT health_since timestamptz, OUT last_probe timestamptz,
+									 OUT detail text)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_node_health';
+COMMENT ON FUNCTION shardext.node_health()
+	IS 'what the maintenance daemon''s probes last saw of each node: up, slow, unreachable, fenced';
+
+CREATE OR REPLACE VIEW shardext.nodes AS
+	SELECT n.nodeid AS node_id, n.host AS node_host, n.port AS node_port,
+		   n.weight, n.active,
+		   (SELECT count(*) FROM shardext.placement p WHERE p.nodeid = n.nodeid) AS placement_count,
+		   CASE WHEN n.primary_nodeid IS NULL THEN 'primary' ELSE 'replica' END AS role,
+		   n.primary_nodeid AS primary_node_id,
+		   s.replay_lag,
+		   h.health, h.health_since, h.detail AS health_detail,
+		   n.needs_rebuild
+	FROM shardext.node n
+	LEFT JOIN shardext.replica_status() s
+		   ON s.node_id = n.nodeid AND n.primary_nodeid IS NOT NULL
+	LEFT JOIN shardext.node_health() h ON h.node_id = n.nodeid
+	ORDER BY n.nodeid;
+COMMENT ON VIEW shardext.nodes IS 'worker nodes and their replicas: role, how many shard placements each holds, replay lag, health as the maintenance daemon''s probes saw it, old primaries that need a rebuild';
+
+-- A restore point on every node at one moment of the cluster: commit
+-- decisions of distributed transactions are held back while the points
+-- are created, so that restoring every node to that name gives a cluster
+-- where each distributed transaction is there on all its nodes or on none.
+CREATE FUNCTION pg_catalog.shardext_create_restore_point(name text, OUT node_id int,
+														 OUT node_host text, OUT node_port int,
+														 OUT lsn pg_lsn)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_create_restore_point';
+COMMENT ON FUNCTION pg_catalog.shardext_create_restore_point(text)
+	IS 'create a consistent restore point of that name on the coordinator (node 0) and every worker; returns each one''s LSN';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_create_restore_point(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_catalog.shardext_create_restore_point(text) TO shardext_admin;
+
+-- ==== change data capture (issue 25) ====
+
+-- Publications made by shardext_create_publication().  The coordinator
+-- keeps one row per publication; every worker keeps the same rows, which
+-- tell shardext's output plugins (pgoutput and test_decoding wrappers, see
+-- cdc_decoder.c) that a consumer of that publication gets the changes of
+-- shards as changes of their distributed tables.  The output plugins read
+-- the worker's rows while decoding, hence user_catalog_table.
+CREATE TABLE shardext.cdc_publication (
+	pubname name NOT NULL PRIMARY KEY,
+	all_tables bool NOT NULL,		-- tables distributed later join it
+	create_slot bool NOT NULL		-- a logical slot of its name on every node
+) WITH (user_catalog_table = true);
+
+-- on the coordinator: the tables of a publication made for named tables
+CREATE TABLE shardext.cdc_publication_table (
+	pubname name NOT NULL REFERENCES shardext.cdc_publication ON DELETE CASCADE,
+	relid regclass NOT NULL REFERENCES shardext.dist_table ON DELETE CASCADE,
+	PRIMARY KEY (pubname, relid)
+);
+CREATE INDEX cdc_publication_table_relid_idx ON shardext.cdc_publication_table (relid);
+
+-- On a worker: the stand-in of each distributed or reference table that is
+-- in a publication, an empty table with the table's schema, name, columns
+-- and replica identity.  The node's publications contain the stand-ins, so
+-- subscribers see the table's name; the output plugins decode each change
+-- of a shard as a change of its stand-in.  Reference table changes are
+-- streamed by one node only (emits).
+CREATE TABLE shardext.cdc_table (
+	standin regclass NOT NULL PRIMARY KEY,
+	table_id oid NOT NULL UNIQUE,	-- the distributed table's OID on the coordinator
+	method "char" NOT NULL CHECK (method IN ('h', 'r')),
+	emits bool NOT NULL
+) WITH (user_catalog_table = true);
+
+SELECT pg_catalog.pg_extension_config_dump('shardext.cdc_publication', '');
+SELECT pg_catalog.pg_extension_config_dump('shardext.cdc_publication_table', '');
+SELECT pg_catalog.pg_extension_config_dump('shardext.cdc_table', '');
+GRANT SELECT ON shardext.cdc_publication, shardext.cdc_publication_table, shardext.cdc_table
+	TO PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_create_publication(name text, tables regclass[] DEFAULT NULL,
+													   create_slot boolean DEFAULT false)
+	RETURNS void
+	LANGUAGE C
+	AS 'MODULE_PATHNAME', 'shardext_create_publication';
+COMMENT ON FUNCTION pg_catalog.shardext_create_publication(text, regclass[], boolean)
+	IS 'publish the changes of distributed and reference tables (all, or those named) on every node, optionally with a logical replication slot of that name on each';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_create_publication(text, regclass[], boolean)
+	FROM PUBLIC;
+
+CREATE FUNCTION pg_catalog.shardext_drop_publication(name text)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_drop_publication';
+COMMENT ON FUNCTION pg_catalog.shardext_drop_publication(text)
+	IS 'drop a publication made by shardext_create_publication, and its slots, on every node';
+REVOKE ALL ON FUNCTION pg_catalog.shardext_drop_publication(text) FROM PUBLIC;
+
+CREATE FUNCTION shardext.cdc_slot_status(OUT node_id int, OUT node_host text, OUT node_port int,
+										 OUT slot_name name, OUT plugin name, OUT active bool,
+										 OUT confirmed_flush_lsn pg_lsn, OUT bytes_behind bigint)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_cdc_slot_status';
+COMMENT ON FUNCTION shardext.cdc_slot_status()
+	IS 'the logical replication slots of change data capture consumers on every node';
+
+CREATE VIEW shardext.cdc_slots AS
+	SELECT * FROM shardext.cdc_slot_status();
+COMMENT ON VIEW shardext.cdc_slots
+	IS 'per node: the logical slots of change data capture consumers, their plugin, confirmed position and how far behind they are (a node without consumers has a row without slot)';
+REVOKE ALL ON shardext.cdc_slots FROM PUBLIC;
+REVOKE ALL ON FUNCTION shardext.cdc_slot_status() FROM PUBLIC;
+
+-- called by the coordinator on each worker, in its transaction
+CREATE FUNCTION shardext.cdc_worker_add_publication(pubname name, all_tables bool,
+													create_slot bool)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_cdc_worker_add_publication';
+COMMENT ON FUNCTION shardext.cdc_worker_add_publication(name, bool, bool)
+	IS 'on a worker: create a (still empty) publication of change data capture';
+
+CREATE FUNCTION shardext.cdc_worker_drop_publication(pubname name)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_cdc_worker_drop_publication';
+COMMENT ON FUNCTION shardext.cdc_worker_drop_publication(name)
+	IS 'on a worker: drop a publication of change data capture and the stand-ins no publication needs';
+
+CREATE FUNCTION shardext.cdc_worker_publish(standin regclass, table_id oid, method "char",
+											emits bool, publications name[])
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_cdc_worker_publish';
+COMMENT ON FUNCTION shardext.cdc_worker_publish(regclass, oid, "char", bool, name[])
+	IS 'on a worker: record a table''s stand-in and add it to publications of change data capture';
+
+CREATE FUNCTION shardext.cdc_worker_unpublish(table_id oid)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_cdc_worker_unpublish';
+COMMENT ON FUNCTION shardext.cdc_worker_unpublish(oid)
+	IS 'on a worker: drop the stand-in of a table (it leaves every publication)';
+
+CREATE FUNCTION shardext.cdc_worker_set_emitter(emits bool)
+	RETURNS void
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_cdc_worker_set_emitter';
+COMMENT ON FUNCTION shardext.cdc_worker_set_emitter(bool)
+	IS 'on a worker: whether this node streams the changes of reference tables';
+
+REVOKE ALL ON FUNCTION shardext.cdc_worker_add_publication(name, bool, bool),
+	shardext.cdc_worker_drop_publication(name),
+	shardext.cdc_worker_set_emitter(bool) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_catalog.shardext_create_publication(text, regclass[], boolean),
+	pg_catalog.shardext_drop_publication(text),
+	shardext.cdc_slot_status(),
+	shardext.cdc_worker_add_publication(name, bool, bool),
+	shardext.cdc_worker_drop_publication(name),
+	shardext.cdc_worker_set_emitter(bool) TO shardext_admin;
+GRANT SELECT ON shardext.cdc_slots TO shardext_admin;

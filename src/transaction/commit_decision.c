@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 #include "utils/rel.h"
 
+#include "shardext/cdc.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_xact.h"
@@ -99,6 +100,11 @@ shardext_record_commit_decision(PG_FUNCTION_ARGS)
 	CatalogTupleInsert(rel, tuple);
 	heap_freetuple(tuple);
 	table_close(rel, NoLock);
+
+	/* this part of the distributed transaction names it, as prepared parts do */
+	CdcLogDistributedTransaction(psprintf("%s" INT64_FORMAT,
+										  text_to_cstring(PG_GETARG_TEXT_PP(0)),
+										  PG_GETARG_INT64(2)));
 #ifdef SHARDEXT_TEST_HOOKS
 	decisionRecorded = true;
 #endif

@@ -31,6 +31,13 @@
  * ended before recovery started, and that no prepared transaction still
  * needs, are deleted on each node.
  *
+ * Recovery also records the identity of nodes added before 1.2, which
+ * fencing needs (fencing.c).
+ *
+ * A COMMIT PREPARED that follows a decider's decision runs inside the
+ * commit gate (commit_gate.c), so that a restore point never falls between
+ * a late decision and the commits that follow it.
+ *
  * Runs of recovery are serialised by a self-conflicting lock on
  * shardext.transaction that committing transactions (which only insert)
  * do not conflict with.  Nodes that cannot be reached are skipped with a
@@ -64,7 +71,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "shardext/commit_gate.h"
 #include "shardext/connection.h"
+#include "shardext/fencing.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
@@ -124,11 +133,13 @@ static int	RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix,
 						bool *reached, List **floors);
 static int	RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 								const char *prefix, bool *reached, List **floors);
+static bool ResolveAsDecided(NodeConnection *conn, WorkerNode *node, PreparedXact *xact,
+							 DeciderRef *ref, const char *prefix, bool *answered);
 static bool DecidedByDecider(const char *gid, const char *prefix, DeciderRef *ref);
 static bool AskDecider(const DeciderRef *ref, const char *gid, const char *owner,
 					   const char *prefix, bool *committed);
-static char *NodeValueBounded(WorkerNode *node, const char *query, int nParams,
-							  const char *const *params, char **failure);
+static char *TryNodeValue(WorkerNode *node, const char *query, int nParams,
+						  const char *const *params, char **failure);
 static void RaiseDecisionFloors(List **floors, List *stillPrepared, const char *prefix);
 static void ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon);
 static uint64 OldestRunningFullXid(void);
@@ -224,6 +235,7 @@ RecoverNode(WorkerNode *node, Relation recordRel, const char *prefix, bool *reac
 	}
 	PG_TRY();
 	{
+		RecordMissingIdentity(node, conn);
 		resolved = RecoverOnConnection(conn, node, recordRel, prefix, reached, floors);
 	}
 	PG_FINALLY();
@@ -274,16 +286,17 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 
 		foreach(recordCell, records)
 			committed |= (strcmp(((CommitRecord *) lfirst(recordCell))->gid, xact->gid) == 0);
-		if (!committed && DecidedByDecider(xact->gid, prefix, &ref) &&
-			!AskDecider(&ref, xact->gid, xact->owner, prefix, &committed))
+		if (!committed && DecidedByDecider(xact->gid, prefix, &ref))
 		{
-			allDecided = false;	/* the decider cannot tell now: next round */
-			continue;
-		}
+			bool		answered = false;
 
-		if (RunResolution(conn, node,
-						  psprintf("%s PREPARED %s", committed ? "COMMIT" : "ROLLBACK",
-								   quote_literal_cstr(xact->gid))))
+			if (ResolveAsDecided(conn, node, xact, &ref, prefix, &answered))
+				resolved++;
+			allDecided &= answered; /* the decider cannot tell now: next round */
+		}
+		else if (RunResolution(conn, node,
+							   psprintf("%s PREPARED %s", committed ? "COMMIT" : "ROLLBACK",
+										quote_literal_cstr(xact->gid))))
 			resolved++;
 		if (conn->queryInProgress)
 			return resolved;	/* the node stopped answering */
@@ -302,6 +315,37 @@ RecoverOnConnection(NodeConnection *conn, WorkerNode *node, Relation recordRel,
 	}
 	RaiseDecisionFloors(floors, stillPrepared, prefix);
 	*reached = allDecided;
+	return resolved;
+}
+
+/*
+ * ResolveAsDecided asks the deciding node of a prepared transaction how it
+ * ended and commits or rolls it back accordingly, inside the commit gate
+ * (see the file header); *answered says whether the decider could tell.
+ * Returns whether the transaction was resolved.
+ */
+static bool
+ResolveAsDecided(NodeConnection *conn, WorkerNode *node, PreparedXact *xact,
+				 DeciderRef *ref, const char *prefix, bool *answered)
+{
+	bool		committed = false;
+	bool		resolved = false;
+
+	EnterCommitDecision();
+	PG_TRY();
+	{
+		*answered = AskDecider(ref, xact->gid, xact->owner, prefix, &committed);
+		if (*answered)
+			resolved = RunResolution(conn, node,
+									 psprintf("%s PREPARED %s",
+											  committed ? "COMMIT" : "ROLLBACK",
+											  quote_literal_cstr(xact->gid)));
+	}
+	PG_FINALLY();
+	{
+		LeaveCommitDecision();
+	}
+	PG_END_TRY();
 	return resolved;
 }
 
@@ -348,8 +392,8 @@ AskDecider(const DeciderRef *ref, const char *gid, const char *owner, const char
 				 errmsg("the node that decides prepared transaction %s is not registered", gid)));
 		return false;
 	}
-	value = NodeValueBounded(node, "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
-							 4, params, &failure);
+	value = TryNodeValue(node, "SELECT shardext.resolve_commit_decision($1, $2, $3, $4)",
+						 4, params, &failure);
 	if (value == NULL)
 	{
 		ereport(WARNING,
@@ -364,14 +408,14 @@ AskDecider(const DeciderRef *ref, const char *gid, const char *owner, const char
 }
 
 /*
- * NodeValueBounded runs a query with text parameters on a node over a
+ * TryNodeValue runs a query with text parameters on a node over a
  * connection of its own (closed on every path), waiting
  * RECOVERY_COMMAND_TIMEOUT_MS at most, and returns the first value of its
  * result; NULL, with *failure set, when it did not run.
  */
 static char *
-NodeValueBounded(WorkerNode *node, const char *query, int nParams, const char *const *params,
-				 char **failure)
+TryNodeValue(WorkerNode *node, const char *query, int nParams, const char *const *params,
+			 char **failure)
 {
 	NodeConnection *conn = OpenDedicatedConnection(node->host, node->port, false, false);
 	char	   *value = NULL;
@@ -381,8 +425,8 @@ NodeValueBounded(WorkerNode *node, const char *query, int nParams, const char *c
 		return NULL;
 	PG_TRY();
 	{
-		PGresult   *result = ExecuteRemoteQueryBounded(conn, query, nParams, params,
-													   RECOVERY_COMMAND_TIMEOUT_MS, failure);
+		PGresult   *result = TryRemoteQuery(conn, query, nParams, params,
+											RECOVERY_COMMAND_TIMEOUT_MS, failure);
 
 		if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK &&
 			PQntuples(result) == 1)
@@ -474,8 +518,8 @@ ForgetDecisions(List *nodes, List *floors, const char *prefix, uint64 horizon)
 		if (olderNeeded)
 			continue;			/* left for a round after they are resolved */
 		params[2] = psprintf(UINT64_FORMAT, below);
-		if (NodeValueBounded(node, "SELECT shardext.forget_commit_decisions($1, $2, $3)",
-							 3, params, &failure) == NULL)
+		if (TryNodeValue(node, "SELECT shardext.forget_commit_decisions($1, $2, $3)",
+						 3, params, &failure) == NULL)
 			ereport(WARNING,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not delete old commit decisions on node %s:%d",
@@ -568,11 +612,11 @@ PreparedGidsOnNode(NodeConnection *conn, WorkerNode *node, const char *prefix, b
 	char	   *failure = NULL;
 	List	   *gids = NIL;
 
-	result = ExecuteRemoteQueryBounded(conn,
-									   "SELECT gid, owner FROM pg_catalog.pg_prepared_xacts "
-									   "WHERE database = pg_catalog.current_database() "
-									   "AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
-									   1, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure);
+	result = TryRemoteQuery(conn,
+							"SELECT gid, owner FROM pg_catalog.pg_prepared_xacts "
+							"WHERE database = pg_catalog.current_database() "
+							"AND pg_catalog.starts_with(gid, $1) ORDER BY gid",
+							1, params, RECOVERY_COMMAND_TIMEOUT_MS, &failure);
 	*ok = (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK);
 	if (!*ok)
 	{
@@ -671,8 +715,8 @@ static bool
 RunResolution(NodeConnection *conn, WorkerNode *node, const char *command)
 {
 	char	   *failure = NULL;
-	PGresult   *result = ExecuteRemoteQueryBounded(conn, command, 0, NULL,
-												   RECOVERY_COMMAND_TIMEOUT_MS, &failure);
+	PGresult   *result = TryRemoteQuery(conn, command, 0, NULL,
+										RECOVERY_COMMAND_TIMEOUT_MS, &failure);
 
 	if (result != NULL)
 	{

@@ -68,6 +68,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "shardext/commit_gate.h"
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/maintenance.h"
@@ -230,7 +231,8 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 }
 
 /*
- * RemoteTransactionMarkModified records that the connection writes.  With
+ * RemoteTransactionMarkModified records that the connection writes (never
+ * from a standby coordinator).  With
  * shardext.multi_node_commit = 'reject' it refuses a write on a second node;
  * callers mark before they send the write, and may mark before
  * RemoteTransactionBeginCommand, so that a refusal changes nothing.
@@ -238,6 +240,13 @@ RemoteTransactionBeginCommand(NodeConnection *conn)
 void
 RemoteTransactionMarkModified(NodeConnection *conn)
 {
+	/* a standby coordinator only reads: its catalog may be behind */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot write on node %s:%d from a standby coordinator",
+						conn->host, conn->port),
+				 errhint("Write through the primary coordinator.")));
 	if (!conn->xactModified && ShardextMultiNodeCommit == MULTI_NODE_COMMIT_REJECT)
 	{
 		List	   *connections = ConnectionsInTransaction();
@@ -347,6 +356,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_COMMIT:
+			LeaveCommitDecision();
 			if (connectionsInTransaction > 0)
 			{
 				List	   *connections = ConnectionsInTransaction();
@@ -382,6 +392,7 @@ RemoteXactCallback(XactEvent event, void *arg)
 			break;
 
 		case XACT_EVENT_ABORT:
+			LeaveCommitDecision();
 			if (deciderState == DECIDER_COMMITTED)
 				CommitAfterLocalFailure();
 			else
@@ -403,7 +414,9 @@ RemoteXactCallback(XactEvent event, void *arg)
  * one participant wrote (the local transaction counts as one when it has an
  * xid); otherwise PREPARE TRANSACTION on all writers but the decider, which
  * then commits (last-participant commit), or, where that is not allowed,
- * PREPARE on all of them plus commit records.
+ * PREPARE on all of them plus commit records.  The commit decision (the
+ * decider's commit, or the local commit that follows) is made inside the
+ * commit gate (commit_gate.c), which restore points close.
  */
 static void
 PreCommitRemoteTransactions(void)
@@ -437,6 +450,7 @@ PreCommitRemoteTransactions(void)
 		PrepareRemoteTransactions(connections, false);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
 		TEST_PAUSE_POINT("after prepare");
+		EnterCommitDecision();
 		CommitDecider();
 	}
 	else
@@ -444,6 +458,8 @@ PreCommitRemoteTransactions(void)
 		PrepareRemoteTransactions(connections, true);
 		InjectTestFault(TEST_FAULT_CRASH_AFTER_PREPARE);
 		TEST_PAUSE_POINT("after prepare");
+		/* until the local commit record is written (XACT_EVENT_COMMIT) */
+		EnterCommitDecision();
 	}
 }
 
@@ -853,8 +869,8 @@ FinishPreparedTransactions(List *connections)
 	foreach(cell, prepared)
 	{
 		NodeConnection *conn = lfirst(cell);
-		bool		committed = FinishRemoteCommandWithTimeout(conn, "COMMIT PREPARED",
-															   REMOTE_CLEANUP_TIMEOUT_MS);
+		bool		committed = TryFinishRemoteCommandNoInterrupts(conn, "COMMIT PREPARED",
+																   REMOTE_CLEANUP_TIMEOUT_MS);
 
 		/* committed now, with its LSN, or later by recovery */
 		NoteNodeWrite(conn->nodeId, committed ? ReportedCommitLsn(conn) : InvalidXLogRecPtr);
@@ -916,8 +932,8 @@ AbortRemoteTransactions(void)
 		 */
 		if (clean && conn->xactState == REMOTE_XACT_PREPARED &&
 			PQtransactionStatus(conn->pgConn) != PQTRANS_IDLE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 		else if (clean && conn->xactState == REMOTE_XACT_PREPARED)
 		{
 			char	   *command = psprintf("ROLLBACK PREPARED %s",
@@ -928,13 +944,13 @@ AbortRemoteTransactions(void)
 			 * way.  Where neither works, recovery rolls the prepared
 			 * transaction back (it has no commit record).
 			 */
-			if (!ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
-				clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-														REMOTE_CLEANUP_TIMEOUT_MS);
+			if (!TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS))
+				clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+													 REMOTE_CLEANUP_TIMEOUT_MS);
 		}
 		else if (clean && conn->xactState != REMOTE_XACT_NONE)
-			clean = ExecuteRemoteCommandWithTimeout(conn, "ROLLBACK",
-													REMOTE_CLEANUP_TIMEOUT_MS);
+			clean = TryRemoteCommandNoInterrupts(conn, "ROLLBACK",
+												 REMOTE_CLEANUP_TIMEOUT_MS);
 
 		if (!clean)
 			CloseNodeConnection(conn);
@@ -1034,7 +1050,7 @@ RollbackRemoteSubtransaction(NodeConnection *conn, int level)
 	{
 		command = psprintf("ROLLBACK TO SAVEPOINT shardext_sp_%d;"
 						   "RELEASE SAVEPOINT shardext_sp_%d", level, level);
-		clean = ExecuteRemoteCommandWithTimeout(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
+		clean = TryRemoteCommandNoInterrupts(conn, command, REMOTE_CLEANUP_TIMEOUT_MS);
 		pfree(command);
 	}
 

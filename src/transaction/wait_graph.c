@@ -430,8 +430,8 @@ static PGresult *
 RunNodeQuery(DetectorConnection *dc, const char *query, int timeoutMs)
 {
 	char	   *failure = NULL;
-	PGresult   *result = ExecuteRemoteQueryBounded(dc->conn, query, 0, NULL, timeoutMs,
-												   &failure);
+	PGresult   *result = TryRemoteQuery(dc->conn, query, 0, NULL, timeoutMs,
+										&failure);
 
 	if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK)
 	{

@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
@@ -44,8 +45,8 @@ IsShardextAdmin(Oid roleId)
 
 /*
  * EnsureShardextAdmin errors out unless the current user is an
- * administrator (see IsShardextAdmin); function is the SQL name of the
- * caller, for the message.
+ * administrator (see IsShardextAdmin) and the server is not a standby;
+ * function is the SQL name of the caller, for the message.
  */
 void
 EnsureShardextAdmin(const char *function)
@@ -58,6 +59,12 @@ EnsureShardextAdmin(const char *function)
 						   SHARDEXT_ADMIN_ROLE, function),
 				 errhint("A superuser can grant the role: GRANT %s TO <role>.",
 						 SHARDEXT_ADMIN_ROLE)));
+	/* they change the nodes or the catalog, which a standby coordinator may not */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot run %s() on a standby coordinator", function),
+				 errhint("Run it on the primary coordinator.")));
 }
 
 /*

@@ -16,8 +16,8 @@ source "$(dirname "$0")/lib/common.sh"
 TMP=$(mktemp -d)
 chmod 755 "$TMP"
 port=$((SHARDEXT_PORT + 20))
-stopped=""
 fake=""
+canceller=""
 
 # a listener that accepts and then stays silent
 perl -MIO::Socket::INET -e '
@@ -28,10 +28,23 @@ perl -MIO::Socket::INET -e '
 	alarm 300;
 	while (my $c = $s->accept) { push @held, $c; }' &
 listener=$!
+# resume_stopped: every process the test stopped (SIGSTOP) goes on; the
+# stopping script notes them in $TMP/stopped before it stops them
+resume_stopped() {
+	local pids
+	pids=$(cat "$TMP/stopped" 2>/dev/null)
+	[ -z "$pids" ] || kill -CONT $pids 2>/dev/null
+	rm -f "$TMP/stopped"
+}
+# the cleanup first resumes what was stopped (the SQL below would wait for
+# a stopped backend or postmaster forever), and its own statements are
+# bounded: whatever the test left behind, it ends
 cleanup() {
+	resume_stopped
+	[ -z "$canceller" ] || kill "$canceller" 2>/dev/null
 	sessions_end
-	[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null
 	kill $listener 2>/dev/null
+	export PGOPTIONS="-c statement_timeout=30s"
 	[ -n "$fake" ] && coord "DELETE FROM shardext.node WHERE nodeid = $fake" >/dev/null 2>&1
 	coord "ALTER SYSTEM RESET shardext.connect_timeout" >/dev/null 2>&1
 	coord "ALTER SYSTEM RESET shardext.recovery_interval" >/dev/null 2>&1
@@ -140,19 +153,25 @@ expect_eq "the other commits" "t" \
 within "the daemon resolves a distributed deadlock with the silent node registered" 15000
 
 # --- 3. a worker backend that stops answering in the middle of a query
-worker_backend() {	# coordinator pid: its connection's backend on worker 2
-	worker2 "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'shardext\_%\_$1'"
-}
+# stop.sh, run by the session of run_stopped: notes the session's backend
+# (coord_pid), then stops its connections' backends on worker 2
 cat >"$TMP/stop.sh" <<SH
 #!/usr/bin/env bash
+echo "\$COORD_PID" >"$TMP/coord_pid"
 pid=\$("$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p $WORKER_2_PORT -d $DB \
 	-c "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'shardext\\\\_%\\\\_\$COORD_PID'")
 echo "\$pid" >"$TMP/stopped_pid"
+echo \$pid >>"$TMP/stopped"
 kill -STOP \$pid
 SH
 chmod +x "$TMP/stop.sh"
-run_stopped() {	# cancel-sql: a session whose worker 2 backend stops, then the query
-	"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" <<SQL 2>&1
+# run_stopped CANCEL-SQL: a session whose worker 2 backend stops, then the
+# query; a statement that nothing cancels ends after 60 s (and fails the
+# test), and psql itself after 120 s
+run_stopped() {
+	rm -f "$TMP/t0" "$TMP/t1" "$TMP/coord_pid" "$TMP/stopped_pid"
+	PGOPTIONS="-c statement_timeout=60s" timeout 120 \
+		"$BINDIR/psql" -X -At -h 127.0.0.1 -U postgres -p "$COORDINATOR_PORT" -d "$DB" <<SQL 2>&1
 SELECT count(*) FROM hn_rows;
 SELECT pg_backend_pid() AS coord_pid \gset
 \setenv COORD_PID :coord_pid
@@ -167,32 +186,31 @@ SELECT count(*) FROM hn_rows;
 SQL
 }
 out=$(run_stopped "SET statement_timeout = '1s';")
-stopped=$(cat "$TMP/stopped_pid" 2>/dev/null)
-kill -CONT $stopped 2>/dev/null
-stopped=""
+resume_stopped
 elapsed_ms=$((($(cat "$TMP/t1") - $(cat "$TMP/t0")) / 1000000))
 expect_in_out "a stopped worker backend: statement_timeout" "canceling statement due to statement timeout"
 within "statement_timeout ends a query whose worker backend stopped" 10000
 expect_eq "the session goes on afterwards" "40" "$(tail -1 <<<"$out")"
 
-# the same with pg_cancel_backend from another session
-coord "SELECT 1" >/dev/null
+# the same with pg_cancel_backend from another session, once the second
+# query waits for the stopped backend: the first query of run_stopped has the
+# same text and waits on its nodes too, so the canceller starts only after
+# the files of the previous run are gone and then watches the session's
+# backend from t0 on
+rm -f "$TMP/t0" "$TMP/t1" "$TMP/coord_pid"
 (
 	wait_for "the query started" 30 test -s "$TMP/t0"
+	coord_pid=$(cat "$TMP/coord_pid")
 	wait_sql "the query waits for the stopped worker backend" 30 "$COORDINATOR_PORT" \
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = current_database()
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $coord_pid
 			AND query = 'SELECT count(*) FROM hn_rows;' AND state = 'active' AND wait_event_type = 'Extension'"
-	coord "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-		   WHERE datname = current_database() AND query = 'SELECT count(*) FROM hn_rows;'
-		   AND state = 'active'" >/dev/null
+	expect_eq "the query is cancelled" "t" "$(coord "SELECT pg_cancel_backend($coord_pid)")" >/dev/null
 ) &
 canceller=$!
-rm -f "$TMP/t0" "$TMP/t1"
 out=$(run_stopped "")
-wait $canceller
-stopped=$(cat "$TMP/stopped_pid" 2>/dev/null)
-kill -CONT $stopped 2>/dev/null
-stopped=""
+wait $canceller || fail "the canceller failed (see above); the query printed: $out"
+canceller=""
+resume_stopped
 elapsed_ms=$((($(cat "$TMP/t1") - $(cat "$TMP/t0")) / 1000000))
 expect_in_out "a stopped worker backend: pg_cancel_backend" "canceling statement due to user request"
 within "pg_cancel_backend ends a query whose worker backend stopped" 12000
@@ -201,13 +219,11 @@ expect_eq "the session goes on after the cancel" "40" "$(tail -1 <<<"$out")"
 # --- 4. the worker's postmaster stopped as well: the cancel request is bounded too
 postmaster=$(head -1 "$SHARDEXT_CLUSTER_DIR/worker2/postmaster.pid")
 cat >>"$TMP/stop.sh" <<SH
+echo $postmaster >>"$TMP/stopped"
 kill -STOP $postmaster
 SH
-rm -f "$TMP/t0" "$TMP/t1"
-stopped=$postmaster
 out=$(run_stopped "SET statement_timeout = '1s'; SET shardext.connect_timeout = 1500;" | sed 's/^/  /')
-kill -CONT $postmaster $(cat "$TMP/stopped_pid" 2>/dev/null) 2>/dev/null
-stopped=""
+resume_stopped
 elapsed_ms=$((($(cat "$TMP/t1") - $(cat "$TMP/t0")) / 1000000))
 expect_in_out "a stopped worker: statement_timeout" "canceling statement due to statement timeout"
 within "statement_timeout ends a query on a stopped worker" 12000

@@ -238,13 +238,16 @@ node_of_key() {	# key: the server EXPLAIN reads it on
 	coord "$ON SET shardext.read_your_writes = off; EXPLAIN (COSTS OFF, FORMAT JSON) SELECT * FROM kv WHERE id = $1" |
 		grep -o '"Nodes": \[[^]]*' | grep -o '127.0.0.1:[0-9]*'
 }
+reads_replica2() { [ "$(node_of_key "$K2")" = "127.0.0.1:$R2_PORT" ]; }
+# the global index above was DDL too: the coordinator uses the replica again
+# once its daemon has sampled the barrier and seen the replica replay it
 wait_replayed 2
+poll 10 reads_replica2
 expect_eq "before DDL, reads of worker 2 use its replica" "127.0.0.1:$R2_PORT" "$(node_of_key "$K2")"
 coord "ALTER TABLE kv ADD COLUMN extra int NOT NULL DEFAULT 7" >/dev/null
 expect_eq "right after DDL, the replicas that lack it are not read" "127.0.0.1:$WORKER_2_PORT" "$(node_of_key "$K2")"
 expect_eq "another session reads the new column at once" "7" \
 	"$(coord "$ON SET shardext.read_your_writes = off; SELECT extra FROM kv WHERE id = $K2")"
-reads_replica2() { [ "$(node_of_key "$K2")" = "127.0.0.1:$R2_PORT" ]; }
 poll 10 reads_replica2
 expect_eq "once it replayed the DDL, the replica is read again" "127.0.0.1:$R2_PORT" "$(node_of_key "$K2")"
 K1B=$(key_on "$W1_ID" 1)

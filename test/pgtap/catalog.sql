@@ -11,7 +11,8 @@ SELECT has_table('shardext', 'shard', 'shards catalog');
 SELECT has_table('shardext', 'placement', 'placements catalog');
 SELECT has_table('shardext', 'transaction', 'two-phase commit records');
 
-SELECT columns_are('shardext', 'node', ARRAY['nodeid', 'host', 'port', 'weight', 'active', 'primary_nodeid']);
+SELECT columns_are('shardext', 'node', ARRAY['nodeid', 'host', 'port', 'weight', 'active', 'primary_nodeid',
+										   'system_identifier', 'timeline', 'needs_rebuild']);
 SELECT col_type_is('shardext', 'shard', 'hash_min', 'integer', 'hash_min is int4');
 SELECT col_type_is('shardext', 'shard', 'hash_max', 'integer', 'hash_max is int4');
 SELECT col_type_is('shardext', 'shard', 'shardid', 'bigint', 'shard ids are bigint');

@@ -116,8 +116,17 @@ typedef struct NodeConnection
 	/* set while the connection is being opened (StartNodeConnection) */
 	bool		connecting;
 	PostgresPollingStatusType pollStatus;
+	bool		tcpEstablished; /* the attempt got past the TCP connection */
 	TimestampTz connectDeadline;
 	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
+
+	/*
+	 * Set while SendNodeCancelRequest sends a cancel request with libpq's
+	 * non-blocking cancel API (remote_cancel.c): its PGcancelConn, and how
+	 * far it got; the waits for the connection watch its socket then.
+	 */
+	void	   *cancelRequest;
+	PostgresPollingStatusType cancelPollStatus;
 
 	/*
 	 * Dedicated connections (OpenDedicatedConnection) are closed when the
@@ -128,6 +137,15 @@ typedef struct NodeConnection
 	bool		dedicated;
 	ResourceOwner owner;
 } NodeConnection;
+
+/* how far ProbeNodeConnection got */
+typedef enum NodeProbeOutcome
+{
+	NODE_PROBE_CONNECTED,		/* ready for commands */
+	NODE_PROBE_UNREACHABLE,		/* no TCP connection: refused, or not in time */
+	NODE_PROBE_NOT_ANSWERING,	/* TCP connected, startup not finished in time */
+	NODE_PROBE_REJECTED			/* TCP connected, the server refused or closed */
+} NodeProbeOutcome;
 
 extern void InitializeConnections(void);
 extern NodeConnection *GetNodeConnection(int32 nodeId);
@@ -153,6 +171,9 @@ extern NodeConnection *OpenDedicatedConnectionTo(const char *host, int32 port,
 extern NodeConnection *OpenDedicatedConnectionWithTimeout(const char *host, int32 port,
 														  int timeoutMs);
 extern NodeConnection *OpenLoopbackConnection(bool errorOnFailure);
+extern NodeConnection *ProbeNodeConnection(const char *host, int32 port, int timeoutMs,
+										   NodeProbeOutcome *outcome, char **detail);
+extern NodeConnection *OpenSideConnection(NodeConnection *conn, TimestampTz deadline);
 extern void CloseDedicatedConnection(NodeConnection *conn);
 extern void KeepConnectionAcrossTransactions(NodeConnection *conn);
 extern bool LastConnectionTimedOut(void);

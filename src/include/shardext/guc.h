@@ -35,6 +35,7 @@ extern int	ShardextSagaRetention;
 extern int	ShardextMoveMaxLag;
 extern int	ShardextMoveLockTimeout;
 extern int	ShardextMoveCutoverTimeout;
+extern int	ShardextMoveCatchUpTimeout;
 extern int	ShardextMoveDropTimeout;
 extern int	ShardextMinFreeDiskSpace;
 extern bool ShardextMoveVerify;
@@ -82,6 +83,13 @@ extern int	ShardextReplicaWaitTimeout;
 extern int	ShardextReplicaPollInterval;
 extern int	ShardextReplicaConnectTimeout;
 extern char *ShardextCommitLsn;
+
+extern bool ShardextAutoFailover;
+extern int	ShardextHealthCheckInterval;
+extern int	ShardextFailoverTimeout;
+extern int	ShardextFailoverMaxLag;
+extern int	ShardextRestorePointInterval;
+extern char *ShardextServerIdentity;
 
 /* shardext.read_your_writes */
 #define READ_YOUR_WRITES_LSN 0

@@ -35,6 +35,9 @@ typedef struct WorkerNode
 	double		weight;
 	bool		active;
 	int32		primaryNodeId;	/* a read replica: the node it replicates; else 0 */
+	uint64		systemId;		/* the server's recorded identity (fencing.c); */
+	uint32		timeline;		/* 0 when not recorded */
+	bool		needsRebuild;	/* an old primary a failover replaced */
 } WorkerNode;
 
 #define NodeIsReplica(node) ((node)->primaryNodeId != 0)
@@ -169,6 +172,7 @@ extern char *QualifiedShardName(Oid relid, int64 shardId);
 extern char *CachedQualifiedShardName(DistTableCacheEntry *entry, ShardInterval *shard);
 extern uint64 ShardNameGeneration;
 extern char *ShardNameFromParts(const char *relname, int64 shardId);
+extern char *ClippedShardName(const char *relname, int64 shardId, bool hashed);
 
 /* catalog.c: writers; each invalidates the cache entries it affects */
 extern int32 InsertWorkerNode(const char *host, int32 port, double weight);
@@ -189,6 +193,8 @@ extern void SetNodeActive(int32 nodeId, bool active);
 extern void UpdateNodeAddress(int32 nodeId, const char *host, int32 port);
 extern void DeactivateReplicasOf(int32 primaryNodeId);
 extern void SwapNodeAddresses(int32 nodeId, int32 otherNodeId);
+extern void SetNodeIdentity(int32 nodeId, uint64 systemId, uint32 timeline);
+extern void SetNodeNeedsRebuild(int32 nodeId, bool needsRebuild);
 extern void InvalidateShardTable(int64 shardId);
 extern bytea *ReadTokenSecret(void);
 extern void DeleteShard(int64 shardId);
@@ -200,6 +206,9 @@ extern void MarkMoveSwitched(int64 moveId);
 extern void RegisterLocalIdentity(const char *coordinatorId, int32 nodeId);
 extern void UnregisterLocalIdentity(const char *coordinatorId);
 extern void BeginCatalogAccess(CatalogAccess *access);
+extern uint64 RunCatalogSPI(const char *sql, int nargs, Oid *argtypes, Datum *values,
+							const char *nulls, int expectedResult, Datum *result,
+							bool *resultIsNull);
 extern void EndCatalogAccess(CatalogAccess *access);
 extern void InsertGlobalIndex(Oid indexRelid, const char *name, Oid baseRelid,
 							  int columnCount, AttrNumber *attnums, bool isUnique);

@@ -535,6 +535,30 @@ MakeDecodedTuple(HeapTuple heapTuple)
 #endif
 #endif							/* REORDERBUFFER_H */
 
+/*
+ * LogLogicalMessageCompat: a logical decoding message (17 added whether
+ * to flush the WAL at once; never here, it is written with its
+ * transaction).
+ */
+#if PG_VERSION_NUM >= 170000
+#define LogLogicalMessageCompat(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional), false)
+#else
+#define LogLogicalMessageCompat(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional))
+#endif
+
+/*
+ * 19 renamed RepOriginId, the id of a replication origin, ReplOriginId
+ * (access/xlogdefs.h), and InvalidRepOriginId InvalidReplOriginId
+ * (replication/origin.h).  shardext uses the new names.
+ */
+#if PG_VERSION_NUM < 190000
+#include "access/xlogdefs.h"
+typedef RepOriginId ReplOriginId;
+#define InvalidReplOriginId InvalidRepOriginId
+#endif
+
 /* ==== the client connection ==== */
 
 /*

@@ -19,7 +19,9 @@ typedef enum NodeWaitGoal
 {
 	NODE_WAIT_CONNECTED,		/* the connection attempt ended */
 	NODE_WAIT_RESULT,			/* the next result can be read; output sent */
-	NODE_WAIT_FLUSHED			/* everything buffered was sent */
+	NODE_WAIT_FLUSHED,			/* everything buffered was sent */
+	NODE_WAIT_INPUT,			/* some input arrived (COPY data) */
+	NODE_WAIT_CANCEL_SENT		/* conn->cancelRequest was delivered */
 } NodeWaitGoal;
 
 typedef enum NodeWaitResult
@@ -41,7 +43,7 @@ extern PGDLLIMPORT NodeWaitCancel_hook_type NodeWaitCancel_hook;
 
 extern void ServeNodeWaitInterrupts(void);
 
-/* one command of ExecuteRemotePipelineBounded, with its parameters */
+/* one command of TryRemotePipeline, with its parameters */
 typedef struct PipelineCommand
 {
 	const char *sql;
@@ -64,18 +66,24 @@ typedef enum PipelineOutcome
 extern NodeWaitResult WaitForNodeUntil(NodeConnection *conn, NodeWaitGoal goal,
 									   TimestampTz deadline, bool interruptible);
 extern void SetRemoteCommandTimeout(int timeoutMs);
-extern PGresult *ExecuteRemoteQueryBounded(NodeConnection *conn, const char *query,
-										   int nParams, const char *const *params,
-										   int timeoutMs, char **failure);
+extern PGresult *TryRemoteQuery(NodeConnection *conn, const char *query,
+								int nParams, const char *const *params,
+								int timeoutMs, char **failure);
 extern const char *RemoteFailureSqlstate(void);
+extern char *ExecuteStandbyScalar(NodeConnection *conn, const char *query,
+								  TimestampTz deadline);
+extern bool TryPrepareRemoteStatement(NodeConnection *conn, const char *name,
+									  const char *sql, int nParams, const Oid *types,
+									  int timeoutMs, char **failure);
+extern PipelineOutcome TryRemotePipeline(NodeConnection *conn,
+										 PipelineCommand *commands, int count,
+										 int timeoutMs, int *failedIndex,
+										 PGresult **error, char **failure);
+
+/* remote_cancel.c */
 extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
-extern bool PrepareRemoteStatementBounded(NodeConnection *conn, const char *name,
-										  const char *sql, int nParams, const Oid *types,
-										  int timeoutMs, char **failure);
-extern PipelineOutcome ExecuteRemotePipelineBounded(NodeConnection *conn,
-													PipelineCommand *commands, int count,
-													int timeoutMs, int *failedIndex,
-													PGresult **error, char **failure);
+extern pgsocket NodeWaitSocket(NodeConnection *conn);
+extern void AdvanceCancelRequest(NodeConnection *conn);
 
 extern void SyncRemoteTimeZone(NodeConnection *conn);
 extern void SendRemoteCommand(NodeConnection *conn, const char *command);
@@ -100,12 +108,12 @@ extern void ReportRemoteError(NodeConnection *conn, PGresult *result, int elevel
 extern void ReportConnectionError(NodeConnection *conn, int elevel);
 extern bool CancelRemoteCommand(NodeConnection *conn, int timeoutMs);
 extern bool DrainRemoteResults(NodeConnection *conn, int timeoutMs);
-extern bool ExecuteRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
-											int timeoutMs);
-extern bool FinishRemoteCommandWithTimeout(NodeConnection *conn, const char *command,
-										   int timeoutMs);
-extern PGresult *ExecuteRemoteQueryWithTimeout(NodeConnection *conn, const char *query,
+extern bool TryRemoteCommandNoInterrupts(NodeConnection *conn, const char *command,
+										 int timeoutMs);
+extern bool TryFinishRemoteCommandNoInterrupts(NodeConnection *conn, const char *command,
 											   int timeoutMs);
+extern PGresult *TryRemoteQueryNoInterrupts(NodeConnection *conn, const char *query,
+											int timeoutMs);
 extern bool RemoteResultReady(NodeConnection *conn);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
@@ -114,5 +122,14 @@ extern void BeginRemoteCopy(NodeConnection *conn, const char *command,
 extern void CopyBetweenNodes(NodeConnection *source, const char *copyOut,
 							 NodeConnection *target, const char *copyIn,
 							 CopyRowHook rowHook, void *hookArg);
+
+/*
+ * The names before 1.2, for code written against them: whether a helper
+ * throws or returns the node's failure was not in them.
+ */
+#define ExecuteRemoteQueryBounded TryRemoteQuery
+#define ExecuteRemoteQueryWithTimeout TryRemoteQueryNoInterrupts
+#define ExecuteRemoteCommandWithTimeout TryRemoteCommandNoInterrupts
+#define FinishRemoteCommandWithTimeout TryFinishRemoteCommandNoInterrupts
 
 #endif							/* SHARDEXT_REMOTE_COMMAND_H */

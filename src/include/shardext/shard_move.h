@@ -108,7 +108,6 @@ extern void MoveBuildIndexes(ShardMoveState *state);
 extern void MoveStartReplication(ShardMoveState *state);
 extern void SplitHalfRange(ShardMoveState *state, int half, int32 *lo, int32 *hi);
 extern char *BareColumnList(MoveShard *shard);
-extern void MoveSleep(long milliseconds);
 
 /* move_cutover.c: catching up, verification, the switch */
 extern void MoveWaitForLag(ShardMoveState *state);
