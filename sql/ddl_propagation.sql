@@ -20,7 +20,7 @@ LANGUAGE sql AS $$
 			(SELECT string_agg(regexp_replace(conname, '_[0-9]+$', '') || ': ' ||
 					regexp_replace(pg_get_constraintdef(oid), '_[0-9]+\(', '('), ', ' ORDER BY conname)
 			 FROM pg_constraint WHERE conrelid = '%s'::regclass),
-			(SELECT string_agg(regexp_replace(indexrelid::regclass::text, '_[0-9]+$', ''), ', ' ORDER BY 1)
+			(SELECT string_agg(regexp_replace(indexrelid::regclass::text, '_[0-9]+$', ''), ', ' ORDER BY indexrelid)
 			 FROM pg_index WHERE indrelid = '%s'::regclass))$q$))
 	SELECT split_part(min(result), ' | ', 1), split_part(min(result), ' | ', 2),
 		   split_part(min(result), ' | ', 3), count(DISTINCT result) = 1
