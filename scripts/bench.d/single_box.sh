@@ -150,33 +150,34 @@ fi
 
 # CPU per transaction of the pgbench session's backend and of the worker
 # backends its coordinator backend uses: pgbench records their pids and CPU
-# ticks (/proc) after a warm-up and again at the end of the run
-backend_ticks() {	# file: "pid ticks" lines of the session's backends, by kind
-	local cpid
-	cpid=$($PSQL -p "$PORT" -d postgres -c "SELECT pid FROM pg_stat_activity
-		WHERE application_name = 'pgbench' AND backend_type = 'client backend'")
-	echo "c $cpid $(awk '{ print $14 + $15 }' "/proc/$cpid/stat")" >"$1"
-	for port in $W1 $W2; do
-		for wpid in $($PSQL -p "$port" -d postgres -c "SELECT pid FROM pg_stat_activity
-			WHERE application_name LIKE 'shardext\\_%\\_$cpid'"); do
-			echo "w $wpid $(awk '{ print $14 + $15 }' "/proc/$wpid/stat")" >>"$1"
-		done
+# ticks (/proc) after a warm-up and again at the end of the run, with a
+# script of its own (pgbench's \shell runs /bin/sh, which does not pass on
+# exported bash functions)
+cat >"$TMP/backend_ticks.sh" <<SH
+# backend_ticks.sh file: "kind pid ticks" lines of the pgbench session's backends
+cpid=\$($PSQL -p $PORT -d postgres -c "SELECT pid FROM pg_stat_activity
+	WHERE application_name = 'pgbench' AND backend_type = 'client backend'")
+echo "c \$cpid \$(awk '{ print \$14 + \$15 }' /proc/\$cpid/stat)" >"\$1"
+for port in $W1 $W2; do
+	for wpid in \$($PSQL -p \$port -d postgres -c "SELECT pid FROM pg_stat_activity
+		WHERE application_name LIKE 'shardext\\_%\\_\$cpid'"); do
+		echo "w \$wpid \$(awk '{ print \$14 + \$15 }' /proc/\$wpid/stat)" >>"\$1"
 	done
-}
-export -f backend_ticks
+done
+SH
 cpu_per_transaction() {	# db script protocol -> "coordinator_us workers_us"
 	local warm=500 last=$((500 + CPU_STATEMENTS))
 	{
 		echo '\set n :n + 1'
 		echo "\\if :n = $warm"
-		echo "\\shell bash -c 'backend_ticks $TMP/ticks_before'"
+		echo "\\shell bash $TMP/backend_ticks.sh $TMP/ticks_before"
 		echo '\endif'
 		cat "$2"
 		echo "\\if :n = $last"
-		echo "\\shell bash -c 'backend_ticks $TMP/ticks_after'"
+		echo "\\shell bash $TMP/backend_ticks.sh $TMP/ticks_after"
 		echo '\endif'
 	} >"$TMP/cpu_script.sql"
-	PSQL="$PSQL" PORT=$PORT W1=$W1 W2=$W2 "$PGBENCH" -n -c 1 -t "$last" -D n=0 -M "$3" \
+	"$PGBENCH" -n -c 1 -t "$last" -D n=0 -M "$3" \
 		-f "$TMP/cpu_script.sql" -h 127.0.0.1 -p "$PORT" -U postgres "$1" >/dev/null 2>&1 ||
 		{ echo "pgbench failed on $1" >&2; exit 1; }
 	awk -v hz="$HZ" -v n=$((last - warm)) '
