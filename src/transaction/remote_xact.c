@@ -465,14 +465,17 @@ PreCommitRemoteTransactions(void)
 
 /*
  * LastParticipantAllowed tells whether the transaction may commit with a
- * decider: the setting allows it, and the coordinator wrote no WAL of its
- * own, whose commit would then not be atomic with the nodes' (local
- * writes commit with commit records instead).
+ * decider: the setting allows it, and the coordinator has no transaction
+ * id, so no local write whose commit would then not be atomic with the
+ * nodes' (local writes commit with commit records instead).  WAL written
+ * without a transaction id -- pruning a page or a hint bit's full page
+ * image while reading -- commits nothing and does not count.
  */
 static bool
 LastParticipantAllowed(void)
 {
-	return ShardextLastParticipantCommit && XLogRecPtrIsInvalid(XactLastRecEnd);
+	return ShardextLastParticipantCommit &&
+		!TransactionIdIsValid(GetTopTransactionIdIfAny());
 }
 
 /*
