@@ -84,7 +84,7 @@ point_selects() {	# table shards
 	read -r t0 w0 <"$TMP/before"
 	read -r t1 w1 <"$TMP/after"
 	awk -v t=$((t1 - t0)) -v w=$((w1 - w0)) -v hz="$HZ" -v s="$STATEMENTS" \
-		'BEGIN { printf "%.3f %.0f", w / 1e6 / s, t * 1e6 / hz / s }'
+		'BEGIN { printf "%.3f %.0f\n", w / 1e6 / s, t * 1e6 / hz / s }'
 }
 
 declare -A R
