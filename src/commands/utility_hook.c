@@ -82,7 +82,7 @@ ShardextProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (IsA(parsetree, CreateExtensionStmt) &&
 		strcmp(((CreateExtensionStmt *) parsetree)->extname, SHARDEXT_EXTENSION_NAME) == 0)
-		EnsureMaintenanceDaemon();
+		EnsureMaintenanceDaemonAtCommit();
 }
 
 /*

@@ -100,7 +100,10 @@ static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static TimestampTz RunSagas(MemoryContext loopContext);
-static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg);
+static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg,
+						  bool withSnapshot);
+static void ReplicaPollTask(void *arg);
+static void SagaTask(void *arg);
 static void HealthCheckTask(void *arg);
 static void RestorePointTask(void *arg);
 static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
@@ -351,19 +354,17 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		{
 			bool		hasExtension;
 
+			ClearDaemonRequest(slot);
 			MemoryContextSwitchTo(loopContext);
 			hasExtension = RunRecovery();
 			MemoryContextSwitchTo(TopMemoryContext);
 			MemoryContextReset(loopContext);
 
-			if (!hasExtension)
-			{
-				SpinLockAcquire(&Maintenance->mutex);
-				Maintenance->databases[slot].noExtensionAt = GetCurrentTimestamp();
-				Maintenance->databases[slot].daemonPid = 0;
-				SpinLockRelease(&Maintenance->mutex);
+			if (!hasExtension && DaemonMayExit(slot))
 				proc_exit(0);
-			}
+			/* asked for since it looked (CREATE EXTENSION committed): look again */
+			if (!hasExtension)
+				continue;
 			/* with recovery disabled, only look every minute whether shardext went */
 			nextRecovery = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   ShardextRecoveryInterval > 0 ?
@@ -510,28 +511,24 @@ RunReplicaPoll(MemoryContext loopContext)
 
 	/* a standby's daemon has nothing to route */
 	if (!RecoveryInProgress() && !catalogOutdated)
-	{
-		MemoryContextSwitchTo(loopContext);
-		SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
-		StartTransactionCommand();
-		PG_TRY();
-		{
-			if (ShardextExtensionLoaded())
-				replicas = PollReplicas();
-			CommitTransactionCommand();
-		}
-		PG_CATCH();
-		{
-			LogErrorAndAbort();
-		}
-		PG_END_TRY();
-		SetRemoteCommandTimeout(0);
-		MemoryContextSwitchTo(TopMemoryContext);
-		MemoryContextReset(loopContext);
-	}
+		RunDaemonTask(loopContext, ReplicaPollTask, &replicas, false);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   replicas ? ShardextReplicaPollInterval :
 									   Max(ShardextReplicaPollInterval, 1000));
+}
+
+/* ReplicaPollTask: RunReplicaPoll's task; arg is whether replicas are in use */
+static void
+ReplicaPollTask(void *arg)
+{
+	*(bool *) arg = PollReplicas();
+}
+
+/* SagaTask: RunSagas's task; arg is where to put how long to wait next */
+static void
+SagaTask(void *arg)
+{
+	*(long *) arg = RunDueSagas();
 }
 
 /*
@@ -544,47 +541,31 @@ RunSagas(MemoryContext loopContext)
 {
 	long		waitMs = 1000;
 
-	if (RecoveryInProgress() || catalogOutdated)
-		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
-	MemoryContextSwitchTo(loopContext);
-	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	PG_TRY();
-	{
-		if (ShardextExtensionLoaded())
-			waitMs = RunDueSagas();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		LogErrorAndAbort();
-	}
-	PG_END_TRY();
-	SetRemoteCommandTimeout(0);
-	MemoryContextSwitchTo(TopMemoryContext);
-	MemoryContextReset(loopContext);
+	if (!RecoveryInProgress() && !catalogOutdated)
+		RunDaemonTask(loopContext, SagaTask, &waitMs, true);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
 }
 
 /*
- * RunDaemonTask runs task(arg) in a transaction of its own, with a
- * snapshot, when shardext is installed; errors are logged and the next
- * round tries again.
+ * RunDaemonTask runs task(arg) in a transaction of its own (with an active
+ * snapshot if asked), when shardext is installed; errors are logged and
+ * the next round tries again.
  */
 static void
-RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg)
+RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg,
+			  bool withSnapshot)
 {
 	MemoryContextSwitchTo(loopContext);
 	SetRemoteCommandTimeout(TASK_REMOTE_TIMEOUT_MS);
 	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	if (withSnapshot)
+		PushActiveSnapshot(GetTransactionSnapshot());
 	PG_TRY();
 	{
 		if (ShardextExtensionLoaded())
 			task(arg);
-		PopActiveSnapshot();
+		if (withSnapshot)
+			PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
 	PG_CATCH();
@@ -633,7 +614,7 @@ RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery)
 		ForgetNodeHealthConnections();
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 	}
-	RunDaemonTask(loopContext, HealthCheckTask, &round);
+	RunDaemonTask(loopContext, HealthCheckTask, &round, true);
 	if (round.failedOver)
 		*nextRecovery = 0;
 	return round.nextCheck;
@@ -655,7 +636,7 @@ RunRestorePoints(MemoryContext loopContext)
 {
 	if (ShardextRestorePointInterval == 0 || RecoveryInProgress() || catalogOutdated)
 		return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
-	RunDaemonTask(loopContext, RestorePointTask, NULL);
+	RunDaemonTask(loopContext, RestorePointTask, NULL, true);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									   (int64) ShardextRestorePointInterval * 1000);
 }

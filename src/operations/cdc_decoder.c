@@ -395,15 +395,6 @@ PublicationsExist(void)
 	return true;
 }
 
-/* ConvertRow returns a row of a change in the stand-in's layout */
-static DecodedTuple
-ConvertRow(DecodedTuple tuple, TupleConversionMap *map)
-{
-	if (tuple == NULL)
-		return NULL;
-	return MakeDecodedTuple(execute_attr_map_tuple(DecodedHeapTuple(tuple), map));
-}
-
 /* DecodeChange: see the file header */
 static void
 DecodeChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation relation,
@@ -448,8 +439,8 @@ DecodeChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation relati
 		MemoryContext oldContext = MemoryContextSwitchTo(cdc.changeContext);
 		ReorderBufferChange copy = *change;
 
-		copy.data.tp.oldtuple = ConvertRow(change->data.tp.oldtuple, entry->map);
-		copy.data.tp.newtuple = ConvertRow(change->data.tp.newtuple, entry->map);
+		copy.data.tp.oldtuple = ConvertDecodedTuple(change->data.tp.oldtuple, entry->map);
+		copy.data.tp.newtuple = ConvertDecodedTuple(change->data.tp.newtuple, entry->map);
 		MemoryContextSwitchTo(oldContext);
 		callback(ctx, txn, standin, &copy);
 		MemoryContextReset(cdc.changeContext);

@@ -35,9 +35,7 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/pg_lsn.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "shardext/connection.h"
@@ -47,6 +45,7 @@
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 #include "shardext/replica_state.h"
+#include "shardext/subtransaction.h"
 
 /* how long the daemon waits for a replica it looks at */
 #define REPLICA_CONNECT_TIMEOUT_MS 2000
@@ -65,8 +64,17 @@ typedef struct ReplicaCandidate
 	char	   *why;			/* why it is not usable */
 } ReplicaCandidate;
 
+/* what ExamineReplicaPart works on */
+typedef struct ExamineReplicaArgs
+{
+	NodeConnection *conn;
+	FailoverCandidateNode *candidate;
+	ReplicaCandidate *result;
+} ExamineReplicaArgs;
+
 static List *ExamineReplicas(FailoverCandidateNode *candidate);
 static void ExamineReplica(FailoverCandidateNode *candidate, ReplicaCandidate *result);
+static void ExamineReplicaPart(void *arg);
 static void ExamineReplicaOn(NodeConnection *conn, FailoverCandidateNode *candidate,
 							 ReplicaCandidate *result);
 static char *WalReceiverName(NodeConnection *conn, TimestampTz deadline);
@@ -147,41 +155,37 @@ static void
 ExamineReplica(FailoverCandidateNode *candidate, ReplicaCandidate *result)
 {
 	WorkerNode *replica = result->replica;
-	MemoryContext context = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 	NodeProbeOutcome outcome;
 	char	   *detail = NULL;
-	NodeConnection *conn;
+	ExamineReplicaArgs args;
+	ErrorData  *error;
 
-	conn = ProbeNodeConnection(replica->host, replica->port, REPLICA_CONNECT_TIMEOUT_MS,
-							   &outcome, &detail);
-	if (conn == NULL)
+	args.conn = ProbeNodeConnection(replica->host, replica->port, REPLICA_CONNECT_TIMEOUT_MS,
+									&outcome, &detail);
+	if (args.conn == NULL)
 	{
 		result->why = psprintf("%s:%d cannot be reached: %s", replica->host, replica->port,
 							   detail);
 		return;
 	}
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
+	args.candidate = candidate;
+	args.result = result;
+	error = RunInSubtransaction(ExamineReplicaPart, &args);
+	if (error != NULL)
 	{
-		ExamineReplicaOn(conn, candidate, result);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *error;
-
-		MemoryContextSwitchTo(context);
-		error = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
 		result->usable = false;
 		result->why = psprintf("%s:%d: %s", replica->host, replica->port, error->message);
 	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(context);
-	CurrentResourceOwner = owner;
-	CloseDedicatedConnection(conn);
+	CloseDedicatedConnection(args.conn);
+}
+
+/* ExamineReplicaPart: ExamineReplicaOn as a part of RunInSubtransaction */
+static void
+ExamineReplicaPart(void *arg)
+{
+	ExamineReplicaArgs *args = (ExamineReplicaArgs *) arg;
+
+	ExamineReplicaOn(args->conn, args->candidate, args->result);
 }
 
 /*

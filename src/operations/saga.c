@@ -48,10 +48,6 @@ PG_FUNCTION_INFO_V1(shardext_start_saga);
 PG_FUNCTION_INFO_V1(shardext_retry_saga);
 PG_FUNCTION_INFO_V1(shardext_abandon_saga);
 
-/* a saga was queued in this transaction: wake the daemon at commit */
-static bool sagaQueued = false;
-static bool xactCallbackRegistered = false;
-
 static Saga *DefineSaga(const char *name, Datum stepsArray);
 static void CheckStepDefinition(SagaStep *step, int number, int count);
 static void RouteDefinition(Saga *saga);
@@ -64,7 +60,6 @@ static void PreventSagaAfterNodeWrites(const char *function);
 static Saga *LoadUnfinishedSaga(int64 sagaId);
 static void CheckSagaAccess(Saga *saga);
 static void LockSagaForChange(Saga *saga);
-static void WakeDaemonAtCommit(XactEvent event, void *arg);
 static char *StringField(HeapTupleHeader tuple, int attno);
 static char *NonBlank(char *value);
 
@@ -119,12 +114,7 @@ shardext_start_saga(PG_FUNCTION_ARGS)
 	int64		sagaId;
 
 	sagaId = InsertQueuedSaga(saga, stepsArray, get_fn_expr_argtype(fcinfo->flinfo, 1));
-	if (!xactCallbackRegistered)
-	{
-		RegisterXactCallback(WakeDaemonAtCommit, NULL);
-		xactCallbackRegistered = true;
-	}
-	sagaQueued = true;
+	WakeMaintenanceDaemonAtCommit();
 	PG_RETURN_INT64(sagaId);
 }
 
@@ -666,15 +656,4 @@ LockSagaForChange(Saga *saga)
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("saga " INT64_FORMAT " is being run right now", saga->sagaId),
 				 errhint("Wait until its current attempt ends, then try again.")));
-}
-
-/* WakeDaemonAtCommit tells the daemon about sagas queued by a transaction */
-static void
-WakeDaemonAtCommit(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_COMMIT && sagaQueued)
-		WakeMaintenanceDaemon();
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_ABORT)
-		sagaQueued = false;
 }

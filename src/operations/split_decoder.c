@@ -321,15 +321,6 @@ HalfForTuple(SplitSource *split, Relation relation, DecodedTuple tuple)
 	return NULL;				/* keep compiler quiet */
 }
 
-/* ConvertTuple returns the row in the half's layout (column order, dropped columns) */
-static DecodedTuple
-ConvertTuple(DecodedTuple tuple, TupleConversionMap *map)
-{
-	if (tuple == NULL || map == NULL)
-		return tuple;
-	return MakeDecodedTuple(execute_attr_map_tuple(DecodedHeapTuple(tuple), map));
-}
-
 /*
  * Forward hands one change to pgoutput as a change of the half's table,
  * with the given action and rows converted to its layout.
@@ -359,8 +350,8 @@ Forward(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation source, Spl
 	oldContext = MemoryContextSwitchTo(changeContext);
 	copy = *change;
 	copy.action = action;
-	copy.data.tp.oldtuple = ConvertTuple(oldTuple, half->map);
-	copy.data.tp.newtuple = ConvertTuple(newTuple, half->map);
+	copy.data.tp.oldtuple = ConvertDecodedTuple(oldTuple, half->map);
+	copy.data.tp.newtuple = ConvertDecodedTuple(newTuple, half->map);
 	MemoryContextSwitchTo(oldContext);
 
 	callback(ctx, txn, target, &copy);

@@ -18,6 +18,7 @@
 
 #include <signal.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -90,8 +91,15 @@ FindOrAddMaintainedDatabase(Oid databaseId)
 }
 
 /*
- * EnsureMaintenanceDaemon asks for a daemon in the current database if none
- * runs.  Cheap enough to call at every two-phase commit.
+ * EnsureMaintenanceDaemon asks for a daemon in the current database.
+ * Cheap enough to call at every two-phase commit.
+ *
+ * The request is kept (wanted) even while a daemon starts or runs: a daemon
+ * clears it before it looks for shardext, and one that then finds no
+ * shardext but a request that came since looks again rather than exit (see
+ * DaemonMayExit).  Without that, a daemon that the launcher had started
+ * just before CREATE EXTENSION committed saw no extension and left, and the
+ * database had no daemon for minutes.
  */
 void
 EnsureMaintenanceDaemon(void)
@@ -104,16 +112,109 @@ EnsureMaintenanceDaemon(void)
 
 	SpinLockAcquire(&Maintenance->mutex);
 	db = FindOrAddMaintainedDatabase(MyDatabaseId);
-	if (db != NULL && db->daemonPid == 0 && !db->starting && !db->wanted)
+	if (db != NULL && !db->wanted)
 	{
 		db->wanted = true;
 		db->noExtensionAt = 0;
-		latch = Maintenance->launcherLatch;
+		if (db->daemonPid == 0 && !db->starting)
+			latch = Maintenance->launcherLatch;
 	}
 	SpinLockRelease(&Maintenance->mutex);
 
 	if (latch != NULL)
 		SetLatch(latch);
+}
+
+/*
+ * AtCommitRequest: what the current transaction asks of the daemon when it
+ * commits (EnsureMaintenanceDaemonAtCommit, WakeMaintenanceDaemonAtCommit).
+ */
+typedef enum AtCommitRequest
+{
+	AT_COMMIT_NOTHING = 0,
+	AT_COMMIT_ENSURE,
+	AT_COMMIT_WAKE
+} AtCommitRequest;
+
+static AtCommitRequest atCommitRequest = AT_COMMIT_NOTHING;
+
+static void
+MaintenanceXactCallback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT && atCommitRequest == AT_COMMIT_WAKE)
+		WakeMaintenanceDaemon();
+	else if (event == XACT_EVENT_COMMIT && atCommitRequest == AT_COMMIT_ENSURE)
+		EnsureMaintenanceDaemon();
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		atCommitRequest = AT_COMMIT_NOTHING;
+}
+
+static void
+RequestAtCommit(AtCommitRequest request)
+{
+	static bool callbackRegistered = false;
+
+	if (!callbackRegistered)
+	{
+		RegisterXactCallback(MaintenanceXactCallback, NULL);
+		callbackRegistered = true;
+	}
+	if (request > atCommitRequest)
+		atCommitRequest = request;
+}
+
+/*
+ * EnsureMaintenanceDaemonAtCommit asks for a daemon once the current
+ * transaction commits (CREATE EXTENSION shardext): a daemon started before
+ * would not see the extension yet.
+ */
+void
+EnsureMaintenanceDaemonAtCommit(void)
+{
+	RequestAtCommit(AT_COMMIT_ENSURE);
+}
+
+/*
+ * WakeMaintenanceDaemonAtCommit wakes the daemon (or asks for one) once the
+ * current transaction commits: it queued sagas.
+ */
+void
+WakeMaintenanceDaemonAtCommit(void)
+{
+	RequestAtCommit(AT_COMMIT_WAKE);
+}
+
+/*
+ * DaemonMayExit, called by a daemon that found no shardext in its database,
+ * tells whether it may exit: not when a backend asked for a daemon since
+ * the daemon last looked (ClearDaemonRequest), then it must look again.
+ * When it may, the slot notes that the database has no shardext.
+ */
+bool
+DaemonMayExit(int slot)
+{
+	MaintainedDatabase *db = &Maintenance->databases[slot];
+	bool		mayExit;
+
+	SpinLockAcquire(&Maintenance->mutex);
+	mayExit = !db->wanted;
+	if (mayExit)
+	{
+		db->noExtensionAt = GetCurrentTimestamp();
+		db->daemonPid = 0;
+	}
+	SpinLockRelease(&Maintenance->mutex);
+	return mayExit;
+}
+
+/* ClearDaemonRequest: a daemon is about to look for shardext */
+void
+ClearDaemonRequest(int slot)
+{
+	SpinLockAcquire(&Maintenance->mutex);
+	Maintenance->databases[slot].wanted = false;
+	SpinLockRelease(&Maintenance->mutex);
 }
 
 /*
@@ -134,10 +235,9 @@ WakeMaintenanceDaemon(void)
 			pid = Maintenance->databases[i].daemonPid;
 	}
 	SpinLockRelease(&Maintenance->mutex);
+	EnsureMaintenanceDaemon();
 	if (pid != 0)
 		kill(pid, SIGUSR1);		/* a background worker's SIGUSR1 sets its latch */
-	else
-		EnsureMaintenanceDaemon();
 }
 
 /*

@@ -124,12 +124,9 @@ subscribe() {
 	sub "CREATE SUBSCRIPTION $1 CONNECTION 'host=127.0.0.1 port=$2 dbname=$DB user=postgres'
 		 PUBLICATION cdc_all WITH (create_slot = false, slot_name = 'cdc_all')" ||
 		fail "subscribe to $2"
-	for _ in $(seq 1 300); do
-		[ "$(sub "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && return
-		sleep 0.2
-	done
-	fail "the initial copy of $1 did not finish"
+	wait_for "the initial copy of $1 finishes" 60 copies_done
 }
+copies_done() { [ "$(sub "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ]; }
 subscribe sub_w1 "$WORKER_1_PORT"
 subscribe sub_w2 "$WORKER_2_PORT"
 expect_eq "the initial copies took every row once" "200|2" \
@@ -216,13 +213,11 @@ expect_eq "rebalance moved shards onto worker 3" "t" \
 	"$(coord "SELECT count(*) > 0 FROM shardext.shards WHERE node_port = $WORKER_3_PORT AND method = 'hash'")"
 
 # ---- the subscriber catches up and equals the distributed tables
+sub_is() { [ "$(sub "$1")" = "$2" ]; }	# SQL VALUE: the subscriber's SQL returns VALUE
 table_rows() { echo "SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) || ':' || count(*) FROM $1 t"; }
 for t in orders '"Sales Dept"."Order Lines"' countries; do
 	expected=$(coord "$(table_rows "$t")")
-	for _ in $(seq 1 300); do
-		[ "$(sub "$(table_rows "$t")")" = "$expected" ] && break
-		sleep 0.2
-	done
+	poll 60 sub_is "$(table_rows "$t")" "$expected"
 	expect_eq "subscriber's $t equals the distributed table" "$expected" "$(sub "$(table_rows "$t")")"
 done
 errors=$(grep -E "ERROR|duplicate key|could not find row" "$SUB_DIR/server.log")
@@ -262,10 +257,7 @@ for s in sub_w1 sub_w2 sub_w3; do
 	sub "ALTER SUBSCRIPTION $s DISABLE" && sub "ALTER SUBSCRIPTION $s SET (slot_name = NONE)" &&
 		sub "DROP SUBSCRIPTION $s" || fail "drop subscription $s"
 done
-for _ in $(seq 1 300); do
-	[ "$(coord "SELECT count(*) FROM shardext.cdc_slots WHERE active")" = 0 ] && break
-	sleep 0.2
-done
+poll 60 sql_is "$COORDINATOR_PORT" "SELECT count(*) FROM shardext.cdc_slots WHERE active" 0
 coord "SELECT shardext_drop_publication('cdc_all')" >/dev/null || fail "drop publication"
 for port in $WORKER_1_PORT $WORKER_2_PORT $WORKER_3_PORT; do
 	expect_eq "dropped on $port" "0|0|0" \

@@ -21,13 +21,8 @@ S_PORT=$((SHARDEXT_PORT + 10))
 export SHARDEXT_REPLICA_CONF="hot_standby_feedback = off"
 
 standby() { psql_at "$S_PORT" -c "$1"; }
-wait_for_lines() {	# file count seconds
-	for _ in $(seq 1 $(($3 * 10))); do
-		[ "$(cat "$1" 2>/dev/null | wc -l)" -ge "$2" ] && return 0
-		sleep 0.1
-	done
-	fail "$1 did not get $2 lines within $3 s"
-}
+has_lines() { [ "$(cat "$1" 2>/dev/null | wc -l)" -ge "$2" ]; }	# file count
+wait_for_lines() { wait_for "$1 gets $2 lines" "$3" has_lines "$1" "$2"; }	# file count seconds
 cleanup() {
 	[ -n "${TRANSFERS_PID:-}" ] && kill "$TRANSFERS_PID" 2>/dev/null
 	[ -n "${IDS_PID:-}" ] && kill "$IDS_PID" 2>/dev/null
@@ -92,7 +87,7 @@ ids_loop() {	# port coordinator-name: snowflake ids into a file, until killed
 ids_loop "$COORDINATOR_PORT" old &
 IDS_PID=$!
 start_transfers "$TMP/coord" 4 "$FIRST" "$SECOND" "$COORDINATOR_PORT $S_PORT"
-wait_until "transfers run" 20 "SELECT count(*) > 200 FROM $BANK_LEDGER"
+wait_until "transfers run" 60 "SELECT count(*) > 200 FROM $BANK_LEDGER"
 wait_for_lines "$TMP/ids.old" 2000 20
 # the full two-phase commit (commit records), and the backend dies right
 # after the local commit: the decision is logged, no COMMIT PREPARED sent

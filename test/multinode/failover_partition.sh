@@ -29,11 +29,7 @@ PROXY2_PID=
 start_proxy() {	# listen port, target port: sets LAST_PROXY_PID
 	python3 "$ROOT/test/multinode/lib/tcp_proxy.py" "$1" "$2" &
 	LAST_PROXY_PID=$!
-	for _ in $(seq 1 50); do
-		"$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$1" && return 0
-		sleep 0.1
-	done
-	fail "the proxy on $1 does not forward to $2"
+	wait_for "the proxy on $1 forwards to $2" 5 "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$1"
 }
 cleanup() {
 	[ -n "${TRANSFERS_PID:-}" ] && kill "$TRANSFERS_PID" 2>/dev/null
@@ -74,7 +70,7 @@ wait_until "the daemon probes the workers" 20 \
 
 # --- 1. the path to worker 2 is cut: failover ------------------------------
 start_transfers "$TMP/cut" 4 "$FIRST" "$SECOND"
-wait_until "transfers run" 20 "SELECT count(*) > 200 FROM $BANK_LEDGER"
+wait_until "transfers run" 60 "SELECT count(*) > 200 FROM $BANK_LEDGER"
 from=$(log_lines "$CLOG")
 kill "$PROXY_PID"
 wait "$PROXY_PID" 2>/dev/null

@@ -265,7 +265,9 @@ K1=$(key_on "$W1_ID")
 cat >"$SHARDEXT_CLUSTER_DIR/replica_writes.sql" <<SQL
 UPDATE kv SET v = v + 1 WHERE id = $K1;
 SQL
-"$BINDIR/pgbench" -n -h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres -T 8 -c 1 -R 50 \
+# (it writes until both reads are checked: on a loaded machine the lag may take
+# most of its 10 s to show, and a writer that stopped lets the replica catch up)
+"$BINDIR/pgbench" -n -h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres -T 60 -c 1 -R 50 \
 	-f "$SHARDEXT_CLUSTER_DIR/replica_writes.sql" "$TEST_DB" >/dev/null 2>&1 &
 writer=$!
 # the 2 s apply delay puts the replica more than 1 s behind
@@ -278,6 +280,7 @@ node_of_read() {	# max_replica_lag
 }
 expect_eq "a replica behind max_replica_lag is not read" "127.0.0.1:$WORKER_1_PORT" "$(node_of_read 1s)"
 expect_eq "a replica within max_replica_lag is read" "127.0.0.1:$R1_PORT" "$(node_of_read 30s)"
+kill "$writer" 2>/dev/null
 wait "$writer"
 
 cluster stop-node replica2 immediate

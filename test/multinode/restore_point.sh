@@ -146,12 +146,9 @@ restore_node() {	# name, new port, extra settings (';'-separated)
 	} >>"$dir/postgresql.auto.conf"
 	chown -R postgres: "$dir"
 	new_server "$name" start >/dev/null || fail "the restored $name did not start: $(tail -5 "$dir.log" 2>/dev/null)"
-	for _ in $(seq 1 600); do
-		[ "$(psql_at "$port" -d postgres -c "SELECT NOT pg_is_in_recovery()" 2>/dev/null)" = t ] && return 0
-		sleep 0.1
-	done
-	fail "the restored $name did not reach the restore point"
+	wait_for "the restored $name reaches the restore point" 60 promoted "$port"
 }
+promoted() { [ "$(psql_at "$1" -d postgres -c "SELECT NOT pg_is_in_recovery()" 2>/dev/null)" = t ]; }
 restore_node worker1 $((NEW_PORT + 1))
 restore_node worker2 $((NEW_PORT + 2))
 # the coordinator first without shardext: its catalog still names the

@@ -31,19 +31,13 @@ INITIAL=1000
 LOAD_SECONDS=${SAGAS_LOAD_SECONDS:-30}
 
 wait_for_port() {	# PORT: the server accepts connections
-	for _ in $(seq 1 120); do
-		psql_at "$1" -c "SELECT 1" >/dev/null 2>&1 && return 0
-		sleep 0.25
-	done
-	fail "the server on port $1 did not come back"
+	wait_for "the server on port $1 comes back" 30 sql_is "$1" "SELECT true"
 }
 wait_for_sagas() {	# every saga ended (the daemon finishes what sessions left)
 	local left
-	for _ in $(seq 1 600); do
-		left=$(coord "SELECT count(*) FROM shardext.saga WHERE state IN ('queued', 'running', 'compensating')" 2>/dev/null)
-		[ "$left" = 0 ] && return 0
-		sleep 0.1
-	done
+	poll 60 sql_is "$COORDINATOR_PORT" "SELECT count(*) FROM shardext.saga WHERE state IN ('queued', 'running', 'compensating')" 0 &&
+		return 0
+	left=$(coord "SELECT count(*) FROM shardext.saga WHERE state IN ('queued', 'running', 'compensating')" 2>/dev/null)
 	coord "SELECT saga_id, name, state, current_step, attempts, error FROM shardext.sagas
 		   WHERE state NOT IN ('completed', 'compensated')" >&2
 	fail "sagas did not end within 60 s: $left left"
@@ -203,13 +197,15 @@ end=$((SECONDS + LOAD_SECONDS))
 	while [ $SECONDS -lt $end ]; do
 		"$PGBENCH" -n -c 6 -j 2 -T $((end - SECONDS)) -f "$TMP/transfer.sql" \
 			-h 127.0.0.1 -p "$COORDINATOR_PORT" -U postgres "$DB" >>"$TMP/pgbench.out" 2>&1
-		sleep 0.2
+		# until the coordinator is back (it may stay down past the end: no fail)
+		poll $((end - SECONDS > 0 ? end - SECONDS : 0)) sql_is "$COORDINATOR_PORT" "SELECT true"
 	done
 ) &
 clients=$!
 # kills: a worker or the coordinator, stopped at once and started again
 kills=0
 while [ $((SECONDS + 3)) -lt $end ]; do
+	# a random time between kills: when a fault hits is what this varies
 	sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
 	case $((RANDOM % 3)) in
 		0) node=coordinator port=$COORDINATOR_PORT ;;
@@ -217,7 +213,7 @@ while [ $((SECONDS + 3)) -lt $end ]; do
 		2) node=worker2 port=$WORKER_2_PORT ;;
 	esac
 	cluster stop-node "$node" immediate >/dev/null 2>&1
-	sleep "0.$((RANDOM % 5))"
+	sleep "0.$((RANDOM % 5))"	# a random downtime: what it varies is under test
 	cluster start-node "$node" >/dev/null 2>&1 || fail "could not start $node again"
 	wait_for_port "$port"
 	kills=$((kills + 1))

@@ -63,6 +63,21 @@ SELECT is((SELECT array_agg(DISTINCT result) FROM shardext_run_on_nodes(
 					   (SELECT oid FROM pg_database WHERE datname = current_database()),
 					   pg_backend_pid())],
 		  'connections to the nodes carry the coordinator backend in application_name');
+-- the daemon starts a moment after CREATE EXTENSION commits (add_nodes):
+-- wait for it, 30 s at most (pg_stat_activity is read once a transaction
+-- unless its snapshot is cleared)
+DO $$
+BEGIN
+	FOR i IN 1..300 LOOP
+		PERFORM pg_stat_clear_snapshot();
+		EXIT WHEN EXISTS (SELECT FROM pg_stat_activity
+						  WHERE backend_type = 'shardext maintenance daemon'
+						  AND datname = current_database());
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+	PERFORM pg_stat_clear_snapshot();
+END
+$$;
 SELECT is((SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'shardext maintenance daemon'
 		   AND datname = current_database()), 1::bigint,
 		  'the maintenance daemon of this database runs (it searches for deadlocks)');

@@ -22,7 +22,8 @@ typedef struct MaintainedDatabase
 	Oid			databaseId;		/* InvalidOid: free slot */
 	pid_t		daemonPid;		/* 0: no daemon runs */
 	bool		starting;		/* the launcher started one that did not report yet */
-	bool		wanted;			/* a backend asked for a daemon */
+	bool		wanted;			/* a backend asked for a daemon since one last
+								 * looked for shardext */
 	TimestampTz noExtensionAt;	/* when a daemon found no shardext, or 0 */
 	TimestampTz pausedUntil;	/* no daemon before this time */
 } MaintainedDatabase;
@@ -44,7 +45,11 @@ extern void MaintenanceShmemInit(void);
 extern uint64 CoordinatorIncarnation(void);
 extern MaintainedDatabase *FindOrAddMaintainedDatabase(Oid databaseId);
 extern void EnsureMaintenanceDaemon(void);
+extern void EnsureMaintenanceDaemonAtCommit(void);
 extern void WakeMaintenanceDaemon(void);
+extern void WakeMaintenanceDaemonAtCommit(void);
+extern void ClearDaemonRequest(int slot);
+extern bool DaemonMayExit(int slot);
 extern void StopMaintenanceDaemon(Oid databaseId);
 
 /* daemon/maintenance.c: the launcher and the daemons */

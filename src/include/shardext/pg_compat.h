@@ -533,6 +533,22 @@ MakeDecodedTuple(HeapTuple heapTuple)
 	return tuple;
 }
 #endif
+
+#include "access/tupconvert.h"
+
+/*
+ * ConvertDecodedTuple returns a decoded row in another relation's layout
+ * (column order, dropped columns: map from convert_tuples_by_name), the row
+ * itself when there is no map (same layout) or no row, in the current
+ * memory context.
+ */
+static inline DecodedTuple
+ConvertDecodedTuple(DecodedTuple tuple, TupleConversionMap *map)
+{
+	if (tuple == NULL || map == NULL)
+		return tuple;
+	return MakeDecodedTuple(execute_attr_map_tuple(DecodedHeapTuple(tuple), map));
+}
 #endif							/* REORDERBUFFER_H */
 
 /*

@@ -123,13 +123,4 @@ extern void CopyBetweenNodes(NodeConnection *source, const char *copyOut,
 							 NodeConnection *target, const char *copyIn,
 							 CopyRowHook rowHook, void *hookArg);
 
-/*
- * The names before 1.2, for code written against them: whether a helper
- * throws or returns the node's failure was not in them.
- */
-#define ExecuteRemoteQueryBounded TryRemoteQuery
-#define ExecuteRemoteQueryWithTimeout TryRemoteQueryNoInterrupts
-#define ExecuteRemoteCommandWithTimeout TryRemoteCommandNoInterrupts
-#define FinishRemoteCommandWithTimeout TryFinishRemoteCommandNoInterrupts
-
 #endif							/* SHARDEXT_REMOTE_COMMAND_H */

@@ -70,22 +70,14 @@ outcomes() { cat "$1".* 2>/dev/null | awk -v w="$2" '$2 == w {print $3}'; }
 
 # wait_until WHAT SECONDS SQL [PORT]: until SQL returns t
 wait_until() {
-	local what=$1 seconds=$2 sql=$3 port=${4:-$COORDINATOR_PORT}
-	for _ in $(seq 1 $((seconds * 10))); do
-		[ "$(psql_at "$port" -c "$sql" 2>/dev/null)" = t ] && return 0
-		sleep 0.1
-	done
-	fail "$what: not within $seconds s"
+	wait_sql "$1" "$2" "${4:-$COORDINATOR_PORT}" "$3"
 }
 
+# log_has FILE PATTERN FROM_LINE: the server log has a line matching PATTERN
+log_has() { tail -n +"$3" "$1" | grep -Eq "$2"; }
 # wait_for_log FILE PATTERN SECONDS [FROM_LINE]: until the server log has a line matching PATTERN
 wait_for_log() {
-	local file=$1 pattern=$2 seconds=$3 from=${4:-1}
-	for _ in $(seq 1 $((seconds * 10))); do
-		tail -n +"$from" "$file" | grep -Eq "$pattern" && return 0
-		sleep 0.1
-	done
-	fail "no log line /$pattern/ in $file within $seconds s"
+	wait_for "no log line /$2/ in $1" "$3" log_has "$1" "$2" "${4:-1}"
 }
 log_lines() { wc -l <"$1"; }
 
@@ -120,13 +112,11 @@ node_id_of_port() { coord "SELECT node_id FROM shardext.nodes WHERE node_port = 
 # wait_for_setting PORT NAME VALUE: until new sessions see the reloaded
 # setting (VALUE in the setting's base unit; '' for its default)
 wait_for_setting() {
-	local port=$1 name=$2 value=$3
-	for _ in $(seq 1 100); do
-		[ "$(psql_at "$port" -d postgres -c "SELECT setting = coalesce(nullif('$value', ''), boot_val)
-			FROM pg_settings WHERE name = '$name'" 2>/dev/null)" = t ] && return 0
-		sleep 0.1
-	done
-	fail "$name = '${value:-default}' on $port: not within 10 s"
+	wait_for "$2 = '${3:-default}' on $1" 10 setting_is "$@"
+}
+setting_is() {	# PORT NAME VALUE
+	[ "$(psql_at "$1" -d postgres -c "SELECT setting = coalesce(nullif('$3', ''), boot_val)
+		FROM pg_settings WHERE name = '$2'" 2>/dev/null)" = t ]
 }
 
 # drop_test_database WORKER_PORT...: roll back the test database's prepared
