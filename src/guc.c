@@ -35,6 +35,11 @@ char	   *ShardextNodeConninfo = NULL;
 bool		ShardextEnableDDLPropagation = true;
 bool		ShardextExplainAllTasks = false;
 bool		ShardextEnablePushdown = true;
+bool		ShardextEnableRepartitionJoins = true;
+int			ShardextRepartitionJoinMinRows = 10000;
+int			ShardextBroadcastJoinMaxRows = 100000;
+int			ShardextRepartitionJoinPartitions = 0;
+int			ShardextMaxIntermediateResultSize = 1024 * 1024;
 int			ShardextMultiNodeCommit = MULTI_NODE_COMMIT_2PC;
 bool		ShardextLastParticipantCommit = true;
 int			ShardextRecoveryInterval = 10000;
@@ -298,6 +303,57 @@ RegisterPlannerGucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("shardext.enable_repartition_joins",
+							 "Join distributed tables that are not co-located on the join key "
+							 "on the workers, moving rows between them.",
+							 "When off, such joins pull the rows to the coordinator.",
+							 &ShardextEnableRepartitionJoins,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.repartition_join_min_rows",
+							"Joins whose distributed tables together are estimated to "
+							"return fewer rows are done on the coordinator.",
+							"Below this, pulling the rows costs less than moving them "
+							"between workers; 0 moves even the smallest inputs.",
+							&ShardextRepartitionJoinMinRows,
+							10000, 0, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.broadcast_join_max_rows",
+							"The most rows (estimated) a side of a join may have to be "
+							"copied to every node instead of repartitioned.",
+							"Broadcasting is chosen only where it moves fewer rows; 0 never "
+							"broadcasts.",
+							&ShardextBroadcastJoinMaxRows,
+							100000, 0, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.repartition_join_partitions",
+							"The number of partitions of a dual repartition join.",
+							"0 chooses from the tables' shard counts and estimated size.",
+							&ShardextRepartitionJoinPartitions,
+							0, 0, 4096,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("shardext.max_intermediate_result_size",
+							"The most data a repartition join may write to move rows "
+							"between workers.",
+							"A query that would write more fails; -1 means no limit.",
+							&ShardextMaxIntermediateResultSize,
+							1024 * 1024, -1, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 }
 
 /* the settings of distributed transactions, their recovery and deadlock detection */

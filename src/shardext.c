@@ -29,6 +29,7 @@
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/repartition.h"
 #include "shardext/shared_pool.h"
 #include "shardext/tenant_stats.h"
 #include "shardext/utility_hook.h"
@@ -75,6 +76,8 @@ _PG_init(void)
 
 	InitializeMetadataCache();
 	InitializeConnections();
+	/* first: its abort callback runs after those that cancel remote commands */
+	InitializeRepartitionExchange();
 	InitializeRemoteTransactions();
 	InitializeDistributedDeadlockDetection();
 	InitializeCommitDecisions();
@@ -100,6 +103,7 @@ ShardextShmemRequest(void)
 	ReplicaStateShmemRequest();
 	SharedPoolShmemRequest();
 	TenantStatsShmemRequest();
+	RepartitionShmemRequest();
 }
 
 /*
@@ -119,4 +123,5 @@ ShardextShmemStartup(void)
 	ReplicaStateShmemInit();
 	SharedPoolShmemInit();
 	TenantStatsShmemInit();
+	RepartitionShmemInit();
 }

@@ -1188,6 +1188,36 @@ BeginRemoteCopy(NodeConnection *conn, const char *command, ExecStatusType copySt
 }
 
 /*
+ * ReceiveRemoteCopyData returns the length of the next row of a COPY TO
+ * STDOUT that BeginRemoteCopy started, with the row in *buffer (free it
+ * with FreeRemoteCopyData), waiting for it interruptibly; -1 at the end of
+ * the COPY, whose result the caller then reads with FinishRemoteQuery.
+ */
+int
+ReceiveRemoteCopyData(NodeConnection *conn, char **buffer)
+{
+	for (;;)
+	{
+		int			length = PQgetCopyData(conn->pgConn, buffer, 1);
+
+		if (length > 0)
+			return length;
+		if (length == -1)
+			return -1;
+		if (length == -2)
+			ReportConnectionError(conn, ERROR);
+		WaitForRemoteSocket(conn, false);
+	}
+}
+
+/* FreeRemoteCopyData frees a row of ReceiveRemoteCopyData */
+void
+FreeRemoteCopyData(char *buffer)
+{
+	PQfreemem(buffer);
+}
+
+/*
  * CopyBetweenNodes streams rows from one node to another through this
  * backend: copyOut (a COPY ... TO STDOUT) on source, copyIn (a COPY ...
  * FROM STDIN) on target, row by row.  rowHook, when not NULL, is called

@@ -32,7 +32,9 @@
  * MaintainShardMoves), RunDeadlockDetection, RunSagas (queued sagas,
  * and those a session left unfinished: saga_runner.c; a session that
  * queues one wakes the daemon, WakeMaintenanceDaemon), RunHealthChecks
- * (probes of the workers and automatic failover) and RunRestorePoints.
+ * (probes of the workers and automatic failover), RunRestorePoints and
+ * RunRepartitionSweep (files repartition joins left on the nodes; a join
+ * that failed asks for a sweep at once).  RunDaemonTask is their wrapper.
  *
  * A daemon has no statement_timeout, so each task bounds its waits for
  * nodes itself (SetRemoteCommandTimeout, on top of the bounds recovery and
@@ -79,6 +81,7 @@
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
+#include "shardext/repartition.h"
 #include "shardext/saga.h"
 #include "shardext/shard_move.h"
 #include "shardext/shared_pool.h"
@@ -87,6 +90,8 @@
 #define LAUNCHER_NAPTIME_MS 5000
 /* how long a database without shardext is left alone unless asked */
 #define NO_EXTENSION_RECHECK_MS (300 * 1000)
+/* how often the files repartition joins left on the nodes are looked for */
+#define REPARTITION_SWEEP_INTERVAL_MS (60 * 1000)
 /* the longest a task of the daemon may wait for nodes in all */
 #define TASK_REMOTE_TIMEOUT_MS (120 * 1000)
 
@@ -100,10 +105,12 @@ static bool RunRecovery(void);
 static void RunDeadlockDetection(void);
 static TimestampTz RunReplicaPoll(MemoryContext loopContext);
 static TimestampTz RunSagas(MemoryContext loopContext);
+static TimestampTz RunRepartitionSweep(MemoryContext loopContext);
 static void RunDaemonTask(MemoryContext loopContext, void (*task) (void *arg), void *arg,
 						  bool withSnapshot);
 static void ReplicaPollTask(void *arg);
 static void SagaTask(void *arg);
+static void SweepTask(void *arg);
 static void HealthCheckTask(void *arg);
 static void RestorePointTask(void *arg);
 static TimestampTz RunHealthChecks(MemoryContext loopContext, TimestampTz *nextRecovery);
@@ -311,6 +318,8 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
 	TimestampTz nextSagaRound = 0;
+	TimestampTz nextSweep = 0;
+	uint64		sweepRequestsSeen = 0;
 	TimestampTz nextHealthCheck = 0;
 	TimestampTz nextRestorePoint = 0;
 
@@ -391,6 +400,15 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		if (now >= nextSagaRound)
 			nextSagaRound = RunSagas(loopContext);
 
+		/* at once when a repartition join failed, else now and then */
+		if (RepartitionSweepRequests() != sweepRequestsSeen)
+		{
+			sweepRequestsSeen = RepartitionSweepRequests();
+			nextSweep = 0;
+		}
+		if (now >= nextSweep)
+			nextSweep = RunRepartitionSweep(loopContext);
+
 		now = GetCurrentTimestamp();
 		timeout = TimestampDifferenceMilliseconds(now, nextRecovery);
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextHealthCheck));
@@ -399,6 +417,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextDeadlockCheck));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextReplicaPoll));
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextSagaRound));
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(now, nextSweep));
 		/* a wake-up (a queued saga) runs the sagas at once */
 		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					  Max(timeout, 1), PG_WAIT_EXTENSION) & WL_LATCH_SET)
@@ -532,9 +551,8 @@ SagaTask(void *arg)
 }
 
 /*
- * RunSagas runs the sagas that are due (saga_runner.c) in a transaction of
- * its own; errors are logged and the next round tries again.  Returns
- * when to run them next.
+ * RunSagas runs the sagas that are due (saga_runner.c); returns when to
+ * run them next.
  */
 static TimestampTz
 RunSagas(MemoryContext loopContext)
@@ -544,6 +562,26 @@ RunSagas(MemoryContext loopContext)
 	if (!RecoveryInProgress() && !catalogOutdated)
 		RunDaemonTask(loopContext, SagaTask, &waitMs, true);
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), waitMs);
+}
+
+/*
+ * RunRepartitionSweep removes from the nodes the files of repartition
+ * joins of this database that no running query uses
+ * (repartition_registry.c); returns when to sweep next.
+ */
+static TimestampTz
+RunRepartitionSweep(MemoryContext loopContext)
+{
+	if (!RecoveryInProgress() && !catalogOutdated)
+		RunDaemonTask(loopContext, SweepTask, NULL, true);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), REPARTITION_SWEEP_INTERVAL_MS);
+}
+
+/* SweepTask: RunRepartitionSweep's task */
+static void
+SweepTask(void *arg)
+{
+	SweepRepartitionLeftovers();
 }
 
 /*

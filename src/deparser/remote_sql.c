@@ -45,6 +45,7 @@
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
 #include "shardext/remote_sql.h"
+#include "shardext/shardext.h"
 
 typedef struct DeparseLevel
 {
@@ -72,6 +73,7 @@ static void DeparseRowMarks(RemoteSql *sql, Query *query);
 static void DeparseSetOperand(RemoteSql *sql, Query *query, Node *node);
 static bool IsGucSensitiveType(Oid typid);
 static void DeparseSortItems(RemoteSql *sql, List *sortClause, List *targetList, int positions);
+static void DeparseRepartitionRead(RemoteSql *sql, RangeTblEntry *rte, Index rtindex);
 
 /*
  * While set, a Var of a shard's ctid is printed (the coordinator's UPDATE,
@@ -673,7 +675,8 @@ DeparseVar(RemoteSql *sql, Var *var)
 
 		appendStringInfo(&sql->buf, "%s.%s", alias, quote_identifier(name));
 	}
-	else if (rte->rtekind == RTE_SUBQUERY || rte->rtekind == RTE_VALUES)
+	else if (rte->rtekind == RTE_SUBQUERY || rte->rtekind == RTE_VALUES ||
+			 RepartitionReadUnit(rte) > 0)
 		appendStringInfo(&sql->buf, "%s.c%d", alias, var->varattno);
 	else
 		RemoteSqlFail(sql, "a column of a join or function");
@@ -1258,6 +1261,8 @@ DeparseRemoteFromItem(RemoteSql *sql, Node *item)
 		}
 		else if (rte->rtekind == RTE_VALUES)
 			DeparseValuesFromItem(sql, rte, rtindex);
+		else if (RepartitionReadUnit(rte) > 0)
+			DeparseRepartitionRead(sql, rte, rtindex);
 		else
 			RemoteSqlFail(sql, "a function or CTE in FROM");
 	}
@@ -1297,6 +1302,58 @@ DeparseRemoteFromItem(RemoteSql *sql, Node *item)
 	}
 	else
 		RemoteSqlFail(sql, "an unknown FROM item");
+}
+
+/*
+ * RepartitionReadUnit: is rte the read of a moved unit's partition that the
+ * repartition planner puts in place of a table (a call of
+ * shardext.repartition_read whose second argument is the unit)?  Returns
+ * the unit, or 0.
+ */
+int
+RepartitionReadUnit(RangeTblEntry *rte)
+{
+	RangeTblFunction *rtfunc;
+	FuncExpr   *call;
+
+	if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1)
+		return 0;
+	rtfunc = linitial(rte->functions);
+	call = (FuncExpr *) rtfunc->funcexpr;
+	if (!IsA(call, FuncExpr) || list_length(call->args) != 4 ||
+		!IsA(lsecond(call->args), Const) ||
+		strcmp(get_func_name(call->funcid), "repartition_read") != 0 ||
+		strcmp(get_namespace_name(get_func_namespace(call->funcid)), SHARDEXT_SCHEMA_NAME) != 0)
+		return 0;
+	return DatumGetInt32(((Const *) lsecond(call->args))->constvalue);
+}
+
+/*
+ * DeparseRepartitionRead prints the read of a moved unit's partition: the
+ * call with a gap for its arguments (a List part: "read" and the unit,
+ * which the repartition executor fills per task), and the column
+ * definitions c1, c2 ...
+ */
+static void
+DeparseRepartitionRead(RemoteSql *sql, RangeTblEntry *rte, Index rtindex)
+{
+	RangeTblFunction *rtfunc = linitial(rte->functions);
+	ListCell   *typeCell;
+	ListCell   *typmodCell;
+	int			column = 0;
+
+	appendStringInfoString(&sql->buf, SHARDEXT_SCHEMA_NAME ".repartition_read(");
+	FlushText(sql);
+	sql->parts = lappend(sql->parts, list_make2(makeString("read"),
+												makeInteger(RepartitionReadUnit(rte))));
+	appendStringInfo(&sql->buf, ") %s(", RemoteSqlAlias(sql, 0, rtindex));
+	forboth(typeCell, rtfunc->funccoltypes, typmodCell, rtfunc->funccoltypmods)
+	{
+		column++;
+		appendStringInfo(&sql->buf, "%sc%d %s", column > 1 ? ", " : "", column,
+						 RemoteTypeName(lfirst_oid(typeCell), lfirst_int(typmodCell)));
+	}
+	appendStringInfoChar(&sql->buf, ')');
 }
 
 /*

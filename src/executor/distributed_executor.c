@@ -67,6 +67,7 @@
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
 #include "shardext/replica_state.h"
+#include "shardext/repartition.h"
 #include "shardext/resource_lock.h"
 #include "shardext/tenant_stats.h"
 
@@ -1400,6 +1401,7 @@ EndDistributedScan(CustomScanState *node)
 	}
 	if (state->started)
 		AbandonExecution(state);
+	EndRepartitionExchange(state);
 	ForgetSourceRows(state);
 	EndGlobalIndexChanges(state->gindexChanges);
 	if (node->custom_ps != NIL)
@@ -1425,6 +1427,8 @@ ReScanDistributedScan(CustomScanState *node)
 
 	if (state->started)
 		AbandonExecution(state);
+	EndRepartitionExchange(state);
+	state->exchange = NULL;
 	state->started = false;
 	state->finished = false;
 	state->tasksBuilt = false;

@@ -20,6 +20,7 @@
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
 #include "shardext/remote_command.h"
+#include "shardext/repartition.h"
 
 static void ExplainRemoteTask(DistributedScanState *state, RemoteTask *task,
 							  ExplainState *es);
@@ -126,6 +127,8 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 			return;
 		}
 	}
+	if (job->repartition != NIL)
+		ExplainRepartition(state, es);
 	BuildDistributedTasks(state);
 	/* as execution would: an unreachable replica leaves its tasks to the primary */
 	ConnectReplicaTasks(state);

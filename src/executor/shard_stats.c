@@ -112,8 +112,8 @@ CountShardQuery(int64 shardId)
 	ShardStatsKey key = ShardKey(shardId);
 	bool		found;
 
-	if (ShardStats == NULL)
-		return;
+	if (ShardStats == NULL || shardId <= 0)
+		return;					/* no shard: a repartition join's partition */
 	LWLockAcquire(ShardStats->lock, LW_SHARED);
 	entry = hash_search(ShardStatsHash, &key, HASH_FIND, NULL);
 	if (entry != NULL)

@@ -30,6 +30,7 @@
 #include "shardext/metadata.h"
 #include "shardext/remote_sql.h"
 #include "shardext/remote_xact.h"
+#include "shardext/repartition.h"
 #include "shardext/resource_lock.h"
 #include "shardext/tenant_stats.h"
 
@@ -44,8 +45,6 @@ static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry
 								Datum *tenantValue, bool *haveTenant);
 static bool SelectByEqualities(DistributedScanState *state, DistTableCacheEntry *anchor,
 							   List **result, Datum *tenantValue, bool *haveTenant);
-static RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
-									int first, int count);
 /* the rows of an INSERT, column after column of each row */
 typedef struct InsertRows
 {
@@ -156,6 +155,14 @@ BuildDistributedTasks(DistributedScanState *state)
 
 	oldContext = MemoryContextSwitchTo(job->insertFromSubplan ?
 									   state->batchContext : state->execContext);
+	if (job->repartition != NIL)
+	{
+		/* a repartition join: its exchange runs first (repartition_exchange.c) */
+		BuildRepartitionTasks(state, true);
+		state->tasksBuilt = true;
+		MemoryContextSwitchTo(oldContext);
+		return;
+	}
 	if (job->kind == JOB_INSERT || job->kind == JOB_ROUTED)
 	{
 		if (job->kind == JOB_INSERT)
@@ -530,7 +537,7 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
  * coordinator and encodes them for libpq: binary for built-in types (exact
  * and independent of DateStyle), text otherwise.
  */
-static RemoteParams *
+RemoteParams *
 EvaluateParams(DistributedScanState *state, List *exprStates, int first, int count)
 {
 	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;

@@ -318,7 +318,9 @@ TaskBatchSize(DistributedScanState *state, TaskConnection *tc)
 {
 	int			share;
 
-	if (state->inTransaction || state->job->usePrepared || tc->batchSize <= 1)
+	/* a repartition join's tasks each join a partition: never quick */
+	if (state->inTransaction || state->job->usePrepared || state->job->repartition != NIL ||
+		tc->batchSize <= 1)
 		return 1;
 	share = (list_length(tc->node->pending) + list_length(tc->node->taskConns) - 1) /
 		list_length(tc->node->taskConns);

@@ -107,6 +107,7 @@ MakeDistributedScan(DistributedJob *job, List *customExprs)
 	private = lappend(private, BoolNode(job->paramsFromSubplan));
 	private = lappend(private, IntNode(job->sourceArrayCount));
 	private = lappend(private, BoolNode(job->emptyInputRow));
+	private = lappend(private, job->repartition);
 	/* last: MarkPrimaryOnlyScans sets it in the finished plan */
 	private = lappend(private, BoolNode(job->primaryOnly));
 
@@ -159,6 +160,7 @@ DistributedJobFromScan(CustomScan *scan)
 	job->paramsFromSubplan = NEXT_INT() != 0;
 	job->sourceArrayCount = NEXT_INT();
 	job->emptyInputRow = NEXT_INT() != 0;
+	job->repartition = NEXT_LIST();
 	job->primaryOnly = NEXT_INT() != 0;
 #undef NEXT_INT
 #undef NEXT_LIST

@@ -27,6 +27,7 @@
 #include "shardext/metadata.h"
 #include "shardext/pg_compat.h"
 #include "shardext/planner.h"
+#include "shardext/repartition.h"
 
 planner_hook_type prev_planner_hook = NULL;
 set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
@@ -100,6 +101,9 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 {
 	PlannedStmt *plan = NULL;
 
+	/* on a node: a repartition join's query of one partition */
+	if (ReadsRepartitionedRows(parse))
+		return PlanPartitionQuery(parse, queryString, cursorOptions, boundParams);
 	if (!ShardextExtensionLoaded() ||
 		!QueryReferencesDistributedTable((Node *) parse))
 		return ShardextLocalPlanner(parse, queryString, cursorOptions, boundParams);
@@ -118,6 +122,8 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
 					RejectRowLocks(parse);
 				if (plan == NULL)
 					plan = PlanMultiShardSelect(parse, cursorOptions, boundParams);
+				if (plan == NULL)
+					plan = PlanRepartitionSelect(parse, cursorOptions, boundParams);
 				if (plan == NULL)
 					plan = PlanRecursively(parse, queryString, cursorOptions, boundParams,
 										   ShardextLocalPlanner);

@@ -29,8 +29,6 @@
 static bool JoinColocationGroup(PushdownInfo *info, int32 colocationId, Oid anchorRelid);
 static bool DistColumnUnit(Node *node, PushdownInfo *info, int levelsUp, Index *rtindex);
 static bool IsDistColumnAt(PushdownInfo *info, Index varno, AttrNumber attno);
-static bool SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
-								bool *readsHashTables);
 static bool SetOperationIsColocated(Query *subquery, Index rtindex, PushdownInfo *info,
 									bool *readsHashTables);
 static bool SetOperandIsColocated(Query *subquery, Node *node, PushdownInfo *info,
@@ -194,7 +192,7 @@ IsDistColumnAt(PushdownInfo *info, Index varno, AttrNumber attno)
  * columns that are distribution columns become distribution Vars of the
  * outer query.
  */
-static bool
+bool
 SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
 					bool *readsHashTables)
 {

@@ -60,7 +60,9 @@ typedef struct CombineContext
 	const char *failReason;
 } CombineContext;
 
-static bool ChoosePushdown(Query *query, PushdownInfo *info, bool *fullPushdown);
+static bool ChoosePushdown(Query *query, PushdownInfo *info);
+static bool DecidePushdown(Query *query, PushdownInfo *info, bool *fullPushdown);
+static CustomScan *BuildShardScan(Query *query, PushdownInfo *info, RemoteSql *sql, void *arg);
 static Query *MakeCombineQuery(Query *query);
 static void DeparseFullPushdownTargets(Query *query, CombineContext *context, Query *combine);
 static void DeparsePartialAggregateTargets(Query *query, CombineContext *context,
@@ -96,16 +98,31 @@ PlannedStmt *
 PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 {
 	PushdownInfo info;
+
+	if (!ChoosePushdown(query, &info))
+		return NULL;
+	return PlanPushdownSelect(query, &info, BuildShardScan, NULL, cursorOptions, boundParams);
+}
+
+/*
+ * PlanPushdownSelect plans a SELECT whose FROM clause runs shard by shard
+ * (or partition by partition: info names its distribution Vars) as one
+ * query per shard and a combine step; NULL when the query cannot be split
+ * so.  makeScan builds the distributed scan of the per-shard SQL.
+ */
+PlannedStmt *
+PlanPushdownSelect(Query *query, PushdownInfo *info, PushdownScanBuilder makeScan,
+				   void *arg, int cursorOptions, ParamListInfo boundParams)
+{
 	RemoteSql	sql;
 	CombineContext context;
-	DistributedJob job;
-	List	   *customExprs;
+	CustomScan *scan;
 	Query	   *combine;
 	bool		fullPushdown;
 	bool		needsCombine;
 	Node	   *distinctExpr = NULL;
 
-	if (!ChoosePushdown(query, &info, &fullPushdown))
+	if (!DecidePushdown(query, info, &fullPushdown))
 		return NULL;
 
 	memset(&context, 0, sizeof(context));
@@ -133,7 +150,9 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 	if (sql.failed)
 		return NULL;
 
-	BuildSelectJob(query, &info, &sql, &job, &customExprs);
+	scan = makeScan(query, info, &sql, arg);
+	if (scan == NULL)
+		return NULL;
 	needsCombine = !fullPushdown || query->sortClause != NIL || query->limitCount != NULL ||
 		query->limitOffset != NULL || query->distinctClause != NIL;
 	if (!needsCombine)
@@ -143,31 +162,47 @@ PlanMultiShardSelect(Query *query, int cursorOptions, ParamListInfo boundParams)
 
 		foreach(cell, query->targetList)
 			remoteTargetList = lappend(remoteTargetList, lfirst(cell));
-		return MakeDistributedPlannedStmt(query, MakeDistributedScan(&job, customExprs),
-										  remoteTargetList);
+		return MakeDistributedPlannedStmt(query, scan, remoteTargetList);
 	}
 
 	AddPlaceholderScan(combine, query, &context);
-	return PlanCombineQuery(combine, MakeDistributedScan(&job, customExprs),
-							context.columnCount, cursorOptions, boundParams);
+	return PlanCombineQuery(combine, scan, context.columnCount, cursorOptions, boundParams);
+}
+
+/* BuildShardScan is the scan builder of shard by shard pushdown */
+static CustomScan *
+BuildShardScan(Query *query, PushdownInfo *info, RemoteSql *sql, void *arg)
+{
+	DistributedJob job;
+	List	   *customExprs;
+
+	BuildSelectJob(query, info, sql, &job, &customExprs);
+	return MakeDistributedScan(&job, customExprs);
 }
 
 /*
- * ChoosePushdown decides whether the query can be pushed down at all (false:
- * plan it locally), and if so whether fully (*fullPushdown) or with
- * partial aggregates combined on the coordinator.
+ * ChoosePushdown decides whether the query can be pushed down at all
+ * (false: plan it locally): its FROM clause runs shard by shard.
  */
 static bool
-ChoosePushdown(Query *query, PushdownInfo *info, bool *fullPushdown)
+ChoosePushdown(Query *query, PushdownInfo *info)
 {
 	if (query->setOperations != NULL || query->cteList != NIL || query->hasTargetSRFs ||
 		query->groupingSets != NIL || query->rowMarks != NIL || query->hasRecursive ||
 		query->limitOption == LIMIT_OPTION_WITH_TIES || query->jointree->fromlist == NIL)
 		return false;
 	memset(info, 0, sizeof(PushdownInfo));
-	if (!AnalyzePushdownFrom(query, info))
-		return false;
+	return AnalyzePushdownFrom(query, info);
+}
 
+/*
+ * DecidePushdown decides, for a query whose FROM clause runs shard by
+ * shard, whether the rest runs there fully (*fullPushdown) or with partial
+ * aggregates combined on the coordinator; false when neither is correct.
+ */
+static bool
+DecidePushdown(Query *query, PushdownInfo *info, bool *fullPushdown)
+{
 	if (query->hasWindowFuncs)
 	{
 		if (!WindowsPartitionedByDistColumn(query, info))

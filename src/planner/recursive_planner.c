@@ -30,6 +30,7 @@
 #include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/planner.h"
+#include "shardext/repartition.h"
 
 typedef struct RecursiveContext
 {
@@ -84,7 +85,8 @@ PlanPart(Query *part, RecursiveContext *context, bool force)
 	/*
 	 * A simple part (no aggregation, DISTINCT, LIMIT ...) is better left to
 	 * the local planner, which pulls it up into the query so that the
-	 * query's conditions reach its scans; unless it is a router query.
+	 * query's conditions reach its scans; unless it is a router query, or
+	 * a repartition join (which would pull its tables whole).
 	 */
 	plan = PlanRouterQuery(part);
 	if (plan == NULL && (force || part->hasAggs || part->groupClause != NIL ||
@@ -92,6 +94,9 @@ PlanPart(Query *part, RecursiveContext *context, bool force)
 						 part->limitCount != NULL || part->limitOffset != NULL ||
 						 part->hasWindowFuncs))
 		plan = PlanMultiShardSelect(part, context->cursorOptions, context->boundParams);
+	/* a join of tables that are not co-located: on the workers when it can */
+	if (plan == NULL)
+		plan = PlanRepartitionSelect(part, context->cursorOptions, context->boundParams);
 	if (plan == NULL || plan->subplans != NIL || plan->paramExecTypes != NIL)
 		return NULL;
 	context->subplans = lappend(context->subplans, plan);

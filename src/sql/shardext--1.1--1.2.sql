@@ -460,3 +460,67 @@ GRANT EXECUTE ON FUNCTION pg_catalog.shardext_create_publication(text, regclass[
 	shardext.cdc_worker_drop_publication(name),
 	shardext.cdc_worker_set_emitter(bool) TO shardext_admin;
 GRANT SELECT ON shardext.cdc_slots TO shardext_admin;
+
+-- ==== repartition joins (issue 26) ====
+--
+-- Joins of distributed tables that are not co-located on the join key run
+-- on the workers: the coordinator calls these functions on the nodes, as
+-- the user who runs the query (see README, "Repartition joins").  The rows
+-- in between are files of the node's temporary directory, one directory
+-- per exchange and user; only the caller's own are read or removed.
+
+CREATE FUNCTION shardext.repartition_map(exchange text, unit int, tag text, query text,
+										 param_types text[], param_values text[],
+										 key_count int, layout int, partition_count int,
+										 boundaries int4[], limit_bytes bigint)
+	RETURNS bigint[] LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_map';
+COMMENT ON FUNCTION shardext.repartition_map(text, int, text, text, text[], text[], int, int,
+											 int, int4[], bigint)
+	IS 'on a worker: runs a query and writes its rows, partitioned by a hash of its last columns, for a repartition join';
+
+CREATE FUNCTION shardext.repartition_blocks(exchange text, unit int, partitions int4[])
+	RETURNS SETOF bytea LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_blocks';
+COMMENT ON FUNCTION shardext.repartition_blocks(text, int, int4[])
+	IS 'on a worker: the partitioned rows of a repartition join written here, as other nodes fetch them';
+
+CREATE FUNCTION shardext.repartition_fetch(exchange text, unit int, tag text, host text, port int,
+										   partitions int4[], column_types text[])
+	RETURNS bigint LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_fetch';
+COMMENT ON FUNCTION shardext.repartition_fetch(text, int, text, text, int, int4[], text[])
+	IS 'on a worker: pulls the rows of some partitions of a repartition join from another node';
+
+CREATE FUNCTION shardext.repartition_read_support(internal)
+	RETURNS internal LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_repartition_read_support';
+COMMENT ON FUNCTION shardext.repartition_read_support(internal)
+	IS 'planner support of shardext.repartition_read: its rows are those the coordinator expects';
+
+CREATE FUNCTION shardext.repartition_read(exchange text, unit int, partition int, expected_rows bigint)
+	RETURNS SETOF record LANGUAGE C STRICT VOLATILE ROWS 10000
+	SUPPORT shardext.repartition_read_support
+	AS 'MODULE_PATHNAME', 'shardext_repartition_read';
+COMMENT ON FUNCTION shardext.repartition_read(text, int, int, bigint)
+	IS 'on a worker: the rows of one partition of a repartition join';
+
+CREATE FUNCTION shardext.repartition_flag(unit int, kind int)
+	RETURNS boolean LANGUAGE C STRICT STABLE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_flag';
+COMMENT ON FUNCTION shardext.repartition_flag(int, int)
+	IS 'on the coordinator: what the map phase of a repartition join found (for NOT IN), evaluated before the partition queries run';
+
+CREATE FUNCTION shardext.repartition_cleanup(exchange text)
+	RETURNS boolean LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_cleanup';
+COMMENT ON FUNCTION shardext.repartition_cleanup(text)
+	IS 'on a worker: removes the caller''s rows of a repartition join';
+
+CREATE FUNCTION shardext.repartition_sweep(prefix text, incarnation text, keep_from bigint)
+	RETURNS int LANGUAGE C STRICT VOLATILE
+	AS 'MODULE_PATHNAME', 'shardext_repartition_sweep';
+COMMENT ON FUNCTION shardext.repartition_sweep(text, text, bigint)
+	IS 'on a worker, for the maintenance daemon: removes repartition join rows no running query of a coordinator uses';
+REVOKE ALL ON FUNCTION shardext.repartition_sweep(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION shardext.repartition_sweep(text, text, bigint) TO shardext_admin;

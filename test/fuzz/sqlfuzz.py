@@ -247,6 +247,13 @@ class Data:
 
 SIZES = {'a': 120, 'b': 80, 'c': 60, 'r': 25, 'e': 0, 'u': 40}
 
+# repartition joins (issue 26): two more layouts, used by RepartitionGenerator
+# only -- j by an int key in 5 shards, h by a text key in 3
+TABLES['j'] = ([('k', 'int'), ('x', 'int'), ('s', 'text'), ('n', 'numeric'), ('d', 'date')],
+               "create_distributed_table('fzd.j', 'k', shard_count => 5)")
+TABLES['h'] = ([('k', 'text'), ('v', 'int')], "create_distributed_table('fzd.h', 'k', shard_count => 3)")
+SIZES.update({'j': 90, 'h': 50})
+
 
 # ---------------------------------------------------------------------------
 # the generator
@@ -725,6 +732,155 @@ class Generator:
         return 'MERGE INTO %s tg USING %s ON %s %s' % (target, source, on, ' '.join(clauses)), target
 
 
+class RepartitionGenerator(Generator):
+    """Joins of tables that are not co-located on the join key (issue 26):
+    every join kind, semi and anti joins (EXISTS, IN, NOT IN with NULLs),
+    three tables mixing co-located, reference and repartitioned pairs, under
+    subqueries and CTEs, with filters below the joins."""
+
+    # the tables, and their columns that equalities may join (by type)
+    JOINABLE = ['a', 'b', 'c', 'u', 'e', 'j', 'h', 'r']
+
+    def join_columns(self, scope, typ):
+        return [c for c in scope.columns if c[2] == typ]
+
+    def join_condition(self, left_columns, right_columns):
+        """An equality of compatible columns (int = int, text = text,
+        numeric = int, date = date), or NULL when there is none."""
+        rng = self.rng
+        pairs = []
+        for lt, rt in (('int', 'int'), ('text', 'text'), ('numeric', 'int'), ('int', 'numeric'),
+                       ('date', 'date')):
+            for lc in [c for c in left_columns if c[2] == lt]:
+                for rc in [c for c in right_columns if c[2] == rt]:
+                    pairs.append((lc, rc))
+        if not pairs:
+            return None
+        lc, rc = rng.choice(pairs)
+        left = '%s.%s' % (lc[0], lc[1])
+        right = '%s.%s' % (rc[0], rc[1])
+        if lc[2] == 'int' and rc[2] == 'int' and self.chance(0.15):
+            left = rng.choice(['(%s + 1)', '%s::bigint', 'abs(%s)']) % left
+        return '%s = %s' % (left, right)
+
+    def repartition_from(self):
+        """FROM with 2-3 tables joined by equalities that are mostly not on
+        the distribution columns; returns (sql, scope)."""
+        rng = self.rng
+        first = rng.choice(self.JOINABLE[:-1])
+        alias = self.alias()
+        columns = [(alias, n, t) for n, t in TABLES[first][0]]
+        sql = '%s %s' % (first, alias)
+        for _ in range(rng.choice([1, 1, 1, 2])):
+            table = rng.choice(self.JOINABLE)
+            other = self.alias()
+            other_columns = [(other, n, t) for n, t in TABLES[table][0]]
+            condition = self.join_condition(columns, other_columns)
+            if condition is None:
+                condition = '%s.k::text = %s.k::text' % (rng.choice(columns)[0], other)
+            if self.chance(0.2):
+                second = self.join_condition(columns, other_columns)
+                if second is not None:
+                    condition += ' AND ' + second
+            if self.chance(0.3):
+                condition += ' AND ' + self.bool_expr(Scope(columns + other_columns), 2)
+            join = rng.choice(['JOIN', 'JOIN', 'LEFT JOIN', 'RIGHT JOIN', 'FULL JOIN'])
+            sql += ' %s %s %s ON %s' % (join, table, other, condition)
+            columns = columns + other_columns
+        return sql, Scope(columns)
+
+    def semi_join(self, scope):
+        """[NOT] EXISTS, [NOT] IN of a table correlated by a column that is
+        not (only) the distribution column."""
+        rng = self.rng
+        table = rng.choice(self.JOINABLE)
+        alias = self.alias()
+        inner = [(alias, n, t) for n, t in TABLES[table][0]]
+        condition = self.join_condition(scope.columns, inner)
+        if condition is None:
+            return 'true'
+        filters = ''
+        if self.chance(0.5):
+            filters = ' AND ' + self.bool_expr(Scope(inner), 2)
+        if self.chance(0.5):
+            outer, inner_expr = condition.split(' = ')
+            return '%s %sIN (SELECT %s FROM %s %s WHERE true%s)' % (
+                outer, rng.choice(['', 'NOT ']), inner_expr, table, alias, filters)
+        return '%sEXISTS (SELECT 1 FROM %s %s WHERE %s%s)' % (
+            rng.choice(['', 'NOT ']), table, alias, condition, filters)
+
+    def repartition_select(self, depth=0):
+        """A SELECT over a repartition join: plain, grouped or ordered;
+        returns (sql, output types, ordered_by_all)."""
+        rng = self.rng
+        from_sql, scope = self.repartition_from()
+        conditions = []
+        if self.chance(0.5):
+            conditions.append(self.bool_expr(scope, 2))
+        if self.chance(0.35):
+            conditions.append(self.semi_join(scope))
+        where = ' WHERE ' + ' AND '.join(conditions) if conditions else ''
+        outputs = []
+        group_by = ''
+        types = [rng.choice(['int', 'int', 'text', 'numeric']) for _ in range(rng.randint(1, 3))]
+        if self.chance(0.5):
+            keys = types[:rng.randint(0, len(types))]
+            for typ in keys:
+                outputs.append((self.column(scope, typ) or self.literal(typ), typ))
+            for typ in types[len(keys):]:
+                outputs.append((self.aggregate(scope, typ), typ))
+            if keys:
+                group_by = ' GROUP BY ' + ', '.join(str(i + 1) for i in range(len(keys)))
+        else:
+            for typ in types:
+                outputs.append((self.expr(scope, typ, 1), typ))
+        distinct = 'DISTINCT ' if self.chance(0.1) else ''
+        sql = 'SELECT %s%s FROM %s%s%s' % (
+            distinct, ', '.join('%s AS c%d' % (e, i + 1) for i, (e, _) in enumerate(outputs)),
+            from_sql, where, group_by)
+        ordered = False
+        if depth == 0 and self.chance(0.3):
+            sql += ' ORDER BY ' + ', '.join('%d%s' % (i + 1, rng.choice(['', ' DESC NULLS LAST']))
+                                           for i in range(len(outputs)))
+            ordered = True
+            if self.chance(0.6):
+                sql += ' LIMIT %d' % rng.randint(0, 12)
+        return sql, [t for _, t in outputs], ordered
+
+    def repartition_query(self):
+        """A top-level query with a repartition join, possibly under a
+        subquery or CTE."""
+        rng = self.rng
+        kind = rng.randint(0, 5)
+        if kind == 0:
+            inner, types, _ = self.repartition_select(1)
+            alias = self.alias()
+            outputs = ', '.join('%s.c%d' % (alias, i + 1) for i in range(len(types)))
+            return 'WITH %s AS (%s) SELECT %s FROM %s' % (alias, inner, outputs, alias), False
+        if kind == 1:
+            inner, types, _ = self.repartition_select(1)
+            alias = self.alias()
+            scope = Scope([(alias, 'c%d' % (i + 1), t) for i, t in enumerate(types)])
+            where = ' WHERE ' + self.bool_expr(scope, 2) if self.chance(0.5) else ''
+            return 'SELECT count(*), %s FROM (%s) %s%s' % (
+                self.aggregate(scope, types[0]), inner, alias, where), False
+        if kind == 2:
+            inner, types, _ = self.repartition_select(1)
+            alias = self.alias()
+            # read twice: planned on its own (a semi join, linear: a join of the CTE with
+            # itself on a column with few values is quadratic, minutes on both sides)
+            return ('WITH %s AS (%s) SELECT count(*), count(x1.c1) FROM %s x1 WHERE x1.c1 IN '
+                    '(SELECT x2.c1 FROM %s x2)' % (alias, inner, alias, alias)), False
+        sql, _, ordered = self.repartition_select(0)
+        return sql, ordered
+
+    def repartition_settings(self):
+        """Settings that choose among the ways to run the joins."""
+        rng = self.rng
+        return ['SET shardext.broadcast_join_max_rows = %d' % rng.choice([0, 0, 100000]),
+                'SET shardext.repartition_join_partitions = %d' % rng.choice([0, 0, 1, 2, 3, 5, 8])]
+
+
 def rng_sample(rng, items):
     return rng.sample(items, rng.randint(1, len(items)))
 
@@ -825,6 +981,7 @@ class Fuzzer:
         self.dist = Connection(args.host, args.port, args.user, args.dbname, args.password)
         self.local = Connection(args.host, args.port, args.user, args.dbname, args.password)
         self.stats = {'select': 0, 'dml': 0, 'refused': 0, 'both_failed': 0}
+        self.strategies = {}
         self.refusals = {}
         self.failures = {}
         self.slowest = []
@@ -894,6 +1051,24 @@ class Fuzzer:
         if not same(dist, local, ordered):
             self.fail(number, sql, dist, local, 'results differ')
 
+    def note_strategy(self, sql):
+        """Counts how repartition queries run (from EXPLAIN on the distributed side)."""
+        try:
+            _, rows, _ = self.dist.query('EXPLAIN (COSTS OFF) ' + sql)
+        except PgError:
+            name = 'not explained'
+        else:
+            plan = '\n'.join(row[0] for row in rows)
+            if 'Join Strategy: single' in plan:
+                name = 'single'
+            elif 'Join Strategy: dual' in plan:
+                name = 'dual'
+            elif 'Join Strategy: broadcast' in plan:
+                name = 'broadcast'
+            else:
+                name = 'other'
+        self.strategies[name] = self.strategies.get(name, 0) + 1
+
     def run_dml(self, number, sql, table):
         self.stats['dml'] += 1
         self.both('BEGIN')
@@ -928,7 +1103,9 @@ class Fuzzer:
 
     def run(self):
         self.setup()
-        gen = Generator(self.rng)
+        gen = RepartitionGenerator(self.rng)
+        # repartition even the fuzzer's small tables
+        self.dist.query('SET shardext.repartition_join_min_rows = 0')
         start = time.time()
         number = 0
         while number < self.args.queries and time.time() - start < self.args.seconds:
@@ -939,6 +1116,14 @@ class Fuzzer:
                 if self.args.verbose:
                     print('%d: %s' % (number, sql))
                 self.run_dml(number, sql, table)
+            elif self.rng.random() < self.args.repartition_share:
+                sql, ordered = gen.repartition_query()
+                for setting in gen.repartition_settings():
+                    self.dist.query(setting)
+                if self.args.verbose:
+                    print('%d: %s' % (number, sql))
+                self.note_strategy(sql)
+                self.run_select(number, sql, ordered)
             else:
                 sql, ordered = gen.query()
                 if self.args.verbose:
@@ -954,6 +1139,9 @@ class Fuzzer:
                  self.stats['both_failed']))
         for message, count in sorted(self.refusals.items(), key=lambda item: -item[1])[:8]:
             print('  refused %4d x  %s' % (count, message))
+        if self.strategies:
+            print('  repartition queries: %s' % ', '.join(
+                '%d %s' % (count, name) for name, count in sorted(self.strategies.items())))
         if self.args.verbose:
             for message, count in sorted(self.failures.items(), key=lambda item: -item[1])[:10]:
                 print('  both failed %4d x  %s' % (count, message))
@@ -992,6 +1180,8 @@ def main():
                         help='fail when fewer statements ran (the time limit stopped the run)')
     parser.add_argument('--seconds', type=float, default=90)
     parser.add_argument('--dml-share', type=float, default=0.3)
+    parser.add_argument('--repartition-share', type=float, default=0.3,
+                        help='share of the SELECTs that join tables not co-located on the join key')
     parser.add_argument("--keep", action="store_true",
                         help="keep the fzd and fzl schemas (with --queries 0: only create them)")
     parser.add_argument('--verbose', action='store_true')

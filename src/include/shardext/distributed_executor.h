@@ -138,6 +138,8 @@ typedef struct DistributedScanState
 	struct TenantSample *tenantSample;	/* sampled for shardext.stat_tenants */
 	/* JOB_ROUTED (routed_writes.c) */
 	struct RoutedWriteState *routed;
+	/* a repartition join's exchange (repartition_exchange.c) */
+	struct RepartitionExchange *exchange;
 	bool		rerouted;		/* a replica's task moved to its primary */
 } DistributedScanState;
 
@@ -203,6 +205,8 @@ extern RemoteTask *AddShardTasks(DistributedScanState *state, ShardInterval *tas
 								 char *sql, RemoteParams *params, bool write);
 extern void EncodeRemoteParam(RemoteParams *params, int i, Datum value, bool isnull, Oid type);
 extern RemoteParams *MakeRemoteParams(int count);
+extern RemoteParams *EvaluateParams(DistributedScanState *state, List *exprStates,
+									 int first, int count);
 extern void MaterializeSubplan(DistributedScanState *state);
 extern bool NextSourceRow(DistributedScanState *state);
 extern DistTableCacheEntry *LockAllShardsForWrite(Oid relid);

@@ -12,7 +12,8 @@
  *
  * custom_exprs of the CustomScan hold, in this order: pruneCount pruning
  * values, paramCount remote parameter expressions, and for INSERT
- * insertRowCount * insertColumnCount row values; for JOB_ROUTED, per
+ * insertRowCount * insertColumnCount row values (for a repartition join,
+ * the parameters of its map queries instead); for JOB_ROUTED, per
  * action its condition and its values, then the RETURNING expressions
  * (all over the subplan's rows, as OUTER_VAR Vars).
  *
@@ -101,6 +102,8 @@ typedef struct DistributedJob
 	bool		paramsFromSubplan;	/* parameters read the one row of custom_plans */
 	int			sourceArrayCount;	/* more parameters: custom_plans' columns as arrays */
 	bool		emptyInputRow;	/* a read that returns a row of no input (aggregates) */
+	List	   *repartition;	/* a repartition join: its RepartitionPlan as a list
+								 * (repartition.h); the template's reads fill in */
 	bool		primaryOnly;	/* volatile functions: never on a read replica */
 } DistributedJob;
 

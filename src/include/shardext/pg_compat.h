@@ -99,6 +99,17 @@ RteWrappedInSubquery(Query *query, RangeTblEntry *rte, Query *subquery, RangeTbl
 #endif
 }
 
+/*
+ * RteForgetPermissions: a copy of a relation's entry checks nothing (the
+ * original, kept elsewhere in the range table, does).
+ */
+#if PG_VERSION_NUM >= 160000
+#define RteForgetPermissions(rte) ((rte)->perminfoindex = 0)
+#else
+#define RteForgetPermissions(rte) \
+	((rte)->requiredPerms = 0, (rte)->checkAsUser = InvalidOid, (rte)->selectedCols = NULL)
+#endif
+
 /* NsItemRequirePermissions: the relation needs these rights of the current user */
 #if PG_VERSION_NUM >= 160000
 #define NsItemRequirePermissions(nsitem, mode) \
@@ -256,6 +267,16 @@ FlattenAliasVars(Query *query, Node *node)
 	return flatten_join_alias_vars(query, node);
 #endif
 }
+
+/*
+ * FlattenJoinAliasVars is FlattenAliasVars for JOIN output columns only
+ * (16 added the PlannerInfo argument).
+ */
+#if PG_VERSION_NUM >= 160000
+#define FlattenJoinAliasVars(query, node) flatten_join_alias_vars(NULL, (query), (node))
+#else
+#define FlattenJoinAliasVars(query, node) flatten_join_alias_vars((query), (node))
+#endif
 
 /*
  * ReplaceVarsFromTargetListOf: ReplaceVarsFromTargetList, which 18 gave

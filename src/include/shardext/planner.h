@@ -110,6 +110,8 @@ typedef struct PushdownInfo
 } PushdownInfo;
 
 extern bool AnalyzePushdownFrom(Query *query, PushdownInfo *info);
+extern bool SubqueryIsColocated(RangeTblEntry *rte, Index rtindex, PushdownInfo *info,
+								bool *readsHashTables);
 extern bool IsDistColumnOf(Node *node, Query *query, PushdownInfo *info);
 extern bool GroupedByDistColumn(Query *query, PushdownInfo *info);
 extern bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
@@ -117,6 +119,12 @@ extern bool WindowsPartitionedByDistColumn(Query *query, PushdownInfo *info);
 /* pushdown_planner.c */
 extern PlannedStmt *PlanMultiShardSelect(Query *query, int cursorOptions,
 										 ParamListInfo boundParams);
+/* builds the distributed scan that runs the per-shard SQL of a pushdown */
+typedef CustomScan *(*PushdownScanBuilder) (Query *query, PushdownInfo *info,
+											RemoteSql *sql, void *arg);
+extern PlannedStmt *PlanPushdownSelect(Query *query, PushdownInfo *info,
+									   PushdownScanBuilder makeScan, void *arg,
+									   int cursorOptions, ParamListInfo boundParams);
 
 /* recursive_planner.c */
 typedef PlannedStmt *(*LocalPlannerFunction) (Query *, const char *, int, ParamListInfo);

@@ -119,6 +119,8 @@ extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int lengt
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
 extern void BeginRemoteCopy(NodeConnection *conn, const char *command,
 							ExecStatusType copyStatus);
+extern int	ReceiveRemoteCopyData(NodeConnection *conn, char **buffer);
+extern void FreeRemoteCopyData(char *buffer);
 extern void CopyBetweenNodes(NodeConnection *source, const char *copyOut,
 							 NodeConnection *target, const char *copyIn,
 							 CopyRowHook rowHook, void *hookArg);

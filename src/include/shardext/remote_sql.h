@@ -75,6 +75,7 @@ extern void RemoteSqlDeparseExprList(RemoteSql *sql, List *exprs);
 extern void RemoteSqlDeparseOperator(RemoteSql *sql, Oid opno);
 extern void RemoteSqlDeparseSortClause(RemoteSql *sql, List *sortClause, List *targetList);
 extern char *RemoteSqlFunctionName(Oid funcid);
+extern int	RepartitionReadUnit(RangeTblEntry *rte);
 extern void SetDeparseShardCtid(bool allow);
 extern bool IsReceivableType(Oid type);
 extern Param *MakeSubplanValueParam(int column, Oid type, int32 typmod, Oid collation);
