@@ -1361,27 +1361,37 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 static void
 AbandonExecution(DistributedScanState *state)
 {
+	List	   *toCancel = NIL;
+	List	   *failed;
 	ListCell   *cell;
 
+	/* all cancels at once: hung nodes cost one wait, not one per connection */
+	foreach(cell, state->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+
+		if (tc->current != NULL && tc->conn->xactState == REMOTE_XACT_NONE)
+			toCancel = list_append_unique_ptr(toCancel, tc->conn);
+	}
+	failed = CancelRemoteCommands(toCancel, DRAIN_TIMEOUT_MS);
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 		NodeConnection *conn = tc->conn;
-		bool		clean = true;
 
 		tc->node->pending = NIL;
 		tc->batch = NIL;
 		if (tc->current == NULL)
 			continue;
-		if (conn->xactState == REMOTE_XACT_NONE)
-			clean = CancelRemoteCommand(conn, DRAIN_TIMEOUT_MS);
-		else
-			clean = DrainRemoteResults(conn, DRAIN_TIMEOUT_MS);
-		if (!clean && conn->xactState == REMOTE_XACT_NONE)
+		if (conn->xactState != REMOTE_XACT_NONE)
+			(void) DrainRemoteResults(conn, DRAIN_TIMEOUT_MS);
+		else if (list_member_ptr(failed, conn))
 			CloseNodeConnection(conn);
 		tc->current = NULL;
 		ReleaseConnection(conn);
 	}
+	list_free(toCancel);
+	list_free(failed);
 }
 
 static void
@@ -1461,6 +1471,8 @@ static void
 ForgetOwners(int level)
 {
 	List	   *all = AllNodeConnections();
+	List	   *toCancel = NIL;
+	List	   *failed;
 	ListCell   *cell;
 
 	foreach(cell, all)
@@ -1473,10 +1485,15 @@ ForgetOwners(int level)
 		if (level > 0 && es->owner->subxactLevel < level)
 			continue;
 		es->owner = NULL;
-		if (conn->queryInProgress && conn->xactState == REMOTE_XACT_NONE &&
-			!CancelRemoteCommand(conn, DRAIN_TIMEOUT_MS))
-			CloseNodeConnection(conn);
+		if (conn->queryInProgress && conn->xactState == REMOTE_XACT_NONE)
+			toCancel = lappend(toCancel, conn);
 	}
+	/* all cancels at once: hung nodes cost one wait, not one per connection */
+	failed = CancelRemoteCommands(toCancel, DRAIN_TIMEOUT_MS);
+	foreach(cell, failed)
+		CloseNodeConnection(lfirst(cell));
+	list_free(failed);
+	list_free(toCancel);
 	list_free(all);
 }
 

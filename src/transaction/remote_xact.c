@@ -908,12 +908,24 @@ static void
 AbortRemoteTransactions(void)
 {
 	List	   *all = AllNodeConnections();
+	List	   *busy = NIL;
+	List	   *notCancelled;
 	ListCell   *cell;
+
+	/* all cancels at once: hung nodes cost one wait, not one per connection */
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL && conn->queryInProgress)
+			busy = lappend(busy, conn);
+	}
+	notCancelled = CancelRemoteCommands(busy, REMOTE_CLEANUP_TIMEOUT_MS);
 
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
-		bool		clean = true;
+		bool		clean = !list_member_ptr(notCancelled, conn);
 
 		if (conn->pgConn == NULL)
 		{
@@ -921,13 +933,11 @@ AbortRemoteTransactions(void)
 			continue;
 		}
 		if (deciderState == DECIDER_IN_DOUBT && conn->xactState == REMOTE_XACT_PREPARED &&
-			!conn->queryInProgress && PQtransactionStatus(conn->pgConn) == PQTRANS_IDLE)
+			!list_member_ptr(busy, conn) && PQtransactionStatus(conn->pgConn) == PQTRANS_IDLE)
 		{
 			LeavePreparedToRecovery(conn);
 			continue;
 		}
-		if (conn->queryInProgress)
-			clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 
 		/*
 		 * A PREPARE sent with a statement that was cancelled may not have
@@ -964,6 +974,8 @@ AbortRemoteTransactions(void)
 			ResetRemoteTransaction(conn);
 		}
 	}
+	list_free(notCancelled);
+	list_free(busy);
 	list_free(all);
 }
 

@@ -121,7 +121,7 @@ typedef struct NodeConnection
 	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
 
 	/*
-	 * Set while SendNodeCancelRequest sends a cancel request with libpq's
+	 * Set while SendNodeCancelRequests sends a cancel request with libpq's
 	 * non-blocking cancel API (remote_cancel.c): its PGcancelConn, and how
 	 * far it got; the waits for the connection watch its socket then.
 	 */
