@@ -5,6 +5,8 @@
 # CREATE EXTENSION of the newest version runs 1.0 and then the upgrades, so a
 # fresh install and an upgraded one are the same.
 
+PG_CONFIG ?= pg_config
+
 EXTENSION = shardext
 MODULE_big = shardext
 
@@ -16,16 +18,24 @@ DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/src/sql/$(EXTENSION)--*.sql
 
 PG_CPPFLAGS = -I$(srcdir)/src/include -I$(shell $(PG_CONFIG) --includedir)
 PG_CFLAGS = -Wall -Werror -Wmissing-prototypes -Wno-declaration-after-statement
+# libpq: the server loads the one of shardext.so's run path, which PGXS sets to
+# the installation's library directory ($(pg_config --libdir)) unless
+# PostgreSQL was configured without rpath (Debian, whose libpq5 is then the
+# system's): so the servers of an unpacked PostgreSQL 16-19 archive map their
+# own libpq.so.5, not an older one of the system.
 SHLIB_LINK = -lpq
 
 # `make SHARDEXT_TEST_BUILD=1` (what scripts/test uses) adds the test-only
 # settings (crash injection, pauses, a shifted clock); the normal build has
-# none.  .build-flags changes when the flavour does, so objects are rebuilt.
+# none.  .build-flags changes when the flavour or the PostgreSQL installation
+# (PG_CONFIG) does, so objects are rebuilt: those of one PostgreSQL version
+# are never linked into a library for another.
 ifeq ($(SHARDEXT_TEST_BUILD),1)
 PG_CPPFLAGS += -DSHARDEXT_TEST_HOOKS
 endif
 BUILD_FLAGS = .build-flags
-$(shell echo 'test=$(SHARDEXT_TEST_BUILD)' | cmp -s - $(BUILD_FLAGS) || echo 'test=$(SHARDEXT_TEST_BUILD)' > $(BUILD_FLAGS))
+BUILD_FLAVOUR := test=$(SHARDEXT_TEST_BUILD) pg=$(shell $(PG_CONFIG) --version) $(shell $(PG_CONFIG) --includedir-server)
+$(shell echo '$(BUILD_FLAVOUR)' | cmp -s - $(BUILD_FLAGS) || echo '$(BUILD_FLAVOUR)' > $(BUILD_FLAGS))
 
 # pg_regress suite (sql/ + expected/, in the order of test/schedule).
 # `make installcheck` runs it against a running cluster started by
@@ -42,7 +52,6 @@ REGRESS_PREP = installcheck-prepare
 EXTRA_CLEAN = results regression.diffs regression.out $(BUILD_FLAGS) $(CDC_PLUGINS) \
 	$(CDC_PLUGINS:$(DLSUFFIX)=.o)
 
-PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 
 # libpq 17 has the non-blocking cancel API (src/connection/remote_cancel.c)

@@ -1,5 +1,7 @@
 --
 -- copy_distributed: COPY into and out of distributed and reference tables
+-- (PostgreSQL 18 and later spell a hint's "datestyle" DateStyle:
+-- copy_distributed_1.out)
 --
 CREATE TABLE items (id int PRIMARY KEY, day date, label text,
 					qty int DEFAULT 7 CHECK (qty > 0), seq bigserial);

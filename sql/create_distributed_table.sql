@@ -42,17 +42,17 @@ SELECT pg_relation_size('orders') AS local_bytes;
 
 -- the rows are on the workers, each in the shard its merchant_id hashes to
 \c - - - :worker_1_port
+CREATE FUNCTION pg_temp.row_count(t regclass) RETURNS bigint LANGUAGE plpgsql
+	AS $$DECLARE n bigint; BEGIN EXECUTE format('SELECT count(*) FROM %s', t) INTO n; RETURN n; END$$;
 CREATE TEMP TABLE shard_rows AS
-	SELECT c.relname,
-		   (xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS c FROM %s', c.oid::regclass),
-												false, true, '')))[1]::text::int AS n
+	SELECT c.relname, pg_temp.row_count(c.oid) AS n
 	FROM pg_class c WHERE c.relname ~ '^orders_[0-9]+$' AND c.relkind = 'r';
 SELECT count(*) AS shard_tables, sum(n) AS worker_1_rows FROM shard_rows;
 \c - - - :worker_2_port
+CREATE FUNCTION pg_temp.row_count(t regclass) RETURNS bigint LANGUAGE plpgsql
+	AS $$DECLARE n bigint; BEGIN EXECUTE format('SELECT count(*) FROM %s', t) INTO n; RETURN n; END$$;
 CREATE TEMP TABLE shard_rows AS
-	SELECT c.relname,
-		   (xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS c FROM %s', c.oid::regclass),
-												false, true, '')))[1]::text::int AS n
+	SELECT c.relname, pg_temp.row_count(c.oid) AS n
 	FROM pg_class c WHERE c.relname ~ '^orders_[0-9]+$' AND c.relkind = 'r';
 SELECT count(*) AS shard_tables, sum(n) AS worker_2_rows FROM shard_rows;
 

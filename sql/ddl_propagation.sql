@@ -19,9 +19,12 @@ LANGUAGE sql AS $$
 			 WHERE a.attrelid = '%s'::regclass AND attnum > 0 AND NOT attisdropped),
 			(SELECT string_agg(regexp_replace(conname, '_[0-9]+$', '') || ': ' ||
 					regexp_replace(pg_get_constraintdef(oid), '_[0-9]+\(', '('), ', ' ORDER BY conname)
-			 FROM pg_constraint WHERE conrelid = '%s'::regclass),
+			 FROM pg_constraint WHERE conrelid = '%s'::regclass AND contype <> 'n'),
 			(SELECT string_agg(regexp_replace(indexrelid::regclass::text, '_[0-9]+$', ''), ', ' ORDER BY indexrelid)
-			 FROM pg_index WHERE indrelid = '%s'::regclass))$q$))
+			 FROM pg_index WHERE indrelid = '%s'::regclass),
+			-- PostgreSQL 18's named NOT NULL constraints: the same names on every shard
+			(SELECT string_agg(conname, ', ' ORDER BY conname)
+			 FROM pg_constraint WHERE conrelid = '%s'::regclass AND contype = 'n'))$q$))
 	SELECT split_part(min(result), ' | ', 1), split_part(min(result), ' | ', 2),
 		   split_part(min(result), ' | ', 3), count(DISTINCT result) = 1
 	FROM shapes

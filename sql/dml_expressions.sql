@@ -127,7 +127,6 @@ SELECT * FROM run_both($$DELETE FROM m WHERE k IN (SELECT k FROM other WHERE x >
 SELECT * FROM run_both($$DELETE FROM m USING public.dml_local l WHERE l.k = m.k AND l.x = 9 RETURNING m.k, l.x$$);
 SELECT * FROM run_both($$DELETE FROM m WHERE v > (SELECT avg(v) FROM m) RETURNING k$$);
 SELECT * FROM run_both($$UPDATE m SET arr[1] = 100, pair.b = 'changed' WHERE k = 3 RETURNING arr, pair$$);
-SELECT * FROM run_both($$UPDATE m SET region = xmlelement(name r, region)::text WHERE k = 4 RETURNING region$$);
 -- a row matched twice by UPDATE ... FROM is changed once, as in PostgreSQL
 SELECT * FROM run_both($$UPDATE m SET v = 0 FROM (VALUES (6), (6)) d(k) WHERE d.k = m.k RETURNING m.k$$);
 -- a sequence (or identity) used per row: once per row changed
@@ -191,7 +190,13 @@ SELECT * FROM dml_plan($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_loca
 SET search_path = dml_d, public;
 BEGIN;
 SELECT line FROM dml_plan_analyze($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_local WHERE x = 7)$$) line
-	WHERE line ~ '(Task Count|Remote SQL|InitPlan|Result)';
+	WHERE line ~ '(Task Count|Remote SQL)';
+-- the subquery is the InitPlan of a Result run once (EXPLAIN prints
+-- "InitPlan 1 (returns $0)" up to 16, "InitPlan 1" in 17 and 18, "InitPlan
+-- array_1" from 19 on, and row counts with two decimals from 18 on)
+SELECT count(*) FILTER (WHERE line ~ '^ +->  Result \(actual rows=1(\.00)? loops=1\)$') AS results_once,
+	   count(*) FILTER (WHERE line ~ '^ +InitPlan (1|array_1)( \(returns \$0\))?$') AS init_plans
+FROM dml_plan_analyze($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_local WHERE x = 7)$$) line;
 ROLLBACK;
 RESET search_path;
 SELECT * FROM run_both($$DELETE FROM m WHERE k IN (SELECT k FROM public.dml_local WHERE x = 7) RETURNING k$$);

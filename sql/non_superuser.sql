@@ -180,6 +180,17 @@ SET ROLE app_owner;
 SELECT create_distributed_table('public.app_events', 'id', shard_count => 2);
 INSERT INTO public.app_events VALUES (1, 'one'), (2, 'two');
 SELECT count(*) AS events FROM public.app_events;
+-- a shard that an administrator moves stays its table's owner's
+RESET ROLE;
+SET client_min_messages TO warning;
+SELECT shardext_move_shard(s.shard_id, (SELECT n.node_id FROM shardext.nodes n
+	WHERE n.node_id <> s.node_id ORDER BY n.node_id LIMIT 1)) IS NOT NULL AS moved
+FROM shardext.shards s WHERE logicalrelid = 'public.app_events'::regclass
+ORDER BY shard_id LIMIT 1;
+RESET client_min_messages;
+SET ROLE app_owner;
+SELECT count(*) AS events_after_move FROM public.app_events;
+INSERT INTO public.app_events VALUES (3, 'three'), (4, 'four');
 DROP TABLE public.app_events, currencies;
 RESET ROLE;
 SELECT count(*) AS catalog_rows_left FROM shardext.dist_table d

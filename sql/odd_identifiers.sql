@@ -139,9 +139,15 @@ SELECT DISTINCT result AS sup_shard FROM shardext_run_on_shards('"Sup ""er"',
 	$$SELECT (SELECT string_agg(attname, ', ' ORDER BY attnum) FROM pg_attribute
 			  WHERE attrelid = '%s'::regclass AND attnum > 0 AND NOT attisdropped) || ' / ' ||
 			 (SELECT string_agg(regexp_replace(conname, '_[0-9]+$', '_N'), ', ' ORDER BY conname)
-			  FROM pg_constraint WHERE conrelid = '%s'::regclass) || ' / ' ||
+			  FROM pg_constraint WHERE conrelid = '%s'::regclass AND contype <> 'n') || ' / ' ||
 			 obj_description('%s'::regclass, 'pg_class') || ' / ' ||
 			 col_description('%s'::regclass, 2)$$);
+-- PostgreSQL 18 names NOT NULL constraints: the shards' have the table's names
+SELECT DISTINCT result AS same_not_null_names FROM shardext_run_on_shards('"Sup ""er"',
+	format($$SELECT coalesce(array_agg(conname::text ORDER BY conname), '{}') = %L::text[]
+			 FROM pg_constraint WHERE conrelid = '%%s'::regclass AND contype = 'n'$$,
+		   (SELECT coalesce(array_agg(conname::text ORDER BY conname), '{}')
+			FROM pg_constraint WHERE conrelid = '"Sup ""er"'::regclass AND contype = 'n')));
 SELECT DISTINCT result AS b_shard_indexes FROM shardext_run_on_shards(
 	'"Überlange Tabelle mit sehr langem Namen für Zeilen im Lager B"',
 	$$SELECT string_agg(regexp_replace(c.relname, '_[0-9]+$', '_N'), ', ' ORDER BY c.relname)

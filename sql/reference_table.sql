@@ -46,9 +46,14 @@ SELECT count(*) AS nodes FROM shardext.nodes;
 SELECT shardext_add_node('127.0.0.1', :worker_2_port, weight => 2.0) > 0 AS added;
 SELECT count(*) AS placements FROM shardext.shards WHERE logicalrelid = 'countries'::regclass;
 \c - - - :worker_2_port
-SELECT (xpath('/row/c/text()', query_to_xml(
-		format('SELECT string_agg(code || ''='' || name, '','' ORDER BY code) AS c FROM %s',
-			   oid::regclass), false, true, '')))[1]::text AS copied_rows
+CREATE FUNCTION pg_temp.copied_rows(t regclass) RETURNS text LANGUAGE plpgsql
+	AS $$DECLARE r text;
+	BEGIN
+		EXECUTE format('SELECT string_agg(code || ''='' || name, '','' ORDER BY code) FROM %s', t)
+			INTO r;
+		RETURN r;
+	END$$;
+SELECT pg_temp.copied_rows(oid) AS copied_rows
 FROM pg_class WHERE relname ~ '^countries_[0-9]+$' AND relkind = 'r';
 \c - - - :coordinator_port
 

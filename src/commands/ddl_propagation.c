@@ -48,6 +48,7 @@
 #include "shardext/deparser.h"
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
 
@@ -512,6 +513,9 @@ ShardRemovedObjectCommands(TableSchemaState *before, TableSchemaState *after, in
 		ConstraintState *new = FindConstraint(after->constraints, old->oid);
 		bool		indexBacked = OidIsValid(old->indexOid);
 
+		/* a dropped NOT NULL constraint (18) goes with its column's change */
+		if (new == NULL && ConstraintIsNotNull(old->contype))
+			continue;
 		if (new == NULL)
 			commands = lappend(commands,
 							   psprintf("ALTER TABLE %s DROP CONSTRAINT IF EXISTS %s", shardName,
@@ -573,6 +577,9 @@ ShardAddedObjectCommands(TableSchemaState *before, TableSchemaState *after, int6
 		ConstraintState *old = FindConstraint(before->constraints, new->oid);
 		IndexState *formerIndex;
 
+		/* a new NOT NULL constraint (18) comes with its column's change */
+		if (old == NULL && ConstraintIsNotNull(new->contype))
+			continue;
 		if (old != NULL)
 		{
 			if (!old->validated && new->validated)
@@ -666,8 +673,18 @@ AppendColumnChanges(StringInfo buf, const char *shardName, TableSchemaState *bef
 				ADD_ACTION("ALTER COLUMN %s DROP DEFAULT", quote_identifier(old->name));
 		}
 		if (old->notnull != new->notnull)
-			ADD_ACTION("ALTER COLUMN %s %s NOT NULL", quote_identifier(old->name),
-					   new->notnull ? "SET" : "DROP");
+		{
+			char	   *constraintName = new->notnull ?
+				NotNullConstraintName(after->relid, i + 1) : NULL;
+
+			/* 18 names the constraint: the shard's gets the table's name */
+			if (constraintName != NULL)
+				ADD_ACTION("ADD CONSTRAINT %s NOT NULL %s", quote_identifier(constraintName),
+						   quote_identifier(old->name));
+			else
+				ADD_ACTION("ALTER COLUMN %s %s NOT NULL", quote_identifier(old->name),
+						   new->notnull ? "SET" : "DROP");
+		}
 		if (strcmp(old->name, new->name) != 0)
 		{
 			/* RENAME cannot share an ALTER TABLE with other actions */

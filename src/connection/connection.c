@@ -1393,7 +1393,7 @@ CheckNodeConninfo(char **newval, void **extra, GucSource source)
 		size += 2 * sizeof(char *) + strlen(option->keyword) + strlen(option->val) + 2;
 	}
 
-	parsed = malloc(size);
+	parsed = GucExtraAlloc(size);
 	if (parsed == NULL)
 	{
 		PQconninfoFree(options);

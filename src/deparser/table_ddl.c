@@ -42,6 +42,7 @@
 #include "shardext/deparser.h"
 #include "shardext/global_index.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 
 static void AppendColumnDefinitions(StringInfo buf, Relation rel);
 static char *ForeignKeyShardDefinition(Form_pg_constraint con, const char *definition,
@@ -267,9 +268,26 @@ AppendColumnDefinitions(StringInfo buf, Relation rel)
 }
 
 /*
+ * NotNullConstraintName returns the name of a column's NOT NULL constraint
+ * (PostgreSQL 18 names them), or NULL.
+ */
+char *
+NotNullConstraintName(Oid relid, AttrNumber attnum)
+{
+#if PG_VERSION_NUM >= 180000
+	HeapTuple	tuple = findNotNullConstraintAttnum(relid, attnum);
+
+	if (HeapTupleIsValid(tuple))
+		return pstrdup(NameStr(((Form_pg_constraint) GETSTRUCT(tuple))->conname));
+#endif
+	return NULL;
+}
+
+/*
  * AppendColumnDefinition appends "name type [COLLATE c] [DEFAULT e |
- * GENERATED ALWAYS AS (e) STORED] [NOT NULL]" of one column as shards have
- * it: sequence defaults stay on the coordinator.  The caller has set up
+ * GENERATED ALWAYS AS (e) STORED | VIRTUAL] [[CONSTRAINT n] NOT NULL]" of
+ * one column as shards have it: sequence defaults stay on the coordinator;
+ * a NOT NULL constraint has the table's name (18).  The caller has set up
  * safe deparsing (BeginSafeDeparse).
  */
 void
@@ -293,12 +311,20 @@ AppendColumnDefinition(StringInfo buf, Relation rel, AttrNumber attnum)
 
 		if (attr->attgenerated == ATTRIBUTE_GENERATED_STORED)
 			appendStringInfo(buf, " GENERATED ALWAYS AS (%s) STORED", expression);
+		else if (ColumnIsVirtual(attr))
+			appendStringInfo(buf, " GENERATED ALWAYS AS (%s) VIRTUAL", expression);
 		else if (expression != NULL)
 			appendStringInfo(buf, " DEFAULT %s", expression);
 	}
 
 	if (attr->attnotnull)
+	{
+		char	   *name = NotNullConstraintName(RelationGetRelid(rel), attnum);
+
+		if (name != NULL)
+			appendStringInfo(buf, " CONSTRAINT %s", quote_identifier(name));
 		appendStringInfoString(buf, " NOT NULL");
+	}
 }
 
 /*
@@ -399,7 +425,7 @@ AppendStorageOptions(StringInfo buf, Relation rel)
  * AppendConstraintCommands adds the table's constraints of the given parts:
  * CHECK (SHARD_DDL_TABLE), PRIMARY KEY, UNIQUE and EXCLUDE
  * (SHARD_DDL_INDEXES), FOREIGN KEY (SHARD_DDL_FOREIGN_KEYS).  (NOT NULL is
- * part of the column definitions.)
+ * part of the column definitions, also where 18 makes it a constraint.)
  */
 static void
 AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
@@ -421,7 +447,7 @@ AppendConstraintCommands(StringInfo buf, Relation rel, const char *shardName,
 		int			part = con->contype == CONSTRAINT_FOREIGN ? SHARD_DDL_FOREIGN_KEYS :
 			OidIsValid(con->conindid) ? SHARD_DDL_INDEXES : SHARD_DDL_TABLE;
 
-		if ((parts & part) == 0)
+		if ((parts & part) == 0 || ConstraintIsNotNull(con->contype))
 			continue;
 		appendStringInfo(buf, "%s;\n",
 						 ShardConstraintCommandExtended(con->oid, shardName, shardId,

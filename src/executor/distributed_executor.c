@@ -233,6 +233,10 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 		state->typmods[index] = attr->atttypmod;
 	}
 	state->bufferSlot = AllocTableSlot(&estate->es_tupleTable, desc, &TTSOpsMinimalTuple);
+	InitScanReplay(state);
+#ifdef SHARDEXT_CHECK_REMOTE_SCANS
+	CheckRemoteScanColumns(state);
+#endif
 }
 
 static TupleTableSlot *
@@ -259,6 +263,8 @@ DistributedScanNext(ScanState *node)
 	RemoteTask *task;
 	PGresult   *result;
 
+	if (ReplayKeptRow(state, slot))
+		return slot;
 	if (!state->started)
 		StartExecution(state);
 
@@ -273,6 +279,7 @@ DistributedScanNext(ScanState *node)
 		if (tuplestore_gettupleslot(buffered->buffer, true, false, state->bufferSlot))
 		{
 			ExecCopySlot(slot, state->bufferSlot);
+			KeepScanRow(state, slot);
 			return slot;
 		}
 		tuplestore_end(buffered->buffer);
@@ -281,7 +288,10 @@ DistributedScanNext(ScanState *node)
 	}
 
 	if (state->finished)
+	{
+		KeptRowsComplete(state);
 		return slot;
+	}
 	for (;;)
 	{
 		if (state->orderReturning)
@@ -299,6 +309,7 @@ DistributedScanNext(ScanState *node)
 		if (!StartNextInsertBatch(state))
 		{
 			FinishScan(state);
+			KeptRowsComplete(state);
 			return slot;
 		}
 	}
@@ -311,6 +322,7 @@ DistributedScanNext(ScanState *node)
 		PQclear(result);
 	}
 	PG_END_TRY();
+	KeepScanRow(state, slot);
 	return slot;
 }
 
@@ -451,6 +463,9 @@ StoreRemoteRow(DistributedScanState *state, RemoteTask *task, PGresult *result,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("a worker returned %d columns where %d were expected",
 						PQnfields(result), state->remoteColumns)));
+#ifdef SHARDEXT_CHECK_REMOTE_SCANS
+	CheckRemoteResultTypes(state, result);
+#endif
 
 	oldContext = MemoryContextSwitchTo(context);
 	for (int i = 0; i < desc->natts; i++)
@@ -1413,6 +1428,7 @@ EndDistributedScan(CustomScanState *node)
 		AbandonExecution(state);
 	EndRepartitionExchange(state);
 	ForgetSourceRows(state);
+	EndScanReplay(state);
 	EndGlobalIndexChanges(state->gindexChanges);
 	if (node->custom_ps != NIL)
 		ExecEndNode(linitial(node->custom_ps));
@@ -1435,6 +1451,11 @@ ReScanDistributedScan(CustomScanState *node)
 {
 	DistributedScanState *state = (DistributedScanState *) node;
 
+	if (RescanFromKeptRows(state))
+	{
+		ExecScanReScan(&node->ss);
+		return;
+	}
 	if (state->started)
 		AbandonExecution(state);
 	EndRepartitionExchange(state);

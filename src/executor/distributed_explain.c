@@ -13,6 +13,7 @@
 #if PG_VERSION_NUM >= 180000
 #include "commands/explain_format.h"	/* ExplainProperty* moved here in 18 */
 #endif
+#include "nodes/nodeFuncs.h"
 #include "utils/memutils.h"
 
 #include "shardext/distributed_executor.h"
@@ -25,6 +26,7 @@
 static void ExplainRemoteTask(DistributedScanState *state, RemoteTask *task,
 							  ExplainState *es);
 static void ExplainGlobalIndexMaintenance(DistributedJob *job, ExplainState *es);
+static bool UsesOuterRowValues(CustomScan *scan, List *ancestors);
 
 /*
  * ExplainGlobalIndexMaintenance names the global indexes a write keeps in
@@ -64,6 +66,56 @@ ExplainGlobalIndexMaintenance(DistributedJob *job, ExplainState *es)
 	}
 	ExplainPropertyList("Global Indexes Maintained", names, es);
 	ExplainPropertyText("Global Index Maintenance", method, es);
+}
+
+/* collects the parameters that NestLoops and SubPlans above set per row */
+static void
+CollectRowParams(List *ancestors, Bitmapset **paramids)
+{
+	ListCell   *cell;
+
+	foreach(cell, ancestors)
+	{
+		Node	   *ancestor = lfirst(cell);
+		ListCell   *c;
+
+		if (IsA(ancestor, NestLoop))
+		{
+			foreach(c, ((NestLoop *) ancestor)->nestParams)
+				*paramids = bms_add_member(*paramids, ((NestLoopParam *) lfirst(c))->paramno);
+		}
+		else if (IsA(ancestor, SubPlan))
+		{
+			foreach(c, ((SubPlan *) ancestor)->parParam)
+				*paramids = bms_add_member(*paramids, lfirst_int(c));
+		}
+	}
+}
+
+static bool
+RowParamWalker(Node *node, Bitmapset *paramids)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Param) && ((Param *) node)->paramkind == PARAM_EXEC &&
+		bms_is_member(((Param *) node)->paramid, paramids))
+		return true;
+	return expression_tree_walker(node, RowParamWalker, paramids);
+}
+
+/*
+ * UsesOuterRowValues: does the scan prune or send values that a nested loop
+ * or a correlated subquery above sets for each of its rows (a LATERAL
+ * reference, a join clause moved down, an outer query's column)?  Before
+ * the scan runs for a row those have no value.
+ */
+static bool
+UsesOuterRowValues(CustomScan *scan, List *ancestors)
+{
+	Bitmapset  *paramids = NULL;
+
+	CollectRowParams(ancestors, &paramids);
+	return paramids != NULL && RowParamWalker((Node *) scan->custom_exprs, paramids);
 }
 
 /*
@@ -126,6 +178,18 @@ ExplainDistributedScan(CustomScanState *node, List *ancestors, ExplainState *es)
 			MemoryContextSwitchTo(oldContext);
 			return;
 		}
+	}
+	if (!state->tasksBuilt && job->kind == JOB_SELECT && job->repartition == NIL &&
+		UsesOuterRowValues((CustomScan *) node->ss.ps.plan, ancestors))
+	{
+		/* no values to choose shards by yet: the SQL of one shard shows the parameters */
+		if (job->pullFallback)
+			ExplainPropertyText("Distributed Scan", "rows pulled to the coordinator", es);
+		ExplainPropertyText("Tasks", "built for each outer row, whose values are parameters",
+							es);
+		ExplainPropertyText("Remote SQL", FirstShardTaskSql(state), es);
+		MemoryContextSwitchTo(oldContext);
+		return;
 	}
 	if (job->repartition != NIL)
 		ExplainRepartition(state, es);

@@ -59,6 +59,7 @@
 #include "shardext/distributed_executor.h"
 #include "shardext/global_index.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/remote_sql.h"
 #include "shardext/resource_lock.h"
 
@@ -212,6 +213,7 @@ MakeChangeSet(Oid baseRelid, GlobalIndex *index, MemoryContext context)
 		pstrdup(quote_identifier(GlobalIndexCountColumn(baseRelid, index->baseAttnums,
 														index->columnCount)));
 	TupleDescInitEntry(set->desc, columns + 2, "delta", INT8OID, -1, 0);
+	FinishTupleDesc(set->desc);
 
 	set->compare = palloc0(sizeof(SortSupportData) * columns);
 	for (int i = 0; i < columns; i++)

@@ -218,6 +218,23 @@ BuildDistributedTasks(DistributedScanState *state)
 }
 
 /*
+ * FirstShardTaskSql returns the SQL a task on the first shard would run,
+ * without evaluating anything (EXPLAIN of a scan whose pruning values and
+ * parameters come from the row of an outer plan that has none yet).
+ */
+char *
+FirstShardTaskSql(DistributedScanState *state)
+{
+	DistributedJob *job = state->job;
+	DistTableCacheEntry *anchor = NULL;
+	ShardInterval *taskShard;
+
+	if (job->anchor >= 0)
+		anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
+	return ShardTaskSql(job, job->sqlParts, anchor, 0, &taskShard);
+}
+
+/*
  * LockShardsToModify locks the shards a write chose, in id order, before
  * their placements are looked at.  A wait may have let a move commit (new
  * placements: looked up later) or a split (new shards: the positions chosen

@@ -220,7 +220,10 @@ RetireContext(MemoryContext context)
 /*
  * ShardextExtensionLoaded returns whether shardext's catalog exists in the
  * current database and is complete.  The answer is cached while it is true;
- * a missing extension costs two syscache probes per call.
+ * a missing extension costs two syscache probes per call.  In a server that
+ * pg_upgrade runs (binary upgrade mode), never: its restore creates the
+ * catalog piece by piece, the rows come later with the files, and nothing
+ * distributed may happen there.
  */
 bool
 ShardextExtensionLoaded(void)
@@ -231,7 +234,7 @@ ShardextExtensionLoaded(void)
 	if (extensionKnownLoaded)
 		return true;
 
-	if (!IsTransactionState())
+	if (!IsTransactionState() || IsBinaryUpgrade)
 		return false;
 
 	namespaceId = get_namespace_oid(SHARDEXT_SCHEMA_NAME, true);

@@ -19,11 +19,14 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "commands/dbcommands.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "shardext/cdc.h"
 #include "shardext/connection.h"
@@ -38,7 +41,9 @@ static void CountCopiedRow(void *arg, int length);
 static char *SubscriptionConninfo(ShardMoveState *state);
 static void AppendSplitMapEntry(ShardMoveState *state, MoveShard *shard, StringInfo map);
 static void AppendConninfoValue(StringInfo buf, const char *keyword, const char *value);
+static void AppendOwnerCommand(StringInfo command, Oid relid, const char *shardName);
 static char *MoveCreateSlotSnapshot(ShardMoveState *state);
+static char *SplitMapText(ShardMoveState *state);
 
 /* SplitHalfRange returns the hash range of a piece of a split (0: the first) */
 void
@@ -159,6 +164,7 @@ MoveSetUpTarget(ShardMoveState *state)
 							 shard->shardId, NULL, "on_failure");
 			appendStringInfoString(&command, ShardCreateTableCommand(shard->relid,
 																	 shard->shardId));
+			AppendOwnerCommand(&command, shard->relid, shard->shardName);
 			continue;
 		}
 		for (int half = 0; half < state->pieces.count; half++)
@@ -167,9 +173,29 @@ MoveSetUpTarget(ShardMoveState *state)
 							 shard->childIds[half], NULL, "on_failure");
 			appendStringInfoString(&command,
 								   ShardCreateTableCommand(shard->relid, shard->childIds[half]));
+			AppendOwnerCommand(&command, shard->relid, shard->childNames[half]);
 		}
 	}
 	ExecuteRemoteCommand(state->targetConn, command.data);
+}
+
+/*
+ * AppendOwnerCommand gives a new shard table its table's owner: the move
+ * runs as an administrator, whose tables the owner could not use.
+ */
+static void
+AppendOwnerCommand(StringInfo command, Oid relid, const char *shardName)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	if (owner != GetUserId())
+		appendStringInfo(command, ";\nALTER TABLE %s OWNER TO %s;\n", shardName,
+						 quote_identifier(GetUserNameFromId(owner, false)));
 }
 
 /*
@@ -200,6 +226,11 @@ MoveCreateSlotSnapshot(ShardMoveState *state)
 			appendStringInfo(&set, "%s%s", name == copy ? "" : ", ", quote_literal_cstr(name));
 		ExecuteRemoteCommand(state->replication, set.data);
 	}
+	/* the slot keeps the split map of the session that creates it (split_decoder.c) */
+	if (state->operation == MOVE_OPERATION_SPLIT)
+		ExecuteRemoteCommand(state->replication,
+							 psprintf("SET shardext.split_map = %s",
+									  quote_literal_cstr(SplitMapText(state))));
 	result = ExecuteRemoteQueryParams(state->replication,
 									  psprintf("CREATE_REPLICATION_SLOT %s LOGICAL %s (SNAPSHOT 'export')",
 											   quote_identifier(state->objectName),
@@ -451,20 +482,28 @@ SubscriptionConninfo(ShardMoveState *state)
 	AppendConninfoValue(&buf, "user", GetUserNameFromId(GetUserId(), false));
 	AppendConninfoValue(&buf, "application_name", state->objectName);
 	if (state->operation == MOVE_OPERATION_SPLIT)
-	{
-		StringInfoData map;
-		ListCell   *cell;
-
-		/* source:attnum:piece:lo:hi[:piece:lo:hi]...;... in relation OIDs of the source */
-		initStringInfo(&map);
-		foreach(cell, state->shards)
-			AppendSplitMapEntry(state, lfirst(cell), &map);
 		AppendConninfoValue(&buf, "options",
-							psprintf("-c shardext.split_map=%s%s%s", map.data,
+							psprintf("-c shardext.split_map=%s%s%s", SplitMapText(state),
 									 state->pluginLibraries ? " -c output_plugin_libraries=" : "",
 									 state->pluginLibraries ? state->pluginLibraries : ""));
-	}
 	return buf.data;
+}
+
+/*
+ * SplitMapText is the split map of the split's shards (split_decoder.c):
+ * source:attnum:piece:lo:hi[:piece:lo:hi]...;... in relation OIDs of the
+ * source.
+ */
+static char *
+SplitMapText(ShardMoveState *state)
+{
+	StringInfoData map;
+	ListCell   *cell;
+
+	initStringInfo(&map);
+	foreach(cell, state->shards)
+		AppendSplitMapEntry(state, lfirst(cell), &map);
+	return map.data;
 }
 
 /*

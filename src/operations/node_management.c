@@ -40,7 +40,6 @@ PG_FUNCTION_INFO_V1(shardext_worker_register);
 PG_FUNCTION_INFO_V1(shardext_worker_unregister);
 
 static void CheckNodeArguments(int32 port, double weight);
-static char *CoordinatorId(void);
 static NodeConnection *ConnectToNewNode(const char *host, int32 port);
 static bool NodeLacksDatabase(const char *host, int32 port, const char *dbname);
 static void PrepareNewNode(NodeConnection *conn, const char *host, int32 port);
@@ -130,7 +129,7 @@ CheckNodeArguments(int32 port, double weight)
 }
 
 /* identifies this coordinator database: <system identifier>:<database oid> */
-static char *
+char *
 CoordinatorId(void)
 {
 	return psprintf(UINT64_FORMAT ":%u", GetSystemIdentifier(), MyDatabaseId);
@@ -253,9 +252,29 @@ RunOnNewNode(NodeConnection *conn, const char *host, int32 port, const char *com
 }
 
 /*
- * PrepareNewNode checks that the node runs PostgreSQL 15 with shardext
- * available, is not this server, and is no coordinator itself; then it
- * installs the extension there.
+ * CheckSameMajorVersion errors out unless the server on conn runs the
+ * coordinator's major version of PostgreSQL: nodes exchange query text,
+ * COPY data and replicated rows that only the same major reads the same
+ * way, and the library is built for one major.
+ */
+void
+CheckSameMajorVersion(NodeConnection *conn, const char *host, int32 port)
+{
+	int			major = PQserverVersion(conn->pgConn) / 10000;
+
+	if (major != PG_VERSION_NUM / 10000)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("node %s:%d runs PostgreSQL %d, the coordinator PostgreSQL %d",
+						host, port, major, PG_VERSION_NUM / 10000),
+				 errhint("Every node of a shardext cluster, read replicas included, runs the "
+						 "same major version of PostgreSQL.")));
+}
+
+/*
+ * PrepareNewNode checks that the node runs the coordinator's major version
+ * of PostgreSQL with shardext available, is not this server, and is no
+ * coordinator itself; then it installs the extension there.
  */
 static void
 PrepareNewNode(NodeConnection *conn, const char *host, int32 port)
@@ -263,12 +282,7 @@ PrepareNewNode(NodeConnection *conn, const char *host, int32 port)
 	char	   *value;
 	char		systemId[32];
 
-	if (PQserverVersion(conn->pgConn) / 10000 != 15)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("node %s:%d runs PostgreSQL %d, not 15", host, port,
-						PQserverVersion(conn->pgConn) / 10000),
-				 errhint("Every node of a shardext cluster runs PostgreSQL 15.")));
+	CheckSameMajorVersion(conn, host, port);
 
 	value = RunOnNewNode(conn, host, port, "SELECT pg_catalog.pg_is_in_recovery()::text",
 						 0, NULL);

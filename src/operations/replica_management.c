@@ -47,6 +47,7 @@
 #include "shardext/fencing.h"
 #include "shardext/maintenance.h"
 #include "shardext/metadata.h"
+#include "shardext/operations.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/remote_xact.h"
@@ -182,7 +183,8 @@ shardext_add_replica(PG_FUNCTION_ARGS)
 }
 
 /*
- * CheckReplicaOf errors out unless the server on conn is a standby of the
+ * CheckReplicaOf errors out unless the server on conn runs the
+ * coordinator's major version of PostgreSQL and is a standby of the
  * primary's system serving this coordinator database's copy of that node,
  * with shardext preloaded, and not ahead of the primary.
  */
@@ -196,6 +198,7 @@ CheckReplicaOf(NodeConnection *replica, const char *host, int32 port, WorkerNode
 	char	   *primaryLsn;
 	char	   *replayLsn;
 
+	CheckSameMajorVersion(replica, host, port);
 	value = RemoteValue(replica, "SELECT pg_catalog.pg_is_in_recovery()::text");
 	if (value == NULL || strcmp(value, "true") != 0)
 		ereport(ERROR,
@@ -598,6 +601,7 @@ shardext_update_node(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		conn = OpenDedicatedConnection(host, port, false, true);
+		CheckSameMajorVersion(conn, host, port);
 		if (ServerInHotStandby(conn))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -18,14 +18,21 @@
  * node) and are in the publication, so pgoutput describes and filters them
  * as usual.
  *
- * The map comes from the setting shardext.split_map, which the split puts
- * in its subscription's connection options, in relation OIDs of the source:
+ * The map, in relation OIDs of the source:
  *	 source:distattnum:piece:lo:hi:piece:lo:hi[:piece:lo:hi][;...]
- * (two halves, or three pieces when a tenant is isolated).
+ * (two halves, or three pieces when a tenant is isolated), is the setting
+ * shardext.split_map of the session that creates the slot, kept in a file
+ * of the slot's directory (so it lives and dies with the slot).  The split
+ * also puts it in its subscription's connection options, which older
+ * slots read; those do not reach the server on every version
+ * (libpqwalreceiver of 16beta2 to 18beta1 replaces them with its own).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
@@ -35,16 +42,17 @@
 #include "replication/logical.h"
 #include "replication/output_plugin.h"
 #include "replication/reorderbuffer.h"
+#include "storage/fd.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
-#include "shardext/pg_compat.h"
 #include "shardext/shardext.h"
 #include "shardext/cdc.h"
 #include "shardext/guc.h"
+#include "shardext/pg_compat.h"
 #include "shardext/shard_move.h"
 
 typedef struct SplitHalf
@@ -94,8 +102,13 @@ static void RouteChange(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 static void RouteTruncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 						  int nrelations, Relation relations[], ReorderBufferChange *change,
 						  LogicalDecodeTruncateCB callback);
-static void ParseSplitMap(void);
+static void SaveSplitMap(LogicalDecodingContext *ctx);
+static char *LoadSplitMap(LogicalDecodingContext *ctx);
+static void ParseSplitMap(const char *mapText);
 static void ParseSplitMapEntry(char *entry);
+
+/* the file of a slot's directory that holds its split map */
+#define SPLIT_MAP_FILE "shardext_split_map"
 
 /*
  * _PG_output_plugin_init: pgoutput's callbacks, with the change and
@@ -119,16 +132,23 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 }
 
 /*
- * SplitDecoderStartup starts pgoutput and reads the split map; decoding
- * without one (except when the slot is created) is an error, so that a
- * misconfigured split fails instead of replicating nothing.
+ * SplitDecoderStartup starts pgoutput; when the slot is created it keeps
+ * the split map of the session, else it reads the slot's map.  Decoding
+ * without one is an error, so that a misconfigured split fails instead of
+ * replicating nothing.
  */
 static void
 SplitDecoderStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options, bool is_init)
 {
+	char	   *mapText;
+
 	pgoutputCallbacks.startup_cb(ctx, options, is_init);
 	if (is_init)
+	{
+		if (ShardextSplitMap != NULL && ShardextSplitMap[0] != '\0')
+			SaveSplitMap(ctx);
 		return;
+	}
 
 	if (splitContext == NULL)
 		splitContext = AllocSetContextCreate(TopMemoryContext, "shardext split decoder",
@@ -136,7 +156,76 @@ SplitDecoderStartup(LogicalDecodingContext *ctx, OutputPluginOptions *options, b
 	if (changeContext == NULL)
 		changeContext = AllocSetContextCreate(splitContext, "shardext split change",
 											  ALLOCSET_DEFAULT_SIZES);
-	ParseSplitMap();
+	mapText = LoadSplitMap(ctx);
+	ParseSplitMap(mapText != NULL ? mapText : ShardextSplitMap);
+}
+
+/* the path of the slot's split map file */
+static char *
+SplitMapPath(LogicalDecodingContext *ctx)
+{
+	return psprintf("pg_replslot/%s/%s", NameStr(ctx->slot->data.name), SPLIT_MAP_FILE);
+}
+
+/* SaveSplitMap writes shardext.split_map into the new slot's directory, durably */
+static void
+SaveSplitMap(LogicalDecodingContext *ctx)
+{
+	char	   *path = SplitMapPath(ctx);
+	size_t		length = strlen(ShardextSplitMap);
+	int			fd;
+
+	fd = OpenTransientFile(path, O_CREAT | O_TRUNC | O_WRONLY | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", path)));
+	errno = 0;
+	if (write(fd, ShardextSplitMap, length) != length)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", path)));
+	}
+	if (pg_fsync(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", path)));
+	if (CloseTransientFile(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", path)));
+}
+
+/* LoadSplitMap returns the slot's split map, or NULL when it has none */
+static char *
+LoadSplitMap(LogicalDecodingContext *ctx)
+{
+	char	   *path = SplitMapPath(ctx);
+	StringInfoData map;
+	FILE	   *file = AllocateFile(path, PG_BINARY_R);
+	char		chunk[1024];
+	size_t		count;
+
+	if (file == NULL)
+	{
+		if (errno == ENOENT)
+			return NULL;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	}
+	initStringInfo(&map);
+	while ((count = fread(chunk, 1, sizeof(chunk), file)) > 0)
+		appendBinaryStringInfo(&map, chunk, count);
+	if (ferror(file))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", path)));
+	FreeFile(file);
+	return map.data;
 }
 
 /*
@@ -193,9 +282,9 @@ ParseSplitMapEntry(char *entry)
 	pfree(copy);
 }
 
-/* ParseSplitMap fills splitSources from shardext.split_map */
+/* ParseSplitMap fills splitSources from the split map */
 static void
-ParseSplitMap(void)
+ParseSplitMap(const char *mapText)
 {
 	HASHCTL		info;
 	char	   *copy;
@@ -210,7 +299,7 @@ ParseSplitMap(void)
 	splitSources = hash_create("shardext split sources", 16, &info,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
-	copy = MemoryContextStrdup(splitContext, ShardextSplitMap ? ShardextSplitMap : "");
+	copy = MemoryContextStrdup(splitContext, mapText ? mapText : "");
 	for (entry = strtok_r(copy, ";", &save); entry != NULL; entry = strtok_r(NULL, ";", &save))
 	{
 		ParseSplitMapEntry(entry);

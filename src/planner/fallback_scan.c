@@ -9,6 +9,13 @@
  *	  Joins, aggregates, window functions, CTEs, subqueries -- everything
  *	  else -- then run on the coordinator, correctly.
  *
+ *	  A table that refers to other tables of the query laterally (one of a
+ *	  LATERAL subquery, or one where a PlaceHolderVar with such references
+ *	  is computed) is scanned once per row of those tables, as PostgreSQL
+ *	  scans it: its path is parameterized by them, and their columns reach
+ *	  the scan as nestloop parameters -- sent to the workers as parameters
+ *	  in the quals, computed on the coordinator in the target list.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -21,6 +28,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
+#include "optimizer/paramassign.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/restrictinfo.h"
 #include "parser/parsetree.h"
@@ -33,6 +41,10 @@
 #include "shardext/remote_sql.h"
 
 static List *FetchedColumns(Oid relid, Bitmapset *attrs);
+static double FallbackRows(PlannerInfo *root, RelOptInfo *rel, double rows,
+						   ParamPathInfo *paramInfo);
+static List *ScanClauses(PlannerInfo *root, List *clauses);
+static Node *OuterRefsToParams(Node *node, PlannerInfo *root);
 static void DeparseFallbackScan(RemoteSql *sql, PlannerInfo *root, Index rti, List *attnums,
 								List *remoteQuals);
 static Plan *PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -57,6 +69,7 @@ DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 {
 	CustomPath *path;
 	DistTableCacheEntry *entry;
+	ParamPathInfo *paramInfo = NULL;
 	double		rows;
 
 	if (prev_set_rel_pathlist_hook)
@@ -82,15 +95,24 @@ DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 	rows = Max(rel->tuples, 1000.0 * entry->shardCount);
 	rel->rows = clamp_row_est(rows * (rel->tuples > 0 ? rel->rows / rel->tuples : 0.1));
 
+	/*
+	 * Like every path of PostgreSQL's own for a table with lateral
+	 * references, the scan is parameterized by the tables it refers to: it
+	 * then runs under a nested loop that sets their values.  (Unparameterized,
+	 * the references would be read from this table's own row.)
+	 */
+	if (!bms_is_empty(rel->lateral_relids))
+		paramInfo = get_baserel_parampathinfo(root, rel, rel->lateral_relids);
+
 	path = makeNode(CustomPath);
 	path->path.pathtype = T_CustomScan;
 	path->path.parent = rel;
 	path->path.pathtarget = rel->reltarget;
-	path->path.param_info = NULL;
+	path->path.param_info = paramInfo;
 	path->path.parallel_aware = false;
 	path->path.parallel_safe = false;
 	path->path.parallel_workers = 0;
-	path->path.rows = rel->rows;
+	path->path.rows = FallbackRows(root, rel, rel->rows, paramInfo);
 	path->path.startup_cost = FALLBACK_STARTUP_COST;
 	path->path.total_cost = FALLBACK_STARTUP_COST +
 		rows * cpu_tuple_cost * FALLBACK_ROW_COST_FACTOR;
@@ -103,6 +125,16 @@ DistributedRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 	rel->cheapest_parameterized_paths = NIL;
 	add_path(rel, (Path *) path);
 	set_cheapest(rel);
+}
+
+/* the rows a scan returns: per run of a parameterized one */
+static double
+FallbackRows(PlannerInfo *root, RelOptInfo *rel, double rows, ParamPathInfo *paramInfo)
+{
+	if (paramInfo == NULL)
+		return rows;
+	return clamp_row_est(rows * clauselist_selectivity(root, paramInfo->ppi_clauses, rel->relid,
+													   JOIN_INNER, NULL));
 }
 
 /*
@@ -128,20 +160,27 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	CustomScan *scan;
 	ListCell   *cell;
 
-	foreach(cell, clauses)
+	/* a qual of this table's columns (and parameters) only can be shipped */
+	foreach(cell, ScanClauses(root, clauses))
 	{
-		RestrictInfo *rinfo = lfirst(cell);
+		Node	   *clause = lfirst(cell);
 
-		if (rinfo->pseudoconstant)
-			continue;
-		if (!contain_volatile_functions((Node *) rinfo->clause) &&
-			ExprIsShippable((Node *) rinfo->clause, root->parse, true))
-			remoteQuals = lappend(remoteQuals, rinfo->clause);
+		if (!contain_volatile_functions(clause) &&
+			bms_is_subset(pull_varnos(root, clause), rel->relids) &&
+			ExprIsShippable(clause, root->parse, true))
+			remoteQuals = lappend(remoteQuals, clause);
 		else
-			localQuals = lappend(localQuals, rinfo->clause);
+			localQuals = lappend(localQuals, clause);
 	}
 
-	/* the columns the plan above and the local quals use */
+	/*
+	 * The columns the scan's target list and local quals use.  The target
+	 * list is the path's, made before the final scan/join target replaced
+	 * rel->reltarget (which may need fewer columns); with no target list,
+	 * the caller puts rel->reltarget's on the scan.
+	 */
+	pull_varattnos((Node *) tlist, rti, &attrs);
+	pull_varattnos((Node *) best_path->path.pathtarget->exprs, rti, &attrs);
 	pull_varattnos((Node *) rel->reltarget->exprs, rti, &attrs);
 	pull_varattnos((Node *) localQuals, rti, &attrs);
 	attnums = FetchedColumns(rte->relid, attrs);
@@ -166,6 +205,72 @@ PlanFallbackPath(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	scan->scan.plan.qual = localQuals;
 	scan->custom_scan_tlist = NIL;
 	return (Plan *) scan;
+}
+
+/*
+ * ScanClauses returns the clauses of the scan's RestrictInfos, without the
+ * pseudoconstant ones (a gating Result checks those).  In a parameterized
+ * scan the columns of the tables it refers to (join clauses moved down to
+ * it, lateral references) become the nestloop parameters that carry them,
+ * so that the quals on them can be shipped and prune the shards.
+ */
+static List *
+ScanClauses(PlannerInfo *root, List *clauses)
+{
+	List	   *result = NIL;
+	ListCell   *cell;
+
+	foreach(cell, clauses)
+	{
+		RestrictInfo *rinfo = lfirst(cell);
+		Node	   *clause = (Node *) rinfo->clause;
+
+		if (rinfo->pseudoconstant)
+			continue;
+		if (!bms_is_empty(root->curOuterRels))
+			clause = OuterRefsToParams(clause, root);
+		result = lappend(result, clause);
+	}
+	return result;
+}
+
+/*
+ * OuterRefsToParams replaces the Vars of the tables whose rows the
+ * enclosing nested loops provide (root->curOuterRels), and the
+ * PlaceHolderVars computed there, by nestloop parameters -- what
+ * createplan.c does to a parameterized scan's quals after the scan is
+ * planned, done before, so the quals can be deparsed.
+ */
+static Node *
+OuterRefsToParams(Node *node, PlannerInfo *root)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		if (var->varlevelsup == 0 && !IS_SPECIAL_VARNO(var->varno) &&
+			bms_is_member(var->varno, root->curOuterRels))
+			return (Node *) replace_nestloop_param_var(root, var);
+		return node;
+	}
+	if (IsA(node, PlaceHolderVar))
+	{
+		PlaceHolderVar *phv = (PlaceHolderVar *) node;
+		ListCell   *cell;
+
+		foreach(cell, root->placeholder_list)
+		{
+			PlaceHolderInfo *info = lfirst(cell);
+
+			if (info->phid == phv->phid && phv->phlevelsup == 0 &&
+				bms_is_subset(info->ph_eval_at, root->curOuterRels))
+				return (Node *) replace_nestloop_param_placeholdervar(root, phv);
+		}
+		/* computed here or below: its contents may still refer outside */
+	}
+	return expression_tree_mutator(node, OuterRefsToParams, root);
 }
 
 /*

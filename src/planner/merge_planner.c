@@ -413,7 +413,8 @@ DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
 	ListCell   *cell;
 	bool		first = true;
 
-	appendStringInfoString(buf, MergeActionIsMatched(action) ? " WHEN MATCHED" : " WHEN NOT MATCHED");
+	appendStringInfoString(buf, MergeActionIsMatched(action) ? " WHEN MATCHED" :
+						   " WHEN NOT MATCHED");
 	if (action->qual != NULL)
 	{
 		appendStringInfoString(buf, " AND ");
@@ -462,7 +463,7 @@ DeparseMergeAction(RemoteSql *sql, Query *query, MergeAction *action)
 					appendStringInfoString(buf, ", ");
 				first = false;
 				DeparseRemoteExpr(sql, FlattenAliasVars(query,
-															   (Node *) ((TargetEntry *) lfirst(cell))->expr));
+														(Node *) ((TargetEntry *) lfirst(cell))->expr));
 			}
 			appendStringInfoChar(buf, ')');
 			break;

@@ -194,6 +194,8 @@ ShardextPlanner(Query *parse, const char *queryString, int cursorOptions,
  * do.  Each distributed table of the top level becomes
  * (SELECT <its columns> FROM it OFFSET 0), whose rows are marked by copying
  * them instead.  (OFFSET 0 keeps the planner from pulling the subquery up.)
+ * The tables of subqueries in FROM (LATERAL ones too) are wrapped as well:
+ * the planner pulls those subqueries up, and their tables with them.
  */
 static void
 WrapDistributedTablesForRowMarks(Query *query)
@@ -211,6 +213,8 @@ WrapDistributedTablesForRowMarks(Query *query)
 		RangeTblRef *ref = makeNode(RangeTblRef);
 
 		rtindex++;
+		if (rte->rtekind == RTE_SUBQUERY)
+			WrapDistributedTablesForRowMarks(rte->subquery);
 		if (rte->rtekind != RTE_RELATION || (int) rtindex == query->resultRelation ||
 			!IsDistributedTable(rte->relid))
 			continue;

@@ -65,7 +65,7 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 		DistTableCacheEntry *entry;
 
 		groups[rtindex] = rtindex;
-		if (rte->rtekind == RTE_JOIN)
+		if (rte->rtekind == RTE_JOIN || RteIsGroup(rte))
 			continue;
 		if (rte->rtekind == RTE_SUBQUERY)
 		{
@@ -97,6 +97,9 @@ AnalyzePushdownFrom(Query *query, PushdownInfo *info)
 
 	/* distribution column equalities connect the units */
 	CollectJoinTreeQuals((Node *) query->jointree, false, &conjuncts);
+	/* and a MERGE's ON condition, which 17 keeps out of the join tree */
+	if (query->commandType == CMD_MERGE && MergeJoinCondition(query) != query->jointree->quals)
+		CollectConjuncts(MergeJoinCondition(query), &conjuncts);
 	foreach(cell, conjuncts)
 	{
 		OpExpr	   *op = lfirst(cell);

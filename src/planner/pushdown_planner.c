@@ -643,7 +643,7 @@ AppendPartial(CombineContext *context, const char *function, Node *arg, const ch
 	{
 		appendStringInfoString(buf, " FILTER (WHERE ");
 		DeparseRemoteExpr(context->sql, FlattenAliasVars(context->query,
-																(Node *) original->aggfilter));
+														 (Node *) original->aggfilter));
 		appendStringInfoChar(buf, ')');
 	}
 	return AddWorkerColumn(context, type, typmod, collation);

@@ -46,6 +46,8 @@ typedef struct GroupVarsContext
 	List	   *groups;
 	int			depth;
 	bool		collect;		/* true: note the columns used; false: renumber */
+	bool		check;			/* only look for whole-row references */
+	bool		wholeRow;		/* check found one */
 } GroupVarsContext;
 
 static void FlattenInnerJoins(Node *jtnode, List **items, List **conjuncts);
@@ -80,6 +82,18 @@ GroupColocatedTables(Query *query)
 	/* grouping helps only when something else is joined to the groups */
 	if (groups == NIL ||
 		(list_length(groups) == 1 && members == list_length(items) && !query->hasSubLinks))
+		return;
+
+	/*
+	 * A whole-row reference to a grouped table (a LATERAL subquery's, say)
+	 * has no column of the group's subquery to read: the query is left as
+	 * it is.
+	 */
+	memset(&walker, 0, sizeof(walker));
+	walker.groups = groups;
+	walker.check = true;
+	query_tree_walker(query, GroupVarsWalker, &walker, QTW_IGNORE_JOINALIASES);
+	if (walker.wholeRow)
 		return;
 
 	/* the conditions that only use one group's tables move into it */
@@ -287,6 +301,12 @@ GroupVarsWalker(Node *node, GroupVarsContext *context)
 		group = GroupOf(context->groups, var->varno);
 		if (group == NULL)
 			return false;
+		if (context->check)
+		{
+			if (var->varattno <= 0)
+				context->wholeRow = true;
+			return false;
+		}
 		if (context->collect)
 		{
 			List	   *column = list_make2_int(var->varno, var->varattno);

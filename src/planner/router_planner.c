@@ -511,7 +511,7 @@ CheckLevelPins(RouterLevel *level, RouterContext *context)
 			AnalyzeRouterLevel(rte->subquery, level, context);
 			continue;
 		}
-		if (rte->rtekind == RTE_JOIN)
+		if (rte->rtekind == RTE_JOIN || RteIsGroup(rte))
 			continue;
 		if (rte->rtekind != RTE_RELATION)
 		{

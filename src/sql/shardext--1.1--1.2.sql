@@ -524,3 +524,27 @@ COMMENT ON FUNCTION shardext.repartition_sweep(text, text, bigint)
 	IS 'on a worker, for the maintenance daemon: removes repartition join rows no running query of a coordinator uses';
 REVOKE ALL ON FUNCTION shardext.repartition_sweep(text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION shardext.repartition_sweep(text, text, bigint) TO shardext_admin;
+
+-- ==== major-version upgrades of a cluster with pg_upgrade (issue 21) ====
+
+CREATE FUNCTION pg_catalog.shardext_check_pg_upgrade(OUT node_id int, OUT node_host text,
+													 OUT node_port int, OUT check_name text,
+													 OUT status text, OUT detail text)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_check_pg_upgrade';
+COMMENT ON FUNCTION pg_catalog.shardext_check_pg_upgrade()
+	IS 'before pg_upgrade of the nodes: what is pending on each (prepared transactions, commit records, moves, sagas, logical slots, read replicas)';
+
+CREATE FUNCTION pg_catalog.shardext_finish_pg_upgrade(OUT node_id int, OUT node_host text,
+													  OUT node_port int, OUT detail text)
+	RETURNS SETOF record
+	LANGUAGE C STRICT
+	AS 'MODULE_PATHNAME', 'shardext_finish_pg_upgrade';
+COMMENT ON FUNCTION pg_catalog.shardext_finish_pg_upgrade()
+	IS 'after pg_upgrade of every node: register the workers with the coordinator''s new system identifier and record theirs';
+
+REVOKE ALL ON FUNCTION pg_catalog.shardext_check_pg_upgrade(),
+	pg_catalog.shardext_finish_pg_upgrade() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_catalog.shardext_check_pg_upgrade(),
+	pg_catalog.shardext_finish_pg_upgrade() TO shardext_admin;

@@ -32,6 +32,7 @@
 #include "shardext/connection.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 #include "shardext/read_your_writes.h"
 #include "shardext/remote_command.h"
@@ -126,7 +127,7 @@ ParseToken(const char *text, ReadAfterToken **tokenOut, char **whyOut)
 	for (int i = 0; i < 3; i++)
 		p = strchr(p, '.') + 1;
 
-	/* one block, as the GUC machinery frees extras with one free() */
+	/* one block, as the GUC machinery frees extras in one piece */
 	{
 		int			colons = 0;
 		Size		entriesSize;
@@ -139,7 +140,7 @@ ParseToken(const char *text, ReadAfterToken **tokenOut, char **whyOut)
 			return false;
 		}
 		entriesSize = offsetof(ReadAfterToken, entries) + sizeof(NodeLsn) * Max(colons, 1);
-		token = malloc(entriesSize + strlen(text) + 1);
+		token = GucExtraAlloc(entriesSize + strlen(text) + 1);
 		if (token == NULL)
 			return false;
 		token->text = ((char *) token) + entriesSize;
@@ -168,7 +169,7 @@ ParseToken(const char *text, ReadAfterToken **tokenOut, char **whyOut)
 	}
 	if (p != lastDot)
 	{
-		free(token);
+		GucExtraFree(token);
 		*whyOut = "Its list of nodes and positions is malformed.";
 		return false;
 	}
@@ -236,7 +237,7 @@ CheckReadAfterToken(char **newval, void **extra, GucSource source)
 	{
 		if (!VerifyToken(*newval, &why))
 		{
-			free(token);
+			GucExtraFree(token);
 			GUC_check_errmsg("causal token \"%s\" is not valid here", *newval);
 			GUC_check_errdetail("%s", why);
 			GUC_check_errhint("Use a token that shardext_causal_token() returned on this "

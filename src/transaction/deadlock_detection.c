@@ -205,7 +205,8 @@ CancelVictim(CoordinatorBackend *victim, const char *detail)
 	DeadlockCancelSlot *slot;
 	bool		pending;
 
-	if (proc == NULL || ProcLocalXid(proc) != victim->lxid || ProcNumberOf(proc) >= Deadlock->slotCount)
+	if (proc == NULL || ProcLocalXid(proc) != victim->lxid ||
+		ProcNumberOf(proc) >= Deadlock->slotCount)
 		return;
 	slot = &Deadlock->slots[ProcNumberOf(proc)];
 

@@ -2,14 +2,18 @@
 """sqlfuzz: randomized differential testing of shardext.
 
 Builds the same tables twice, in schema fzd as distributed, co-located,
-non-co-located and reference tables, and in schema fzl as plain local
-tables with the same rows (NULLs, duplicates, skewed keys, empty shards).
-Then it generates random SELECTs (filters, joins of every kind of table,
-aggregates, GROUP BY / HAVING, DISTINCT, window functions, subqueries,
-CTEs, set operations, ORDER BY / LIMIT) and random DML (INSERT ... VALUES /
-SELECT, ON CONFLICT, UPDATE, DELETE, MERGE), runs each statement with
-search_path = fzd on one connection and search_path = fzl on another, and
-compares:
+non-co-located, reference and local tables, and in schema fzl as plain
+local tables with the same rows (NULLs, duplicates, skewed keys, empty
+shards).  Then it generates random SELECTs (filters, joins of every kind of
+table, self-joins, aggregates, GROUP BY / HAVING, DISTINCT, window
+functions, subqueries, CTEs, set operations, ORDER BY / LIMIT; LATERAL
+subqueries whose target list, WHERE and ORDER BY / LIMIT refer to the
+outer row, inner or left joined, inside outer joins of every kind on either
+side; subqueries with computed columns on the nullable side of outer
+joins (PlaceHolderVars); whole-row references) and random DML (INSERT ...
+VALUES / SELECT, ON CONFLICT, UPDATE, DELETE, MERGE), runs each statement
+with search_path = fzd on one connection and search_path = fzl on
+another, and compares:
 
   - rows as multisets (as lists when the query orders by every output
     column, which is the only case where LIMIT is generated), with floating
@@ -20,8 +24,12 @@ compares:
 
 A distributed statement refused with 0A000 (feature_not_supported) where
 the local one ran is counted and reported as a refusal, not a difference
-(its DML is rolled back on both sides).  Any difference fails with the seed,
-the statement number and the statement; the same seed replays the run.
+(its DML is rolled back on both sides).  An internal error (SQLSTATE class
+XX) of the distributed statement is always a failure, even when the local
+one fails too.  A statement cancelled by --statement-timeout on either
+side is counted and reported as slow, not compared.  Any difference fails
+with the seed, the statement number and the statement; the same seed replays the run (--keep-going reports
+every difference of the run and counts them instead).
 
 Only the Python standard library is used: the script speaks PostgreSQL's
 frontend/backend protocol itself (simple query protocol, trust, password
@@ -166,6 +174,9 @@ TABLES = {
           "create_distributed_table('fzd.e', 'k', colocate_with => 'fzd.a')"),
     'u': ([('k', 'int'), ('v', 'int'), ('t', 'text')],
           "create_distributed_table('fzd.u', 'k', colocate_with => 'fzd.a')"),
+    # a local table in both schemas: joined with the others, it makes the
+    # coordinator plan the query (the distributed tables' rows are pulled)
+    'l': ([('k', 'int'), ('v', 'int'), ('t', 'text')], None),
 }
 TABLE_DDL_EXTRA = {'u': ', CONSTRAINT u_pkey PRIMARY KEY (k)'}
 WORDS = ['north', 'south', 'east', 'west', 'x', 'Ab', 'ab', '']
@@ -245,7 +256,7 @@ class Data:
         return 'INSERT INTO %s VALUES %s' % (table, values)
 
 
-SIZES = {'a': 120, 'b': 80, 'c': 60, 'r': 25, 'e': 0, 'u': 40}
+SIZES = {'a': 120, 'b': 80, 'c': 60, 'r': 25, 'e': 0, 'u': 40, 'l': 30}
 
 # repartition joins (issue 26): two more layouts, used by RepartitionGenerator
 # only -- j by an int key in 5 shards, h by a text key in 3
@@ -342,6 +353,10 @@ class Generator:
                 return 'NULLIF(%s, %s)' % (self.expr(scope, 'int', depth + 1), self.literal('int'))
             return 'abs(%s)' % self.expr(scope, 'int', depth + 1)
         if typ == 'text':
+            if self.chance(0.05):
+                # a whole-row reference (NULL for a null-extended row of a table)
+                row = rng.choice(sorted({c[0] for c in scope.columns}))
+                return rng.choice(['%s::text', 'COALESCE(%s)::text']) % row
             choice = rng.randint(0, 5)
             if choice == 0:
                 return '(%s || %s)' % (self.expr(scope, 'text', depth + 1), self.expr(scope, 'text', depth + 1))
@@ -378,6 +393,9 @@ class Generator:
             return '%s %s %s' % (self.expr(scope, typ, depth + 1), rng.choice(['=', '<>', '<', '<=', '>', '>=']),
                                  self.expr(scope, typ, depth + 1))
         if choice == 2:
+            if self.chance(0.2):
+                row = rng.choice(sorted({c[0] for c in scope.columns}))
+                return '%s IS %sNULL' % (row, rng.choice(['', 'NOT ']))
             return '%s IS %sNULL' % (self.expr(scope, typ, depth + 1), rng.choice(['', 'NOT ']))
         if choice == 3:
             return '(%s %s %s)' % (self.bool_expr(scope, depth + 1), rng.choice(['AND', 'OR']),
@@ -426,30 +444,177 @@ class Generator:
     # -- queries ------------------------------------------------------------
 
     def from_clause(self):
-        """FROM with 1-3 tables joined; returns (sql, scope)."""
+        """FROM with 1-3 tables joined, maybe a LATERAL subquery; returns (sql, scope)."""
         rng = self.rng
-        first = rng.choice(['a', 'a', 'b', 'c', 'r', 'u', 'e'])
+        first = rng.choice(['a', 'a', 'b', 'c', 'r', 'u', 'e', 'l'])
         alias = self.alias()
         columns = [(alias, n, t) for n, t in TABLES[first][0]]
         sql = '%s %s' % (first, alias)
         for _ in range(rng.choice([0, 0, 1, 1, 2])):
-            table = rng.choice(['a', 'b', 'b', 'c', 'r', 'r', 'u', 'e'])
+            # a self-join now and then
+            table = first if self.chance(0.15) else rng.choice(['a', 'b', 'b', 'c', 'r', 'r', 'u', 'e', 'l'])
+            join = rng.choice(['JOIN', 'JOIN', 'LEFT JOIN', 'RIGHT JOIN', 'FULL JOIN'])
+            if self.chance(0.15):
+                item, other, other_columns = self.computed_column_subquery(table)
+            else:
+                other = self.alias()
+                other_columns = [(other, n, t) for n, t in TABLES[table][0]]
+                item = '%s %s' % (table, other)
+            sql += ' %s %s ON %s' % (join, item, self.join_condition(columns, other, other_columns))
+            columns = columns + other_columns
+        # a LATERAL subquery runs once per row of what precedes it (each run a
+        # query per shard): after at most two tables a statement takes seconds
+        if len({c[0] for c in columns}) <= 2 and self.chance(0.35):
+            sql, columns = self.lateral_join(sql, columns)
+        return sql, Scope(columns)
+
+    def join_condition(self, columns, other, other_columns):
+        """ON condition joining other to the columns before it."""
+        rng = self.rng
+        left_alias = rng.choice(sorted({c[0] for c in columns}))
+        if self.chance(0.75) and (left_alias, 'k', 'int') in columns and (other, 'k', 'int') in other_columns:
+            condition = '%s.k = %s.k' % (left_alias, other)
+        else:
+            left_ints = [c for c in columns if c[2] == 'int']
+            lc = rng.choice(left_ints)
+            rc = rng.choice([c for c in other_columns if c[2] == 'int'])
+            condition = '%s.%s = %s.%s' % (lc[0], lc[1], rc[0], rc[1])
+        if self.chance(0.3):
+            condition += ' AND ' + self.bool_expr(Scope(columns + other_columns), 2)
+        return condition
+
+    def computed_column_subquery(self, table):
+        """(SELECT t.*, <expr> AS px FROM table t) s: on the nullable side of an
+        outer join px is a PlaceHolderVar -- NULL in null-extended rows, even
+        when it is a constant.  Returns (sql, alias, columns)."""
+        inner = self.alias()
+        alias = self.alias()
+        table_columns = TABLES[table][0]
+        inner_scope = Scope([(inner, n, t) for n, t in table_columns])
+        typ = self.rng.choice(['int', 'int', 'text'])
+        choice = self.rng.randint(0, 3)
+        if choice == 0:
+            x = self.literal(typ)
+        elif choice == 1:
+            column = self.column(inner_scope, typ) or self.literal(typ)
+            x = 'COALESCE(%s, %s)' % (column, self.literal(typ))
+        elif choice == 2:
+            typ = 'text'
+            x = 'COALESCE(%s)::text' % inner
+        else:
+            x = self.expr(inner_scope, typ)
+        sql = '(SELECT %s.*, %s AS px FROM %s %s) %s' % (inner, x, table, inner, alias)
+        return sql, alias, [(alias, n, t) for n, t in table_columns] + [(alias, 'px', typ)]
+
+    def lateral_join(self, sql, columns):
+        """Joins a LATERAL subquery that refers to the columns before it
+        (inner, cross or left join), and maybe puts the whole on either side
+        of another outer join; returns (sql, columns)."""
+        rng = self.rng
+        lateral, alias, lateral_columns = self.lateral_subquery(columns)
+        join = rng.choice(['CROSS JOIN', ',', 'JOIN', 'LEFT JOIN', 'LEFT JOIN', 'LEFT JOIN'])
+        wrapped = self.chance(0.3)
+        if join == ',' and wrapped:
+            join = 'CROSS JOIN'	# no comma inside a parenthesized join
+        if join in ('CROSS JOIN', ','):
+            sql = '%s%s LATERAL %s' % (sql, join if join == ',' else ' ' + join, lateral)
+        else:
+            if self.chance(0.5):
+                condition = 'true'
+            else:
+                condition = self.bool_expr(Scope(columns + lateral_columns), 2)
+            sql = '%s %s LATERAL %s ON %s' % (sql, join, lateral, condition)
+        columns = columns + lateral_columns
+        if wrapped:
+            # the lateral join on the left or the right of another (outer) join
+            table = rng.choice(['a', 'b', 'c', 'r', 'e', 'l'])
             other = self.alias()
             other_columns = [(other, n, t) for n, t in TABLES[table][0]]
-            join = rng.choice(['JOIN', 'JOIN', 'LEFT JOIN', 'RIGHT JOIN', 'FULL JOIN'])
-            left_alias = rng.choice(sorted({c[0] for c in columns}))
-            if self.chance(0.75):
-                condition = '%s.k = %s.k' % (left_alias, other)
+            kind = rng.choice(['LEFT JOIN', 'RIGHT JOIN', 'FULL JOIN', 'JOIN'])
+            condition = self.join_condition(columns, other, other_columns)
+            if self.chance(0.5):
+                sql = '(%s) %s %s %s ON %s' % (sql, kind, table, other, condition)
             else:
-                left_ints = [c for c in columns if c[2] == 'int']
-                lc = rng.choice(left_ints)
-                rc = rng.choice([c for c in other_columns if c[2] == 'int'])
-                condition = '%s.%s = %s.%s' % (lc[0], lc[1], rc[0], rc[1])
-            if self.chance(0.3):
-                condition += ' AND ' + self.bool_expr(Scope(columns + other_columns), 2)
-            sql += ' %s %s %s ON %s' % (join, table, other, condition)
+                sql = '%s %s %s (%s) ON %s' % (table, other, kind, sql, condition)
             columns = columns + other_columns
-        return sql, Scope(columns)
+        return sql, columns
+
+    def outer_value(self, outer_columns, typ):
+        """A reference to the outer row: a column, an expression of one, or a
+        whole-row reference."""
+        rng = self.rng
+        aliases = sorted({c[0] for c in outer_columns})
+        if typ == 'text' and self.chance(0.3):
+            row = rng.choice(aliases)
+            return rng.choice(['%s::text', 'COALESCE(%s)::text', 'row_to_json(%s)::text',
+                               "CASE WHEN %s IS NULL THEN 'null row' ELSE 'row' END"]) % row
+        candidates = [c for c in outer_columns if c[2] == typ]
+        if not candidates:
+            return self.literal(typ)
+        alias, name, _ = rng.choice(candidates)
+        if typ == 'int' and self.chance(0.3):
+            return 'COALESCE(%s.%s, %d)' % (alias, name, rng.randint(0, 42))
+        return '%s.%s' % (alias, name)
+
+    def lateral_subquery(self, outer_columns):
+        """LATERAL (SELECT ...) s whose target list, WHERE, ORDER BY / LIMIT
+        refer to the outer columns; maybe aggregated, maybe a join inside.
+        Returns (sql, alias, columns)."""
+        rng = self.rng
+        table = rng.choice(['a', 'b', 'c', 'r', 'u', 'e', 'l'])
+        inner = self.alias()
+        inner_columns = [(inner, n, t) for n, t in TABLES[table][0]]
+        from_sql = '%s %s' % (table, inner)
+        if self.chance(0.25):
+            # a join inside the subquery, the outer row in its condition
+            # a small table: the join runs once per outer row
+            second = rng.choice(['c', 'r', 'l', 'e'])
+            other = self.alias()
+            second_columns = [(other, n, t) for n, t in TABLES[second][0]]
+            condition = '%s.k = %s.k' % (inner, other)
+            if self.chance(0.5):
+                condition += ' AND %s.k %s %s' % (other, rng.choice(['<>', '<', '>=']),
+                                                   self.outer_value(outer_columns, 'int'))
+            from_sql += ' %s %s %s ON %s' % (rng.choice(['JOIN', 'LEFT JOIN', 'FULL JOIN']), second,
+                                             other, condition)
+            inner_columns = inner_columns + second_columns
+        scope = Scope(inner_columns + outer_columns)
+        conditions = []
+        if self.chance(0.7):
+            outer_ints = [c for c in outer_columns if c[2] == 'int']
+            alias, name, _ = rng.choice(outer_ints)
+            conditions.append('%s.k %s %s.%s' % (inner, rng.choice(['=', '=', '<', '<>']), alias, name))
+        if self.chance(0.4):
+            conditions.append(self.bool_expr(scope, 2))
+        where = ' WHERE ' + ' AND '.join(conditions) if conditions else ''
+        types = [rng.choice(['int', 'int', 'text']) for _ in range(rng.randint(1, 3))]
+        outputs = []
+        aggregated = self.chance(0.25)
+        for i, typ in enumerate(types):
+            if aggregated:
+                # an aggregate of the subquery's level: over its own columns
+                expr = self.aggregate(Scope(inner_columns), typ)
+                if typ == 'int' and self.chance(0.3):
+                    expr = 'sum(%s.k + %s)' % (inner, self.outer_value(outer_columns, 'int'))
+                elif i == 0 and self.chance(0.5):
+                    expr = self.outer_value(outer_columns, typ)
+            elif i == 0 or self.chance(0.3):
+                expr = self.outer_value(outer_columns, typ)
+            else:
+                expr = self.expr(scope, typ)
+            outputs.append(expr)
+        alias = self.alias()
+        sql = 'SELECT %s FROM %s%s' % (', '.join('%s AS l%d' % (e, i + 1) for i, e in enumerate(outputs)),
+                                       from_sql, where)
+        if not aggregated and self.chance(0.3):
+            # ordered by every output: the rows LIMIT keeps are determined
+            sql += ' ORDER BY %s LIMIT %d' % (', '.join(str(i + 1) for i in range(len(outputs))),
+                                              rng.randint(0, 3))
+            if self.chance(0.3):
+                sql += ' OFFSET 1'
+        elif not aggregated and self.chance(0.15):
+            sql = sql.replace('SELECT ', 'SELECT DISTINCT ', 1)
+        return '(%s) %s' % (sql, alias), alias, [(alias, 'l%d' % (i + 1), t) for i, t in enumerate(types)]
 
     def select(self, depth=0, want_types=None):
         """A SELECT; returns (sql, output types, ordered_by_all)."""
@@ -744,7 +909,7 @@ class RepartitionGenerator(Generator):
     def join_columns(self, scope, typ):
         return [c for c in scope.columns if c[2] == typ]
 
-    def join_condition(self, left_columns, right_columns):
+    def equi_join_condition(self, left_columns, right_columns):
         """An equality of compatible columns (int = int, text = text,
         numeric = int, date = date), or NULL when there is none."""
         rng = self.rng
@@ -775,11 +940,11 @@ class RepartitionGenerator(Generator):
             table = rng.choice(self.JOINABLE)
             other = self.alias()
             other_columns = [(other, n, t) for n, t in TABLES[table][0]]
-            condition = self.join_condition(columns, other_columns)
+            condition = self.equi_join_condition(columns, other_columns)
             if condition is None:
                 condition = '%s.k::text = %s.k::text' % (rng.choice(columns)[0], other)
             if self.chance(0.2):
-                second = self.join_condition(columns, other_columns)
+                second = self.equi_join_condition(columns, other_columns)
                 if second is not None:
                     condition += ' AND ' + second
             if self.chance(0.3):
@@ -796,7 +961,7 @@ class RepartitionGenerator(Generator):
         table = rng.choice(self.JOINABLE)
         alias = self.alias()
         inner = [(alias, n, t) for n, t in TABLES[table][0]]
-        condition = self.join_condition(scope.columns, inner)
+        condition = self.equi_join_condition(scope.columns, inner)
         if condition is None:
             return 'true'
         filters = ''
@@ -980,7 +1145,10 @@ class Fuzzer:
         self.rng = random.Random(args.seed)
         self.dist = Connection(args.host, args.port, args.user, args.dbname, args.password)
         self.local = Connection(args.host, args.port, args.user, args.dbname, args.password)
-        self.stats = {'select': 0, 'dml': 0, 'refused': 0, 'both_failed': 0}
+        self.stats = {'select': 0, 'dml': 0, 'refused': 0, 'both_failed': 0, 'differences': 0,
+                      'timed_out': 0}
+        self.timeouts = []
+        self.difference_kinds = {}
         self.strategies = {}
         self.refusals = {}
         self.failures = {}
@@ -1005,11 +1173,14 @@ class Fuzzer:
                                              for n, t in columns),
                     TABLE_DDL_EXTRA.get(table, '')))
         for table, (_, distribute) in TABLES.items():
-            admin.query('SELECT ' + distribute)
+            if distribute is not None:
+                admin.query('SELECT ' + distribute)
         self.dist.query('SET search_path = fzd, public')
         self.local.query('SET search_path = fzl, public')
         for conn in (self.dist, self.local):
             conn.query('SET extra_float_digits = 0')
+            # below the client's socket timeout: a slow statement is reported, not a lost server
+            conn.query("SET statement_timeout = '%ds'" % self.args.statement_timeout)
         self.load()
 
     def load(self):
@@ -1026,6 +1197,21 @@ class Fuzzer:
         raise Mismatch('sqlfuzz: %s\n  seed %s, statement %d\n  SQL: %s\n  distributed: %s\n  local:       %s'
                        % (what, self.args.seed, number, sql, describe(dist), describe(local)))
 
+    @staticmethod
+    def internal_error(outcome):
+        """An internal error (XX000 ...) reaching the user is a bug, whatever the other side did."""
+        return outcome.error is not None and outcome.error.sqlstate.startswith('XX')
+
+    def timed_out(self, number, dist, local):
+        """A statement cancelled by statement_timeout (on either side) is
+        reported as slow, not compared."""
+        for outcome in (dist, local):
+            if outcome.error is not None and outcome.error.sqlstate == '57014':
+                self.stats['timed_out'] += 1
+                self.timeouts.append((number, 'distributed' if outcome is dist else 'local'))
+                return True
+        return False
+
     def refused(self, dist, local):
         if dist.error is not None and dist.error.sqlstate == '0A000' and \
                 (local.error is None or local.error.sqlstate != '0A000'):
@@ -1035,19 +1221,22 @@ class Fuzzer:
             return True
         return False
 
-    def both_failed(self, local):
+    def both_failed(self, local, number):
         self.stats['both_failed'] += 1
         key = '%s %s' % (local.error.sqlstate, local.error.message[:80])
-        self.failures[key] = self.failures.get(key, 0) + 1
+        count, first = self.failures.get(key, (0, number))
+        self.failures[key] = (count + 1, first)
 
     def run_select(self, number, sql, ordered):
         self.stats['select'] += 1
         dist = Outcome(self.dist, sql)
         local = Outcome(self.local, sql)
-        if self.refused(dist, local):
+        if self.internal_error(dist):
+            self.fail(number, sql, dist, local, 'internal error on the distributed side')
+        if self.refused(dist, local) or self.timed_out(number, dist, local):
             return
         if dist.error is not None and local.error is not None and same_error(dist.error, local.error):
-            self.both_failed(local)
+            self.both_failed(local, number)
         if not same(dist, local, ordered):
             self.fail(number, sql, dist, local, 'results differ')
 
@@ -1074,14 +1263,16 @@ class Fuzzer:
         self.both('BEGIN')
         dist = Outcome(self.dist, sql)
         local = Outcome(self.local, sql)
-        if self.refused(dist, local):
+        if self.refused(dist, local) or self.timed_out(number, dist, local):
             self.both('ROLLBACK')
             return
         if dist.error is not None or local.error is not None:
             self.both('ROLLBACK')
+            if self.internal_error(dist):
+                self.fail(number, sql, dist, local, 'internal error on the distributed side')
             if dist.error is not None and local.error is not None:
                 if same_error(dist.error, local.error):
-                    self.both_failed(local)
+                    self.both_failed(local, number)
                     return
                 self.fail(number, sql, dist, local, 'errors differ')
             if dist.error is not None and dist.error.sqlstate == '0A000':
@@ -1101,6 +1292,45 @@ class Fuzzer:
         if self.dml_since_reset >= 150 or len(local_rows.rows or []) > 1000:
             self.load()
 
+    def run_statement(self, gen, number):
+        if self.rng.random() < self.args.dml_share:
+            sql, table = gen.dml()
+            if self.args.verbose:
+                print('%d: %s' % (number, sql))
+            try:
+                self.run_dml(number, sql, table)
+            except Mismatch:
+                # the tables may differ now: start again from the same rows
+                if self.args.keep_going:
+                    self.both('ROLLBACK')
+                    self.load()
+                raise
+        elif self.rng.random() < self.args.repartition_share:
+            sql, ordered = gen.repartition_query()
+            for setting in gen.repartition_settings():
+                self.dist.query(setting)
+            if self.args.verbose:
+                print('%d: %s' % (number, sql))
+            self.note_strategy(sql)
+            self.run_select(number, sql, ordered)
+        else:
+            sql, ordered = gen.query()
+            if self.args.verbose:
+                print('%d: %s' % (number, sql))
+            self.run_select(number, sql, ordered)
+        return sql
+
+    def difference(self, mismatch):
+        """--keep-going: reports a difference and counts it by its kind."""
+        print(mismatch)
+        self.stats['differences'] += 1
+        lines = str(mismatch).split('\n')
+        what = lines[0].replace('sqlfuzz: ', '')
+        distributed = [line for line in lines if line.startswith('  distributed:')]
+        if distributed and 'ERROR' in distributed[0]:
+            what += ':' + distributed[0].split('ERROR', 1)[1][:70]
+        self.difference_kinds[what] = self.difference_kinds.get(what, 0) + 1
+
     def run(self):
         self.setup()
         gen = RepartitionGenerator(self.rng)
@@ -1111,46 +1341,41 @@ class Fuzzer:
         while number < self.args.queries and time.time() - start < self.args.seconds:
             number += 1
             began = time.time()
-            if self.rng.random() < self.args.dml_share:
-                sql, table = gen.dml()
-                if self.args.verbose:
-                    print('%d: %s' % (number, sql))
-                self.run_dml(number, sql, table)
-            elif self.rng.random() < self.args.repartition_share:
-                sql, ordered = gen.repartition_query()
-                for setting in gen.repartition_settings():
-                    self.dist.query(setting)
-                if self.args.verbose:
-                    print('%d: %s' % (number, sql))
-                self.note_strategy(sql)
-                self.run_select(number, sql, ordered)
-            else:
-                sql, ordered = gen.query()
-                if self.args.verbose:
-                    print('%d: %s' % (number, sql))
-                self.run_select(number, sql, ordered)
+            try:
+                sql = self.run_statement(gen, number)
+            except Mismatch as mismatch:
+                if not self.args.keep_going:
+                    raise
+                self.difference(mismatch)
+                continue
             self.slowest = sorted(self.slowest + [(time.time() - began, number, sql)], reverse=True)[:3]
         elapsed = time.time() - start
         total = self.stats['select'] + self.stats['dml']
-        print('sqlfuzz: seed %s: %d statements (%d SELECT, %d DML) in %.1f s, 0 differences, '
+        print('sqlfuzz: seed %s: %d statements (%d SELECT, %d DML) in %.1f s, %d differences, '
               '%d refused (%.1f%%), %d failed the same way on both sides'
               % (self.args.seed, total, self.stats['select'], self.stats['dml'], elapsed,
-                 self.stats['refused'], 100.0 * self.stats['refused'] / max(total, 1),
-                 self.stats['both_failed']))
+                 self.stats['differences'], self.stats['refused'],
+                 100.0 * self.stats['refused'] / max(total, 1), self.stats['both_failed']))
+        for message, count in sorted(self.difference_kinds.items(), key=lambda item: -item[1]):
+            print('  difference %4d x  %s' % (count, message))
+        if self.timeouts:
+            print('  %d statements exceeded statement_timeout (%d s) and were not compared: %s'
+                  % (len(self.timeouts), self.args.statement_timeout,
+                     ', '.join('#%d (%s)' % t for t in self.timeouts[:10])))
         for message, count in sorted(self.refusals.items(), key=lambda item: -item[1])[:8]:
             print('  refused %4d x  %s' % (count, message))
         if self.strategies:
             print('  repartition queries: %s' % ', '.join(
                 '%d %s' % (count, name) for name, count in sorted(self.strategies.items())))
         if self.args.verbose:
-            for message, count in sorted(self.failures.items(), key=lambda item: -item[1])[:10]:
-                print('  both failed %4d x  %s' % (count, message))
+            for message, (count, first) in sorted(self.failures.items(), key=lambda item: -item[1][0])[:10]:
+                print('  both failed %4d x  %s (first: statement %d)' % (count, message, first))
             for seconds, number, sql in self.slowest:
                 print('  slow %.2f s: %d: %s' % (seconds, number, sql[:300]))
         if total < self.args.min_queries:
             print('sqlfuzz: only %d statements ran (at least %d wanted)' % (total, self.args.min_queries))
             return 1
-        return 0
+        return 1 if self.stats['differences'] > 0 else 0
 
     def cleanup(self):
         try:
@@ -1180,11 +1405,15 @@ def main():
                         help='fail when fewer statements ran (the time limit stopped the run)')
     parser.add_argument('--seconds', type=float, default=90)
     parser.add_argument('--dml-share', type=float, default=0.3)
+    parser.add_argument('--statement-timeout', type=int, default=90,
+                        help='seconds a statement may take (slower ones are reported, not compared)')
     parser.add_argument('--repartition-share', type=float, default=0.3,
                         help='share of the SELECTs that join tables not co-located on the join key')
     parser.add_argument("--keep", action="store_true",
                         help="keep the fzd and fzl schemas (with --queries 0: only create them)")
     parser.add_argument('--verbose', action='store_true')
+    parser.add_argument('--keep-going', action='store_true',
+                        help='report every difference and count them, instead of stopping at the first')
     args = parser.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1, 1 << 30)

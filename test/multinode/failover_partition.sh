@@ -84,11 +84,14 @@ wait_until "transfers resume" 30 \
 
 # --- 2. the path comes back: the old primary is reported, not used ---------
 old_rows() {	# every table of the old primary's copy of the bank: rows and a checksum
-	psql_at "$WORKER_2_PORT" -c "SELECT string_agg(c.relname || '=' || (xpath('/row/c/text()',
-			query_to_xml(format('SELECT count(*) || '':'' || coalesce(sum(hashtext(t::text)), 0) AS c FROM %s t',
-							    c.oid::regclass), false, true, '')))[1]::text, ',' ORDER BY c.relname)
+	local counts
+	counts=$(psql_at "$WORKER_2_PORT" -c "SELECT string_agg(format('SELECT %L || ''='' || count(*) || '':''
+			|| coalesce(sum(hashtext(t::text)), 0) AS r FROM %s t', c.relname, c.oid::regclass),
+			' UNION ALL ' ORDER BY c.relname)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'public' AND c.relkind = 'r'"
+		WHERE n.nspname = 'public' AND c.relkind = 'r'")
+	[ -n "$counts" ] || return 0
+	psql_at "$WORKER_2_PORT" -c "SELECT string_agg(r, ',' ORDER BY r COLLATE \"C\") FROM ($counts) s"
 }
 start_proxy "$PROXY_PORT" "$WORKER_2_PORT"
 PROXY_PID=$LAST_PROXY_PID

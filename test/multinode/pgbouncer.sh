@@ -7,6 +7,11 @@
 # the workers stay cached (no waiting for the shared pool).  Multi-statement
 # transactions keep their server connection; SET LOCAL works inside them.
 source "$(dirname "$0")/lib/common.sh"
+source "$ROOT/scripts/lib/pg.sh"
+# libpq 19 opens with a "grease" protocol version (3.9999) unless told the
+# highest version to ask for, and pgbouncer 1.18 (Debian 12) rejects it: the
+# clients of this test ask for protocol 3.0, which pgbouncer speaks
+if [ "$(pg_major)" -ge 18 ]; then export PGMAXPROTOCOLVERSION=3.0; fi
 
 PGBOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 [ -x "$PGBOUNCER" ] || fail "pgbouncer is not installed (scripts/setup installs the Debian package)"

@@ -3,7 +3,11 @@
 # installed) against the distributed, reference and local tables sqlfuzz.py
 # creates: random queries through the coordinator, as a role that may only
 # read those tables (and with a statement timeout), must not crash or
-# restart any server.  SQLSMITH_QUERIES sets the number of queries.
+# restart any server, nor fail with an internal error (SQLSTATE class XX,
+# found in the coordinator's log, where the role's errors carry their
+# SQLSTATE) that the same statement on local tables does not also meet
+# (test/fuzz/internal_errors.py).  SQLSMITH_QUERIES sets the number of
+# queries.
 source "$(dirname "$0")/lib/common.sh"
 if ! command -v sqlsmith >/dev/null; then
 	echo "ok - sqlsmith is not installed: skipped"
@@ -36,6 +40,10 @@ for port in $WORKER_1_PORT $WORKER_2_PORT $COORDINATOR_PORT; do
 		psql_at "$port" -c "CREATE ROLE sqlsmith_reader LOGIN" >/dev/null 2>&1
 done
 coord "ALTER ROLE sqlsmith_reader SET statement_timeout = '5s'" >/dev/null
+# the server log shows the SQLSTATE of the role's errors ("ERROR:  XX000: ...")
+coord "ALTER ROLE sqlsmith_reader SET log_error_verbosity = verbose" >/dev/null
+log_file="$SHARDEXT_CLUSTER_DIR/coordinator.log"
+log_start=$(($(stat -c %s "$log_file" 2>/dev/null || echo 0) + 1))
 for table in $(coord "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname IN ('fzd', 'fzl')"); do
 	coord "GRANT SELECT ON $table TO sqlsmith_reader" >/dev/null
 done
@@ -57,4 +65,7 @@ if grep -Eq "connection to server .* (lost|terminated)|server closed the connect
 fi
 rm -f "$log"
 [ "$rc" = 0 ] || [ "$rc" = 124 ] || fail "sqlsmith exited with $rc"
+python3 "$ROOT/test/fuzz/internal_errors.py" --log "$log_file" --offset "$log_start" \
+	--role sqlsmith_reader --port "$COORDINATOR_PORT" --dbname "$DB" ||
+	fail "sqlsmith's queries met internal errors of shardext (seed $seed)"
 echo "ok - $queries sqlsmith queries, no server crashed"

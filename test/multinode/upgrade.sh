@@ -19,7 +19,15 @@
 #    equal those of a fresh CREATE EXTENSION; and shardext_add_node refuses
 #    a node whose extension is still 1.0, or that has no prepared
 #    transactions.
+#
+# The released 1.0 builds only against PostgreSQL 15.  On every version,
+# first, this tree's library takes the SQL upgrade path on the suite's
+# coordinator: CREATE EXTENSION shardext VERSION '1.0' (and '1.1'), then
+# ALTER EXTENSION shardext UPDATE, give the same extension as a fresh
+# CREATE EXTENSION (the dump comparison of step 4); steps 1 to 4 follow on
+# PostgreSQL 15 only.
 source "$(dirname "$0")/lib/common.sh"
+source "$ROOT/scripts/lib/pg.sh"
 
 RELEASE_COMMIT=6d8126dbaa5c0fd78765a751ad6765df6e726618
 # the version this tree builds (default_version of shardext.control)
@@ -47,6 +55,57 @@ pq() {
 	shift 2
 	"$PRIVATE_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -p "$port" -d "$db" "$@"
 }
+
+# dump BINDIR PORT DB: the extension members as pg_upgrade dumps them (OIDs
+# differ between databases)
+dump() {
+	"$1/pg_dump" -h 127.0.0.1 -p "$2" -U postgres --schema-only --binary-upgrade \
+		--exclude-schema=app "$3" |
+		grep -v -E '^-- (Dumped|Started|Completed)|binary_upgrade_set_next_|^\\(un)?restrict |pg_catalog.setval\(' |
+		sed -E -e 's/[0-9]{4,}/N/g' -e "s/(relfrozenxid|relminmxid) = '[0-9]+'/\1 = 'N'/g"
+}
+
+# same_as_fresh WHAT FRESH UPGRADED: the dumps must be equal
+same_as_fresh() {
+	grep -q "ALTER EXTENSION shardext ADD TABLE shardext.dist_table" "$2" ||
+		fail "the dump does not list the extension's objects"
+	if ! diff -u "$2" "$3" >"$3.diff"; then
+		cat "$3.diff" >&2
+		fail "$1 differs from a fresh install (diff above: - fresh, + upgraded)"
+	fi
+	echo "ok - $1 equals a fresh install ($(grep -c 'ALTER EXTENSION shardext ADD' "$2") objects)"
+}
+
+# --- the SQL upgrade path with this tree's library, on every version ---
+rm -rf "$WORK"
+mkdir -p "$WORK"
+for db in upgrade_fresh upgrade_from_1_0 upgrade_from_1_1; do
+	DB=postgres psql_at "$COORDINATOR_PORT" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
+		-c "CREATE DATABASE $db" || fail "creating database $db"
+done
+DB=upgrade_fresh psql_at "$COORDINATOR_PORT" -c "CREATE EXTENSION shardext" ||
+	fail "CREATE EXTENSION shardext"
+dump "$BINDIR" "$COORDINATOR_PORT" upgrade_fresh >"$WORK/fresh-$CUR.sql" ||
+	fail "pg_dump of the fresh database"
+for from in 1.0 1.1; do
+	db=upgrade_from_${from/./_}
+	DB=$db psql_at "$COORDINATOR_PORT" -c "CREATE EXTENSION shardext VERSION '$from'" ||
+		fail "CREATE EXTENSION shardext VERSION '$from'"
+	DB=$db psql_at "$COORDINATOR_PORT" -c "ALTER EXTENSION shardext UPDATE" ||
+		fail "ALTER EXTENSION shardext UPDATE from $from"
+	expect_eq "PostgreSQL $(pg_major): $from updated to $CUR" "$CUR" \
+		"$(DB=$db psql_at "$COORDINATOR_PORT" -c "SELECT extversion FROM pg_extension WHERE extname = 'shardext'")"
+	dump "$BINDIR" "$COORDINATOR_PORT" "$db" >"$WORK/from-$from.sql" || fail "pg_dump of $db"
+	same_as_fresh "PostgreSQL $(pg_major): shardext $from updated to $CUR" "$WORK/fresh-$CUR.sql" \
+		"$WORK/from-$from.sql"
+done
+for db in upgrade_fresh upgrade_from_1_0 upgrade_from_1_1; do
+	DB=postgres psql_at "$COORDINATOR_PORT" -c "DROP DATABASE $db WITH (FORCE)" || fail "dropping $db"
+done
+if [ "$(pg_major)" != 15 ]; then
+	echo "ok - the upgrade of a running 1.0 cluster is checked on PostgreSQL 15 (1.0 builds only there)"
+	exit 0
+fi
 
 # --- the release's source, from history ---
 if ! git -C "$ROOT" cat-file -e "$RELEASE_COMMIT^{commit}" 2>/dev/null; then
@@ -203,22 +262,9 @@ expect_eq "its rows" "10" "$(pq $COORD upg -c "SELECT count(*) FROM app.\"$LONG2
 # --- the upgraded extension equals a fresh install ---
 pq $COORD postgres -c "CREATE DATABASE fresh"
 pq $COORD fresh -c "CREATE EXTENSION shardext" || fail "CREATE EXTENSION in a fresh database"
-dump() {
-	# extension members as pg_upgrade dumps them; OIDs differ between databases
-	"$PRIVATE_BINDIR/pg_dump" -h 127.0.0.1 -p $COORD -U postgres --schema-only --binary-upgrade \
-		--exclude-schema=app "$1" |
-		grep -v -E '^-- (Dumped|Started|Completed)|binary_upgrade_set_next_|^\\(un)?restrict |pg_catalog.setval\(' |
-		sed -E -e 's/[0-9]{4,}/N/g' -e "s/(relfrozenxid|relminmxid) = '[0-9]+'/\1 = 'N'/g"
-}
-dump upg >"$WORK/upgraded.sql" || fail "pg_dump of the upgraded database"
-dump fresh >"$WORK/fresh.sql" || fail "pg_dump of the fresh database"
-grep -q "ALTER EXTENSION shardext ADD TABLE shardext.dist_table" "$WORK/fresh.sql" ||
-	fail "the dump does not list the extension's objects"
-if ! diff -u "$WORK/fresh.sql" "$WORK/upgraded.sql" >"$WORK/dump.diff"; then
-	cat "$WORK/dump.diff" >&2
-	fail "the upgraded extension differs from a fresh install (diff above: - fresh, + upgraded)"
-fi
-echo "ok - the upgraded extension equals a fresh install ($(grep -c 'ALTER EXTENSION shardext ADD' "$WORK/fresh.sql") objects)"
+dump "$PRIVATE_BINDIR" $COORD upg >"$WORK/upgraded.sql" || fail "pg_dump of the upgraded database"
+dump "$PRIVATE_BINDIR" $COORD fresh >"$WORK/fresh.sql" || fail "pg_dump of the fresh database"
+same_as_fresh "the upgraded extension" "$WORK/fresh.sql" "$WORK/upgraded.sql"
 
 # --- mixed versions and missing settings are refused when adding a node ---
 pq $W1 postgres -c "CREATE DATABASE fresh"

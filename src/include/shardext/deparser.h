@@ -34,6 +34,7 @@ extern char *WorkerEnsureSchemaCommand(const char *schemaName);
 extern char *ColumnListString(Oid relid);
 extern void AppendColumnDefinition(StringInfo buf, Relation rel, AttrNumber attnum);
 extern char *ShardColumnDefault(Relation rel, AttrNumber attnum);
+extern char *NotNullConstraintName(Oid relid, AttrNumber attnum);
 extern char *ShardConstraintName(const char *name, bool indexBacked, int64 shardId);
 extern char *ShardConstraintCommand(Oid constraintOid, const char *shardName, int64 shardId);
 extern char *ShardIndexCommand(Oid indexOid, const char *shardName, int64 shardId,

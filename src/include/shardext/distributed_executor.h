@@ -141,6 +141,12 @@ typedef struct DistributedScanState
 	/* a repartition join's exchange (repartition_exchange.c) */
 	struct RepartitionExchange *exchange;
 	bool		rerouted;		/* a replica's task moved to its primary */
+	/* rows kept for rescans that would send the same queries (scan_replay.c) */
+	Bitmapset  *remoteParams;	/* executor parameters of custom_exprs */
+	Tuplestorestate *keptRows;
+	bool		keepRows;		/* this run's rows go to keptRows */
+	bool		keptComplete;	/* keptRows holds a whole run */
+	bool		replaying;		/* rows come from keptRows */
 } DistributedScanState;
 
 /* a row a task returned, handed to an ExecuteRemoteTasks callback */
@@ -164,8 +170,27 @@ typedef struct ConnectionExecState
 
 /* distributed_executor.c */
 extern void BuildDistributedTasks(DistributedScanState *state);
+extern char *FirstShardTaskSql(DistributedScanState *state);
 extern void ReleaseConnection(NodeConnection *conn);
 extern void ExecutorConnectionFailed(NodeConnection *conn);
+
+/*
+ * remote_scan_check.c: test and assert builds check that distributed scans
+ * read only what their remote SQL fetches
+ */
+#if defined(SHARDEXT_TEST_HOOKS) || defined(USE_ASSERT_CHECKING)
+#define SHARDEXT_CHECK_REMOTE_SCANS
+extern void CheckRemoteScanColumns(DistributedScanState *state);
+extern void CheckRemoteResultTypes(DistributedScanState *state, PGresult *result);
+#endif
+
+/* scan_replay.c */
+extern void InitScanReplay(DistributedScanState *state);
+extern bool RescanFromKeptRows(DistributedScanState *state);
+extern bool ReplayKeptRow(DistributedScanState *state, TupleTableSlot *slot);
+extern void KeepScanRow(DistributedScanState *state, TupleTableSlot *slot);
+extern void KeptRowsComplete(DistributedScanState *state);
+extern void EndScanReplay(DistributedScanState *state);
 
 /* connection_state.c */
 extern ConnectionExecState *GetConnectionExecState(NodeConnection *conn);

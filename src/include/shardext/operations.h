@@ -9,6 +9,7 @@
 #ifndef SHARDEXT_OPERATIONS_H
 #define SHARDEXT_OPERATIONS_H
 
+#include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "shardext/connection.h"
 
@@ -33,6 +34,12 @@ extern void CheckForeignKeysOfNewTable(Oid relid);
 extern void CheckNewNode(const char *host, int32 port);
 
 /* node_management.c */
+struct NodeConnection;
 extern void ReplicateReferenceTablesToNode(int32 nodeId);
+extern void CheckSameMajorVersion(struct NodeConnection *conn, const char *host, int32 port);
+extern char *CoordinatorId(void);
+
+/* replica_management.c */
+extern Datum shardext_update_node(PG_FUNCTION_ARGS);
 
 #endif							/* SHARDEXT_OPERATIONS_H */

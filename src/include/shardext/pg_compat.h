@@ -217,6 +217,21 @@ SetPlannedStmtRangeTable(PlannedStmt *stmt, Query *query)
 #define MarkNullableByJoin(node, varno, joinIndex) ((void) (varno), (void) (joinIndex), (node))
 #endif
 
+/* ==== GUCs ==== */
+
+/*
+ * The memory of a check hook's extra, which the GUC machinery frees: 16
+ * keeps GUC memory in a memory context (guc_malloc, guc_free), before it
+ * was malloc's.  NULL when out of memory.
+ */
+#if PG_VERSION_NUM >= 160000
+#define GucExtraAlloc(size) guc_malloc(LOG, (size))
+#define GucExtraFree(ptr) guc_free(ptr)
+#else
+#define GucExtraAlloc(size) malloc(size)
+#define GucExtraFree(ptr) free(ptr)
+#endif
+
 /* ==== the planner ==== */
 
 /* 19 gave the planner (and its hook) the ExplainState of an EXPLAIN, or NULL */
@@ -269,6 +284,16 @@ FlattenAliasVars(Query *query, Node *node)
 }
 
 /*
+ * RteIsGroup: the RTE_GROUP entry that 18 adds to a query with GROUP BY; it
+ * names no table (FlattenAliasVars replaces its Vars).
+ */
+#if PG_VERSION_NUM >= 180000
+#define RteIsGroup(rte) ((rte)->rtekind == RTE_GROUP)
+#else
+#define RteIsGroup(rte) false
+#endif
+
+/*
  * FlattenJoinAliasVars is FlattenAliasVars for JOIN output columns only
  * (16 added the PlannerInfo argument).
  */
@@ -283,12 +308,12 @@ FlattenAliasVars(Query *query, Node *node)
  * the index of the result relation (for Vars of RETURNING OLD/NEW).
  */
 #if PG_VERSION_NUM >= 180000
-#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tlist, resultRelation, opt, nomatch, hasSubLinks) \
-	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tlist), (resultRelation), (opt), \
-							  (nomatch), (hasSubLinks))
+#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tl, resultRel, opt, nomatch, sl) \
+	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tl), (resultRel), (opt), \
+							  (nomatch), (sl))
 #else
-#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tlist, resultRelation, opt, nomatch, hasSubLinks) \
-	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tlist), (opt), (nomatch), (hasSubLinks))
+#define ReplaceVarsFromTargetListOf(node, varno, up, rte, tl, resultRel, opt, nomatch, sl) \
+	ReplaceVarsFromTargetList((node), (varno), (up), (rte), (tl), (opt), (nomatch), (sl))
 #endif
 
 /*
@@ -365,6 +390,26 @@ MergeBecomesSelect(Query *query)
 #endif
 }
 
+/* ==== table definitions ==== */
+
+/*
+ * 18 records each NOT NULL as a named constraint (pg_constraint contype
+ * 'n'); shardext gives the shards the table's names, with the columns.
+ * (17's headers define CONSTRAINT_NOTNULL, but it has no such constraints.)
+ */
+#if PG_VERSION_NUM >= 180000
+#define ConstraintIsNotNull(contype) ((contype) == CONSTRAINT_NOTNULL)
+#else
+#define ConstraintIsNotNull(contype) false
+#endif
+
+/* a virtual generated column (18), computed when read */
+#if PG_VERSION_NUM >= 180000
+#define ColumnIsVirtual(attr) ((attr)->attgenerated == ATTRIBUTE_GENERATED_VIRTUAL)
+#else
+#define ColumnIsVirtual(attr) false
+#endif
+
 /* ==== COPY ==== */
 
 /* 19 replaced CopyFormatOptions' binary and csv_mode by format */
@@ -399,6 +444,13 @@ MergeBecomesSelect(Query *query)
 #define RelationNewFileSubid(rel) ((rel)->rd_newRelfilelocatorSubid)
 #else
 #define RelationNewFileSubid(rel) ((rel)->rd_newRelfilenodeSubid)
+#endif
+
+/* 19 wants TupleDescFinalize() on a TupleDesc built entry by entry, before use */
+#if PG_VERSION_NUM >= 190000
+#define FinishTupleDesc(desc) TupleDescFinalize(desc)
+#else
+#define FinishTupleDesc(desc) ((void) (desc))
 #endif
 
 /* 18 added the size of extra space to allocate after the tuple */
@@ -603,8 +655,14 @@ typedef RepOriginId ReplOriginId;
  * executor uses to tell a lone extended-protocol Execute from a pipeline:
  * the pq_* functions of libpq/libpq.h, which cannot be included by code
  * that includes libpq-fe.h (it pulls in the server build's GSSAPI headers).
+ * 17 replaced pq_buffer_has_data() by pq_buffer_remaining_data().
  */
+#if PG_VERSION_NUM >= 170000
+extern ssize_t pq_buffer_remaining_data(void);
+#define pq_buffer_has_data() (pq_buffer_remaining_data() > 0)
+#else
 extern bool pq_buffer_has_data(void);
+#endif
 extern void pq_startmsgread(void);
 extern int	pq_peekbyte(void);
 extern void pq_endmsgread(void);

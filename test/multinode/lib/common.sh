@@ -43,6 +43,24 @@ expect_error_like() {
 
 cluster() { "$ROOT/scripts/cluster" "$@"; }
 
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# start_plain_server BINDIR DIR PORT: a new server of that installation in
+# DIR on PORT (127.0.0.1), without shardext; stop_plain_server BINDIR DIR
+# stops it and removes it
+start_plain_server() {
+	local bindir=$1 dir=$2 port=$3
+	rm -rf "$dir"
+	as_pg "$bindir/initdb" -D "$dir" --auth=trust -U postgres >/dev/null || fail "initdb in $dir"
+	as_pg "$bindir/pg_ctl" -D "$dir" \
+		-o "-p $port -k $SHARDEXT_CLUSTER_DIR/sockets -c listen_addresses=127.0.0.1" \
+		-l "$dir.log" -w start >/dev/null || fail "starting the server of $dir"
+}
+stop_plain_server() {
+	as_pg "$1/pg_ctl" -D "$2" -m immediate stop >/dev/null 2>&1
+	rm -rf "$2" "$2.log"
+}
+
 # --- waiting for a condition, instead of sleeping ---------------------------
 
 # poll SECONDS COMMAND...: run COMMAND until it succeeds, every 0.1 s, for
