@@ -126,7 +126,7 @@ static void AbortRemoteTransactions(void);
 static void ResetRemoteTransaction(NodeConnection *conn);
 static void LeavePreparedToRecovery(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
-static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
+static void RollbackRemoteSubtransaction(NodeConnection *conn, int level, bool clean);
 #ifdef SHARDEXT_TEST_HOOKS
 static void InjectTestFault(int fault);
 #else
@@ -1019,6 +1019,7 @@ RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			level;
 	List	   *connections;
+	List	   *busy = NIL;
 	ListCell   *cell;
 
 	if (connectionsInTransaction == 0 ||
@@ -1040,26 +1041,39 @@ RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 			conn->remoteLevel = level - 1;
 			conn->pendingReleaseLevel = level;
 		}
-		else
-			RollbackRemoteSubtransaction(conn, level);
+		else if (conn->queryInProgress)
+			busy = lappend(busy, conn);
 	}
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		/* all cancels at once: hung nodes cost one wait, not one per connection */
+		List	   *notCancelled = CancelRemoteCommands(busy, REMOTE_CLEANUP_TIMEOUT_MS);
+
+		foreach(cell, connections)
+		{
+			NodeConnection *conn = lfirst(cell);
+
+			if (conn->xactState == REMOTE_XACT_OPEN && conn->remoteLevel >= level)
+				RollbackRemoteSubtransaction(conn, level,
+											 !list_member_ptr(notCancelled, conn));
+		}
+		list_free(notCancelled);
+	}
+	list_free(busy);
 	list_free(connections);
 }
 
 /*
  * RollbackRemoteSubtransaction undoes the remote work of the subtransaction
- * at the given level: cancel what runs, then ROLLBACK TO its savepoint (which
- * also discards deeper ones) and release it.  If that fails the remote
+ * at the given level once what ran was cancelled (clean: the caller's
+ * cancel succeeded or nothing ran): ROLLBACK TO its savepoint (which also
+ * discards deeper ones) and release it.  If that fails the remote
  * transaction is lost and marked failed; it never throws.
  */
 static void
-RollbackRemoteSubtransaction(NodeConnection *conn, int level)
+RollbackRemoteSubtransaction(NodeConnection *conn, int level, bool clean)
 {
 	char	   *command;
-	bool		clean = true;
-
-	if (conn->queryInProgress)
-		clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 
 	if (clean)
 	{
