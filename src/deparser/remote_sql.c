@@ -174,16 +174,31 @@ RemoteSqlPopQuery(RemoteSql *sql)
 	sql->levels = list_delete_first(sql->levels);
 }
 
-/* the alias of a range table entry levelsUp query levels out */
+/*
+ * The alias of a range table entry levelsUp query levels out: "q<level>_<n>"
+ * where n is the entry's position not counting the RTE_GROUP entries before
+ * it (18 adds one to a query with GROUP BY; it names nothing), so that the
+ * entries a planner appends after it are named alike on every version.
+ */
 char *
 RemoteSqlAlias(RemoteSql *sql, int levelsUp, Index rtindex)
 {
 	DeparseLevel *level;
+	Index		number = rtindex;
 
 	if (levelsUp >= list_length(sql->levels))
 		elog(ERROR, "variable level %d out of range", levelsUp);
 	level = list_nth(sql->levels, levelsUp);
-	return psprintf("q%d_%u", level->id, rtindex);
+#if PG_VERSION_NUM >= 180000
+	foreach_node(RangeTblEntry, rte, level->query->rtable)
+	{
+		if ((Index) foreach_current_index(rte) + 1 >= rtindex)
+			break;
+		if (RteIsGroup(rte))
+			number--;
+	}
+#endif
+	return psprintf("q%d_%u", level->id, number);
 }
 
 static Query *
