@@ -16,30 +16,34 @@ CREATE TABLE pool_t (id int PRIMARY KEY, v int);
 SELECT create_distributed_table('pool_t', 'id', shard_count => 8);
 INSERT INTO pool_t SELECT g, g FROM generate_series(1, 1000) g;
 
--- a multi-shard statement may open several connections per node, but the
--- session keeps one per node after the transaction
-SET shardext.executor_slow_start_interval = 0;
-SELECT count(*), sum(v) FROM pool_t;
-RESET shardext.executor_slow_start_interval;
-SELECT node_id IS NOT NULL AS registered, session_connections, connections >= 1 AS counted,
-	   max_connections > 0 AS limited, wait_timeouts
-FROM shardext.connection_stats
-WHERE node_port IN (SELECT node_port FROM shardext.nodes)
-ORDER BY node_id;
-
 -- slow start, seen inside a transaction block (the connections of a read
 -- stay until the block ends): more connections per node only after the
 -- node's tasks have waited for the interval
+BEGIN;
+SET LOCAL shardext.executor_slow_start_interval = '10s';
+SELECT count(*) FROM pool_t;
+SELECT max(session_connections) AS one_per_node FROM shardext.connection_stats
+WHERE node_port IN (SELECT node_port FROM shardext.nodes);
+COMMIT;
 BEGIN;
 SET LOCAL shardext.executor_slow_start_interval = 0;
 SELECT count(*) FROM pool_t;
 SELECT max(session_connections) > 1 AS more_than_one FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes);
 COMMIT;
+
+-- the session keeps those connections while the node's pool can spare
+-- them (it is nearly empty here) ...
+SELECT node_id IS NOT NULL AS registered, session_connections > 1 AS kept_more_than_one,
+	   connections >= 1 AS counted, max_connections > 0 AS limited, wait_timeouts
+FROM shardext.connection_stats
+WHERE node_port IN (SELECT node_port FROM shardext.nodes)
+ORDER BY node_id;
+-- ... and the next multi-shard statement takes them at once, without slow start
 BEGIN;
 SET LOCAL shardext.executor_slow_start_interval = '10s';
 SELECT count(*) FROM pool_t;
-SELECT max(session_connections) AS one_per_node FROM shardext.connection_stats
+SELECT max(session_connections) > 1 AS more_than_one FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes);
 COMMIT;
 
@@ -66,8 +70,22 @@ SHOW shardext.max_shared_pool_size;
 SELECT count(*), sum(v) FROM pool_t;
 SELECT max_connections, session_connections FROM shardext.connection_stats
 WHERE node_port IN (SELECT node_port FROM shardext.nodes) ORDER BY node_id;
+-- a pool of 4 per node: a statement may take all of them, but between
+-- transactions the session keeps no more than half of the pool
+ALTER SYSTEM SET shardext.max_shared_pool_size = 4;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.2);
+SHOW shardext.max_shared_pool_size;
+SET shardext.executor_slow_start_interval = 0;
+SELECT count(*), sum(v) FROM pool_t;
+RESET shardext.executor_slow_start_interval;
+SELECT max_connections, session_connections BETWEEN 1 AND max_connections / 2 AS at_most_half
+FROM shardext.connection_stats
+WHERE node_port IN (SELECT node_port FROM shardext.nodes) ORDER BY node_id;
 ALTER SYSTEM RESET shardext.max_shared_pool_size;
 SELECT pg_reload_conf();
+-- (wait until the server read the file again: later tests change it)
+SELECT pg_sleep(0.2);
 
 -- ordinary users may not change what bounds everybody's connections
 CREATE ROLE pool_user;

@@ -23,8 +23,12 @@
  * when the pool has no room.
  *
  * At the end of each transaction (ConnectionsAtTransactionEnd) the cache
- * keeps at most shardext.max_cached_connections_per_node connections per
- * node, closes those older than shardext.connection_lifetime, and gives a
+ * keeps shardext.max_cached_connections_per_node connections per node, and
+ * more (those of multi-shard statements, up to max_connections_per_node)
+ * only while the node's pool is at most half full and nobody waits, so
+ * that the next such statement need not open them again while others can
+ * always get their first connection; it closes connections older than
+ * shardext.connection_lifetime, and gives a
  * connection back when other sessions wait for a slot of its node and it
  * was held for shardext.connection_share_interval: so busy sessions take
  * turns instead of starving the others.
@@ -69,6 +73,8 @@
 #define NODE_LIMIT_QUERY_TIMEOUT_MS 2000
 /* ... and how long an answer stands */
 #define NODE_LIMIT_MAX_AGE_MS 1000
+/* prepared statements a cached connection may carry unused (see connection.h) */
+#define MAX_ABANDONED_STATEMENTS 500
 
 typedef struct ConnectionKey
 {
@@ -332,6 +338,25 @@ StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind)
 	NodeConnection *conn = CachedConnectionAt(nodeId, index);
 
 	return PrepareConnection(conn, kind, true) ? conn : NULL;
+}
+
+/*
+ * CachedConnectionIsOpen tells whether the index-th connection of the
+ * current user to a node is open and idle outside a remote transaction:
+ * one kept from earlier statements, which a scan can take without waiting
+ * for slow start.
+ */
+bool
+CachedConnectionIsOpen(int32 nodeId, int index)
+{
+	ConnectionCacheEntry *entry = GetCacheEntry(nodeId);
+	NodeConnection *conn;
+
+	if (list_length(entry->connections) <= index)
+		return false;
+	conn = list_nth(entry->connections, index);
+	return conn->pgConn != NULL && !conn->connecting && !conn->queryInProgress &&
+		conn->xactState == REMOTE_XACT_NONE && PQstatus(conn->pgConn) == CONNECTION_OK;
 }
 
 /*
@@ -680,8 +705,11 @@ ConnectionsAtTransactionEnd(void)
 /*
  * ShouldKeepConnection decides whether an idle connection stays cached:
  * not when it is broken or half open, when kept connections to its node
- * reach shardext.max_cached_connections_per_node, when it is older than
- * shardext.connection_lifetime, or when others wait for a slot of its node
+ * reach shardext.max_cached_connections_per_node (more, up to
+ * shardext.max_connections_per_node, while the node's pool can spare them:
+ * PoolHasSpareRoom), when it is older than
+ * shardext.connection_lifetime, when it carries many prepared statements
+ * nobody uses any more, or when others wait for a slot of its node
  * and it was held for shardext.connection_share_interval (or a waiter that
  * waited long asks for it).
  */
@@ -690,7 +718,12 @@ ShouldKeepConnection(NodeConnection *conn, TimestampTz now, int kept)
 {
 	if (conn->connecting || PQstatus(conn->pgConn) != CONNECTION_OK)
 		return false;
-	if (kept >= ShardextMaxCachedConnectionsPerNode)
+	/* beyond the ones always kept, only what the node's pool can spare */
+	if (kept >= ShardextMaxCachedConnectionsPerNode &&
+		(ShardextMaxCachedConnectionsPerNode == 0 ||
+		 kept >= ShardextMaxConnectionsPerNode || !PoolHasSpareRoom(conn->poolEntry)))
+		return false;
+	if (conn->abandonedStatements > MAX_ABANDONED_STATEMENTS)
 		return false;
 	if (ShardextConnectionLifetime > 0 &&
 		TimestampDifferenceExceeds(conn->openedAt, now, ShardextConnectionLifetime))
@@ -762,6 +795,7 @@ BeginConnectAs(NodeConnection *conn, const char *dbname, const char *user, bool 
 	conn->queryInProgress = false;
 	conn->pipelineStage = PIPELINE_NONE;
 	conn->executorState = NULL;
+	conn->abandonedStatements = 0;
 	if (conn->remoteTimeZone != NULL)
 		pfree(conn->remoteTimeZone);
 	conn->remoteTimeZone = MemoryContextStrdup(ConnectionContext, timeZone);

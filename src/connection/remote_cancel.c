@@ -24,6 +24,10 @@
  *	  free connection slot on the node, and a node behind a connection
  *	  pooler cannot be cancelled this way (the pid is the pooler's).
  *
+ * Several connections are cancelled together (SendNodeCancelRequests):
+ * every request goes out first, then all are waited for against one
+ * deadline.
+ *
  * The libpq compiled against decides (its libpq-fe.h, not the server's
  * version): 18's says LIBPQ_HAS_ASYNC_CANCEL, 17's only declares the API,
  * which the Makefile detects (SHARDEXT_LIBPQ_CANCEL_CREATE).  Either way
@@ -34,6 +38,7 @@
  */
 #include "postgres.h"
 
+#include "storage/latch.h"
 #include "utils/timestamp.h"
 
 #include "shardext/connection.h"
@@ -44,29 +49,59 @@
 #endif
 
 #ifdef ASYNC_CANCEL
-static bool SendCancelRequestAsync(NodeConnection *conn, TimestampTz deadline);
+static bool StartCancelRequest(NodeConnection *conn);
+static void AdvanceReadyCancelRequest(NodeConnection *conn);
+static bool FinishCancelRequest(NodeConnection *conn, TimestampTz deadline);
 #else
 static bool SignalRemoteBackend(NodeConnection *conn, TimestampTz deadline);
 #endif
 
 /*
- * SendNodeCancelRequest asks the node to cancel the command in flight on the
- * connection, waiting at most timeoutMs for the request to be delivered.
- * It serves no interrupts (it runs on abort paths) and never throws for
- * remote trouble; returns whether the request was delivered.
+ * SendNodeCancelRequests asks the nodes to cancel the commands in flight on
+ * the connections, waiting until deadline for the requests to be delivered:
+ * every request goes out before any is waited for, so that nodes that do
+ * not answer cost one wait, not one per connection.  It serves no
+ * interrupts (it runs on abort paths) and never throws for remote trouble;
+ * returns the connections whose request was not delivered.
  */
-bool
-SendNodeCancelRequest(NodeConnection *conn, int timeoutMs)
+List *
+SendNodeCancelRequests(List *conns, TimestampTz deadline)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
-
-	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
-		return false;
+	List	   *failed = NIL;
+	ListCell   *cell;
 #ifdef ASYNC_CANCEL
-	return SendCancelRequestAsync(conn, deadline);
+	List	   *started = NIL;
+
+	foreach(cell, conns)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (StartCancelRequest(conn))
+			started = lappend(started, conn);
+		else
+			failed = lappend(failed, conn);
+	}
+	foreach(cell, started)
+		AdvanceReadyCancelRequest(lfirst(cell));
+	foreach(cell, started)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (!FinishCancelRequest(conn, deadline))
+			failed = lappend(failed, conn);
+	}
+	list_free(started);
 #else
-	return SignalRemoteBackend(conn, deadline);
+	foreach(cell, conns)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK ||
+			!SignalRemoteBackend(conn, deadline))
+			failed = lappend(failed, conn);
+	}
 #endif
+	return failed;
 }
 
 /*
@@ -100,27 +135,57 @@ AdvanceCancelRequest(NodeConnection *conn)
 #ifdef ASYNC_CANCEL
 
 /*
- * SendCancelRequestAsync sends the cancel request with libpq's
- * non-blocking cancel API: delivered when the postmaster has closed the
- * request's connection (so that the cancel cannot hit a later command).
+ * StartCancelRequest starts sending the cancel request of the connection
+ * with libpq's non-blocking cancel API (conn->cancelRequest).
  */
 static bool
-SendCancelRequestAsync(NodeConnection *conn, TimestampTz deadline)
+StartCancelRequest(NodeConnection *conn)
 {
-	PGcancelConn *request = PQcancelCreate(conn->pgConn);
-	bool		sent = false;
+	PGcancelConn *request;
 
+	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
+		return false;
+	request = PQcancelCreate(conn->pgConn);
 	if (request == NULL)
 		return false;
-	if (PQcancelStart(request))
+	if (!PQcancelStart(request))
 	{
-		conn->cancelRequest = request;
-		conn->cancelPollStatus = PGRES_POLLING_WRITING;
-		sent = WaitForNodeUntil(conn, NODE_WAIT_CANCEL_SENT, deadline, false) ==
-			NODE_WAIT_DONE;
-		conn->cancelRequest = NULL;
+		PQcancelFinish(request);
+		return false;
 	}
-	PQcancelFinish(request);
+	conn->cancelRequest = request;
+	conn->cancelPollStatus = PGRES_POLLING_WRITING;
+	return true;
+}
+
+/*
+ * AdvanceReadyCancelRequest lets libpq go on with a started request whose
+ * socket is ready now, without waiting: the request goes out while those of
+ * other connections are waited for.
+ */
+static void
+AdvanceReadyCancelRequest(NodeConnection *conn)
+{
+	int			events = conn->cancelPollStatus == PGRES_POLLING_READING ?
+		WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+
+	if (WaitOnNodeConnection(conn, events, 0) & events)
+		AdvanceCancelRequest(conn);
+}
+
+/*
+ * FinishCancelRequest waits until deadline for the started request to be
+ * delivered (the postmaster has closed the request's connection, so that
+ * the cancel cannot hit a later command), then frees it.
+ */
+static bool
+FinishCancelRequest(NodeConnection *conn, TimestampTz deadline)
+{
+	bool		sent;
+
+	sent = WaitForNodeUntil(conn, NODE_WAIT_CANCEL_SENT, deadline, false) == NODE_WAIT_DONE;
+	PQcancelFinish((PGcancelConn *) conn->cancelRequest);
+	conn->cancelRequest = NULL;
 	return sent;
 }
 

@@ -46,6 +46,7 @@
 #define CANCEL_DRAIN_TIMEOUT_MS 5000
 
 static void FlushRemoteOutput(NodeConnection *conn);
+static bool DrainRemoteResultsUntil(NodeConnection *conn, TimestampTz deadline);
 static bool ResultIsError(PGresult *result);
 static void WaitForNodeOrFail(NodeConnection *conn, NodeWaitGoal goal);
 static void ReportNodeWaitFailure(NodeConnection *conn, NodeWaitResult result);
@@ -146,7 +147,7 @@ ServeNodeWaitInterrupts(void)
  * WaitForNodeUntil is the one loop that waits for a node: until the
  * connection reaches goal (connection attempt ended, next result readable
  * with nothing left to send, output flushed, some input read, or the cancel
- * request that SendNodeCancelRequest started delivered), the deadline passes (0: none),
+ * request that SendNodeCancelRequests started delivered), the deadline passes (0: none),
  * or the connection fails.  A connection attempt also ends when the
  * node stays silent for shardext.connect_timeout (conn->connectDeadline,
  * renewed by each answer).  With interruptible, interrupts are served while
@@ -613,10 +614,21 @@ ReportConnectionError(NodeConnection *conn, int elevel)
 bool
 DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs);
+	return DrainRemoteResultsUntil(conn,
+								   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeoutMs));
+}
+
+/*
+ * DrainRemoteResultsUntil is DrainRemoteResults with a deadline.  What has
+ * arrived is read first: a command that ended while other connections were
+ * waited for counts as ended even once the deadline has passed.
+ */
+static bool
+DrainRemoteResultsUntil(NodeConnection *conn, TimestampTz deadline)
+{
 	PGconn	   *pgConn = conn->pgConn;
 
-	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK)
+	if (pgConn == NULL || PQstatus(pgConn) != CONNECTION_OK || !PQconsumeInput(pgConn))
 		return false;
 
 	for (;;)
@@ -677,27 +689,61 @@ DrainRemoteResults(NodeConnection *conn, int timeoutMs)
 /*
  * CancelRemoteCommand asks the node to cancel the command in flight and
  * drains its results; returns false if the connection is not usable after.
- * Sending the request waits at most shardext.connect_timeout (within
- * timeoutMs), and a cancelled command gets a few seconds to end: a node
- * that does not react by then is in trouble, and the caller closes the
- * connection rather than keep the session waiting.
  */
 bool
 CancelRemoteCommand(NodeConnection *conn, int timeoutMs)
 {
-	if (conn->pgConn == NULL || PQstatus(conn->pgConn) != CONNECTION_OK)
-		return false;
+	List	   *one = list_make1(conn);
+	List	   *failed = CancelRemoteCommands(one, timeoutMs);
+	bool		clean = failed == NIL;
 
-	if (!SendNodeCancelRequest(conn, Min(timeoutMs, ShardextConnectTimeout)))
+	list_free(one);
+	list_free(failed);
+	return clean;
+}
+
+/*
+ * CancelRemoteCommands cancels the commands in flight on the connections
+ * and drains their results; returns the connections that are not usable
+ * after (the caller closes them).  Sending the requests waits at most
+ * shardext.connect_timeout (within timeoutMs), and the cancelled commands
+ * get a few seconds to end: a node that does not react by then is in
+ * trouble, and the caller closes the connection rather than keep the
+ * session waiting.  Both waits are shared by all the connections (every
+ * request is sent before any result is awaited), so that a node whose
+ * backends all hang costs the same time however many connections to it
+ * were busy.
+ */
+List *
+CancelRemoteCommands(List *conns, int timeoutMs)
+{
+	TimestampTz sendDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														   Min(timeoutMs, ShardextConnectTimeout));
+	List	   *failed = SendNodeCancelRequests(conns, sendDeadline);
+	TimestampTz drainDeadline;
+	ListCell   *cell;
+
+	foreach(cell, failed)
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not send cancel request to node %s:%d",
-						conn->host, conn->port)));
-		return false;
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL && PQstatus(conn->pgConn) == CONNECTION_OK)
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not send cancel request to node %s:%d",
+							conn->host, conn->port)));
 	}
-	return DrainRemoteResults(conn, Min(timeoutMs,
-										Max(CANCEL_DRAIN_TIMEOUT_MS, ShardextConnectTimeout)));
+	drainDeadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												Min(timeoutMs,
+													Max(CANCEL_DRAIN_TIMEOUT_MS, ShardextConnectTimeout)));
+	foreach(cell, conns)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (!list_member_ptr(failed, conn) && !DrainRemoteResultsUntil(conn, drainDeadline))
+			failed = lappend(failed, conn);
+	}
+	return failed;
 }
 
 /*
@@ -1114,6 +1160,19 @@ FinishRemoteCommandUntil(NodeConnection *conn, const char *command, TimestampTz 
 	}
 	conn->queryInProgress = false;
 	return success;
+}
+
+/*
+ * RemoteResultReady tells, without waiting, whether the result of the
+ * command in flight on a connection has arrived (a broken connection
+ * counts as ready: reading the result reports it).
+ */
+bool
+RemoteResultReady(NodeConnection *conn)
+{
+	if (!PQconsumeInput(conn->pgConn))
+		return true;
+	return !PQisBusy(conn->pgConn);
 }
 
 /*

@@ -19,7 +19,9 @@
  * full it waits, on a condition variable, for up to
  * shardext.connection_wait_timeout, then fails with
  * 53300 too_many_connections.  Holders give connections back at the end
- * of their transactions while others wait (connection.c decides when); a
+ * of their transactions while others wait (connection.c decides when), and
+ * keep more than their first connections only while the pool is at most
+ * half full (PoolHasSpareRoom); a
  * waiter that has waited a third of the timeout asks for one connection
  * to be given back at once (PoolYieldRequested), so that nobody waits in
  * vain while slots turn over slowly.  Further connections (parallelism of
@@ -388,6 +390,29 @@ PoolYieldRequested(PoolEntry *entry)
 	}
 	LWLockRelease(PoolState->lock);
 	return taken;
+}
+
+/*
+ * PoolHasSpareRoom tells whether the node's pool can spare the slots of
+ * connections a backend keeps beyond its first ones between transactions
+ * (see connection.c): nobody waits and at most half of the slots are
+ * taken, so that idle sessions keeping them can never hold more than half
+ * of a node's slots.  Unlimited pools and nodes not counted always can.
+ */
+bool
+PoolHasSpareRoom(PoolEntry *entry)
+{
+	bool		spare;
+	int			limit;
+
+	if (entry == NULL || releasedAtExit)
+		return true;
+	LWLockAcquire(PoolState->lock, LW_SHARED);
+	limit = PoolLimit(entry);
+	spare = entry->waiters == 0 &&
+		(limit == INT_MAX || entry->connections <= limit / 2);
+	LWLockRelease(PoolState->lock);
+	return spare;
 }
 
 /*

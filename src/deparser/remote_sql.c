@@ -56,6 +56,7 @@ typedef struct DeparseLevel
 static void FlushText(RemoteSql *sql);
 static void DeparseVar(RemoteSql *sql, Var *var);
 static void DeparseConst(RemoteSql *sql, Const *constant, bool withType);
+static bool SendConstAsParam(RemoteSql *sql, Const *constant);
 static void DeparseParamExpr(RemoteSql *sql, Node *expr);
 static void DeparseFuncExpr(RemoteSql *sql, FuncExpr *expr);
 static void DeparseOpExpr(RemoteSql *sql, OpExpr *expr);
@@ -173,16 +174,31 @@ RemoteSqlPopQuery(RemoteSql *sql)
 	sql->levels = list_delete_first(sql->levels);
 }
 
-/* the alias of a range table entry levelsUp query levels out */
+/*
+ * The alias of a range table entry levelsUp query levels out: "q<level>_<n>"
+ * where n is the entry's position not counting the RTE_GROUP entries before
+ * it (18 adds one to a query with GROUP BY; it names nothing), so that the
+ * entries a planner appends after it are named alike on every version.
+ */
 char *
 RemoteSqlAlias(RemoteSql *sql, int levelsUp, Index rtindex)
 {
 	DeparseLevel *level;
+	Index		number = rtindex;
 
 	if (levelsUp >= list_length(sql->levels))
 		elog(ERROR, "variable level %d out of range", levelsUp);
 	level = list_nth(sql->levels, levelsUp);
-	return psprintf("q%d_%u", level->id, rtindex);
+#if PG_VERSION_NUM >= 180000
+	foreach_node(RangeTblEntry, rte, level->query->rtable)
+	{
+		if ((Index) foreach_current_index(rte) + 1 >= rtindex)
+			break;
+		if (RteIsGroup(rte))
+			number--;
+	}
+#endif
+	return psprintf("q%d_%u", level->id, number);
 }
 
 static Query *
@@ -357,7 +373,10 @@ DeparseRemoteExpr(RemoteSql *sql, Node *node)
 			DeparseVar(sql, (Var *) node);
 			break;
 		case T_Const:
-			DeparseConst(sql, (Const *) node, true);
+			if (SendConstAsParam(sql, (Const *) node))
+				DeparseParamExpr(sql, node);
+			else
+				DeparseConst(sql, (Const *) node, true);
 			break;
 		case T_FuncExpr:
 			DeparseFuncExpr(sql, (FuncExpr *) node);
@@ -711,6 +730,53 @@ DeparseConst(RemoteSql *sql, Const *constant, bool withType)
 	if (withType)
 		appendStringInfo(&sql->buf, "::%s",
 						 RemoteTypeName(constant->consttype, constant->consttypmod));
+}
+
+/* at most this many parameters come from constants (see SendConstAsParam) */
+#define MAX_CONSTANT_PARAMS 32
+
+/*
+ * SendConstAsParam tells whether a constant goes to the workers as a
+ * parameter rather than a literal (RemoteSql.constantsAsParams): only
+ * non-NULL values of built-in types whose binary form means the same on
+ * every node (not reg* types, which are local OIDs) with the default
+ * collation, and not booleans (which decide partial indexes and are
+ * few).  Past MAX_CONSTANT_PARAMS parameters (long IN lists) further
+ * constants stay literals: such texts rarely repeat.
+ */
+static bool
+SendConstAsParam(RemoteSql *sql, Const *constant)
+{
+	if (!sql->constantsAsParams || constant->constisnull ||
+		(OidIsValid(constant->constcollid) && constant->constcollid != DEFAULT_COLLATION_OID))
+		return false;
+	/* an equal constant that is a parameter already stays one (GROUP BY matches) */
+	if (list_length(sql->paramExprs) >= MAX_CONSTANT_PARAMS)
+		return list_member(sql->paramExprs, constant);
+	switch (constant->consttype)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case DATEOID:
+		case TIMEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case INTERVALOID:
+		case UUIDOID:
+		case INT4ARRAYOID:
+		case INT8ARRAYOID:
+		case TEXTARRAYOID:
+			return true;
+		default:
+			return false;
+	}
 }
 
 /*
@@ -1359,6 +1425,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 	StringInfo	buf = &sql->buf;
 	ListCell   *cell;
 	List	   *targetList;
+	bool		constantsAsParams;
 
 	if (sql->failed)
 		return;
@@ -1435,6 +1502,9 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 		appendStringInfoString(buf, " ORDER BY ");
 		DeparseSortItems(sql, query->sortClause, targetList, SORT_POSITIONS_VISIBLE);
 	}
+	/* row counts shape the workers' plans (fast-start ones): literals stay */
+	constantsAsParams = sql->constantsAsParams;
+	sql->constantsAsParams = false;
 	if (query->limitCount != NULL)
 	{
 		if (query->limitOption == LIMIT_OPTION_WITH_TIES)
@@ -1447,6 +1517,7 @@ DeparseRemoteSelect(RemoteSql *sql, Query *query)
 		appendStringInfoString(buf, " OFFSET ");
 		DeparseRemoteExpr(sql, query->limitOffset);
 	}
+	sql->constantsAsParams = constantsAsParams;
 	DeparseRowMarks(sql, query);
 	RemoteSqlPopQuery(sql);
 }

@@ -26,13 +26,22 @@ static MemoryContext ExecutorStateContext = NULL;
 typedef struct PreparedStatementEntry
 {
 	uint64		key;			/* hash of the SQL text */
-	char	   *sql;
+	char	   *sql;			/* NULL: seen once, not prepared */
 	int			number;			/* statement name sx<number> */
+	bool		parsed;			/* the node accepted its Parse */
 } PreparedStatementEntry;
 
+/* statements prepared on one connection at most */
 #define MAX_PREPARED_STATEMENTS 2000
+/* texts remembered as seen once, at most (then forgotten) */
+#define MAX_SEEN_STATEMENTS (4 * MAX_PREPARED_STATEMENTS)
 
 static void FreeStaleConnectionExecStates(void);
+static HTAB *CreateStatementTable(void);
+static void ForgetStaleStatements(ConnectionExecState *es);
+static void DropStatements(ConnectionExecState *es);
+static void ForgetSeenStatements(ConnectionExecState *es);
+static char *StatementName(int number);
 
 /*
  * FreeStaleConnectionExecStates frees the state of connections that were
@@ -64,7 +73,6 @@ GetConnectionExecState(NodeConnection *conn)
 
 	if (es == NULL)
 	{
-		HASHCTL		info;
 		MemoryContext oldContext;
 
 		if (ExecutorStateContext == NULL)
@@ -77,15 +85,94 @@ GetConnectionExecState(NodeConnection *conn)
 		oldContext = MemoryContextSwitchTo(ExecutorStateContext);
 		ConnectionExecStates = lappend(ConnectionExecStates, es);
 		MemoryContextSwitchTo(oldContext);
-		memset(&info, 0, sizeof(info));
-		info.keysize = sizeof(uint64);
-		info.entrysize = sizeof(PreparedStatementEntry);
-		info.hcxt = ExecutorStateContext;
-		es->statements = hash_create("shardext prepared statements", 64, &info,
-									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		es->statements = CreateStatementTable();
+		es->generation = DistTableCacheGeneration;
 		conn->executorState = es;
 	}
 	return es;
+}
+
+static HTAB *
+CreateStatementTable(void)
+{
+	HASHCTL		info;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(uint64);
+	info.entrysize = sizeof(PreparedStatementEntry);
+	info.hcxt = ExecutorStateContext;
+	return hash_create("shardext prepared statements", 64, &info,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * ForgetStaleStatements drops the statements of a connection once a
+ * distributed table changed (DistTableCacheGeneration): the same text may
+ * now return other column types, which a statement prepared before cannot
+ * ("cached plan must not change result type").  They stay on the node,
+ * counted in abandonedStatements, until the connection closes.
+ */
+static void
+ForgetStaleStatements(ConnectionExecState *es)
+{
+	if (es->generation == DistTableCacheGeneration)
+		return;
+	es->generation = DistTableCacheGeneration;
+	DropStatements(es);
+}
+
+/* DropStatements forgets every statement of a connection (see above) */
+static void
+DropStatements(ConnectionExecState *es)
+{
+	if (hash_get_num_entries(es->statements) == 0)
+		return;
+	es->conn->abandonedStatements += es->preparedCount;
+	hash_destroy(es->statements);
+	es->statements = CreateStatementTable();
+	es->preparedCount = 0;
+	es->parsingNumber = 0;
+}
+
+/*
+ * ForgetStatementsIfStale forgets the statements prepared on a connection
+ * when a node reports that one of them no longer fits its tables ("cached
+ * plan must not change result type": the tables were changed on the node
+ * without the coordinator, e.g. with shardext_run_on_shards): the statement
+ * fails, the next one prepares again.
+ */
+void
+ForgetStatementsIfStale(NodeConnection *conn, PGresult *result)
+{
+	const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+	ConnectionExecState *es;
+
+	if (sqlstate == NULL || strcmp(sqlstate, "0A000") != 0 || conn->executorState == NULL)
+		return;
+	es = conn->executorState;
+	DropStatements(es);
+}
+
+/* ForgetSeenStatements forgets the texts seen once on a connection */
+static void
+ForgetSeenStatements(ConnectionExecState *es)
+{
+	HASH_SEQ_STATUS status;
+	PreparedStatementEntry *entry;
+
+	hash_seq_init(&status, es->statements);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->sql == NULL)
+			hash_search(es->statements, &entry->key, HASH_REMOVE, NULL);
+	}
+}
+
+/* StatementName returns the name of prepared statement number */
+static char *
+StatementName(int number)
+{
+	return psprintf("sx%d", number);
 }
 
 /* FlushOutput pushes libpq's output to the node; false when that failed */
@@ -100,11 +187,80 @@ FlushOutput(NodeConnection *conn)
 }
 
 /*
+ * StatementToRun tells how to run sql (with parameters) on a connection:
+ * NULL to send it unnamed, else the name of the statement prepared for
+ * it.  A text is prepared when it comes the second time (most texts that
+ * come once never come again); then *parse is set, and the caller sends
+ * the Parse ahead of the statement in the same pipeline and calls
+ * StatementParsed when the node accepted it.  Beyond
+ * MAX_PREPARED_STATEMENTS per connection, further texts go unnamed.
+ */
+char *
+StatementToRun(NodeConnection *conn, const char *sql, bool *parse)
+{
+	ConnectionExecState *es = GetConnectionExecState(conn);
+	uint64		key = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
+	PreparedStatementEntry *entry;
+	bool		found;
+
+	*parse = false;
+	ForgetStaleStatements(es);
+	entry = hash_search(es->statements, &key, HASH_FIND, &found);
+	if (!found)
+	{
+		if (hash_get_num_entries(es->statements) >= MAX_SEEN_STATEMENTS)
+			ForgetSeenStatements(es);
+		entry = hash_search(es->statements, &key, HASH_ENTER, &found);
+		entry->sql = NULL;
+		entry->number = 0;
+		entry->parsed = false;
+		return NULL;
+	}
+	if (entry->sql == NULL)
+	{
+		/* the second time: prepare it */
+		if (es->preparedCount >= MAX_PREPARED_STATEMENTS)
+			return NULL;
+		entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
+		es->preparedCount++;
+	}
+	else if (strcmp(entry->sql, sql) != 0)
+		return NULL;			/* another text with the same hash */
+	else if (entry->parsed)
+		return StatementName(entry->number);
+
+	/* a new name also after a Parse whose answer never came */
+	entry->number = ++es->statementCount;
+	es->parsingKey = key;
+	es->parsingNumber = entry->number;
+	*parse = true;
+	return StatementName(entry->number);
+}
+
+/* StatementParsed: the node accepted the Parse StatementToRun asked for */
+void
+StatementParsed(NodeConnection *conn)
+{
+	ConnectionExecState *es = GetConnectionExecState(conn);
+	PreparedStatementEntry *entry;
+
+	if (es->parsingNumber == 0)
+		return;
+	entry = hash_search(es->statements, &es->parsingKey, HASH_FIND, NULL);
+	if (entry != NULL && entry->number == es->parsingNumber)
+		entry->parsed = true;
+	es->parsingNumber = 0;
+}
+
+/*
  * PreparedStatementName returns the name of the statement prepared for sql
- * on the connection, preparing it first if needed; NULL when the cache is
- * full (then the statement is sent unnamed).  With failed, a failure to
- * prepare is not raised: *failed is set and *error gets the node's error
- * (NULL when the connection failed), for the caller to handle.
+ * on the connection, preparing it first if needed (a round trip of its
+ * own); NULL when the cache is full (then the statement is sent unnamed).
+ * With failed, a failure to prepare is not raised: *failed is set and
+ * *error gets the node's error (NULL when the connection failed), for the
+ * caller to handle.  Reads on replicas use it: a replica that cannot
+ * prepare a statement (it lags behind a schema change) sends the task to
+ * its primary.
  */
 char *
 PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
@@ -114,20 +270,21 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 	uint64		key = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
 	PreparedStatementEntry *entry;
 	bool		found;
-	char		name[32];
+	char	   *name;
 
+	ForgetStaleStatements(es);
 	entry = hash_search(es->statements, &key, HASH_FIND, &found);
-	if (found)
+	if (found && entry->sql != NULL)
 	{
 		if (strcmp(entry->sql, sql) != 0)
 			return NULL;
-		snprintf(name, sizeof(name), "sx%d", entry->number);
-		return pstrdup(name);
+		if (entry->parsed)
+			return StatementName(entry->number);
 	}
-	if (es->statementCount >= MAX_PREPARED_STATEMENTS)
+	if (!(found && entry->sql != NULL) && es->preparedCount >= MAX_PREPARED_STATEMENTS)
 		return NULL;
 
-	snprintf(name, sizeof(name), "sx%d", es->statementCount + 1);
+	name = StatementName(es->statementCount + 1);
 	SyncRemoteTimeZone(conn);
 	if (failed != NULL)
 	{
@@ -154,8 +311,12 @@ PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *param
 	}
 
 	entry = hash_search(es->statements, &key, HASH_ENTER, &found);
-	entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
+	if (!found || entry->sql == NULL)
+	{
+		entry->sql = MemoryContextStrdup(ExecutorStateContext, sql);
+		es->preparedCount++;
+	}
 	entry->number = ++es->statementCount;
-	return pstrdup(name);
+	entry->parsed = true;
+	return name;
 }
-

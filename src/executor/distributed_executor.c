@@ -91,7 +91,8 @@ static void SendTaskBatch(DistributedScanState *state, TaskConnection *tc, List 
 static void MakeConnectionAvailable(DistributedScanState *state, TaskConnection *tc);
 static void FlushConnection(NodeConnection *conn);
 static void SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task);
-static void StartPipeline(NodeConnection *conn, const char *beginCommand);
+static void StartPipeline(NodeConnection *conn, const char *beginCommand,
+						  const char *parseName, const char *sql, RemoteParams *params);
 static void UseSingleRowMode(NodeConnection *conn);
 static bool PipelineResult(NodeConnection *conn, PGresult **result);
 static PGresult *NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut);
@@ -189,9 +190,11 @@ BeginDistributedScan(CustomScanState *node, EState *estate, int eflags)
 	state->rowContext = AllocSetContextCreate(estate->es_query_cxt,
 											  "shardext row",
 											  ALLOCSET_DEFAULT_SIZES);
-	state->batchContext = AllocSetContextCreate(state->execContext,
-												"shardext insert batch",
-												ALLOCSET_DEFAULT_SIZES);
+	/* the rows and tasks of one batch of an INSERT ... SELECT */
+	if (job->insertFromSubplan)
+		state->batchContext = AllocSetContextCreate(state->execContext,
+													"shardext insert batch",
+													ALLOCSET_DEFAULT_SIZES);
 	if (scan->custom_plans != NIL)
 		node->custom_ps = list_make1(ExecInitNode(linitial(scan->custom_plans), estate, eflags));
 	if (job->gindexMode != GINDEX_NONE)
@@ -834,6 +837,7 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 	char	   *statementName = NULL;
 	char	   *beginCommand = NULL;
 	char	   *prepareCommand = NULL;
+	bool		parse = false;
 	int			ok;
 
 	MakeConnectionAvailable(state, tc);
@@ -856,19 +860,29 @@ SendTask(DistributedScanState *state, TaskConnection *tc, RemoteTask *task)
 		task->waitPending = true;	/* runs ahead like BEGIN */
 	SyncRemoteTimeZone(conn);
 
-	if (state->job->usePrepared && !TaskStatementName(state, tc, task, &statementName))
-		return;					/* moved to the primary */
+	/* a replica must prepare first: one that cannot leaves the task to its primary */
+	if (state->job->usePrepared && task->primaryNodeId != 0)
+	{
+		if (!TaskStatementName(state, tc, task, &statementName))
+			return;				/* moved to the primary */
+	}
+	else if (state->job->usePrepared)
+		statementName = StatementToRun(conn, task->sql, &parse);
 
 	/*
 	 * A statement with parameters cannot share a simple query with BEGIN;
-	 * a pipeline sends both at once.  Savepoints still take a round trip.
+	 * a pipeline sends both at once, and the Parse of a statement being
+	 * prepared.  Savepoints still take a round trip.
 	 */
-	if (beginCommand != NULL && (state->job->usePrepared || params->count > 0))
+	if (beginCommand != NULL && strchr(beginCommand, ';') != NULL &&
+		(parse || statementName != NULL || params->count > 0))
 	{
-		if (strchr(beginCommand, ';') != NULL)
-			ExecuteRemoteCommand(conn, beginCommand);
-		else
-			StartPipeline(conn, beginCommand);
+		ExecuteRemoteCommand(conn, beginCommand);
+		beginCommand = NULL;
+	}
+	if (parse || (beginCommand != NULL && (statementName != NULL || params->count > 0)))
+	{
+		StartPipeline(conn, beginCommand, parse ? statementName : NULL, task->sql, params);
 		beginCommand = NULL;
 	}
 
@@ -999,16 +1013,32 @@ NextRemoteResult(DistributedScanState *state, RemoteTask **taskOut)
 }
 
 /*
- * StartPipeline puts a connection in pipeline mode and queues BEGIN; the
- * statement and a Sync follow (see SendTask), and PipelineResult reads
- * the results.
+ * StartPipeline puts a connection in pipeline mode and queues what runs
+ * ahead of a statement: BEGIN (beginCommand, unless NULL) and the Parse of
+ * the statement as parseName (unless NULL); the statement and a Sync
+ * follow (see SendTask), and PipelineResult reads the results.
  */
 static void
-StartPipeline(NodeConnection *conn, const char *beginCommand)
+StartPipeline(NodeConnection *conn, const char *beginCommand, const char *parseName,
+			  const char *sql, RemoteParams *params)
 {
-	if (!PQenterPipelineMode(conn->pgConn) ||
-		!PQsendQueryParams(conn->pgConn, beginCommand, 0, NULL, NULL, NULL, NULL, 0))
+	if (!PQenterPipelineMode(conn->pgConn))
 		ConnectionFailed(conn);
+	conn->pipelineLeading = 0;
+	if (beginCommand != NULL)
+	{
+		if (!PQsendQueryParams(conn->pgConn, beginCommand, 0, NULL, NULL, NULL, NULL, 0))
+			ConnectionFailed(conn);
+		conn->pipelineLeading++;
+	}
+	if (parseName != NULL)
+	{
+		if (!PQsendPrepare(conn->pgConn, parseName, sql, params->count, params->types))
+			ConnectionFailed(conn);
+		conn->pipelineLeading++;
+	}
+	else
+		GetConnectionExecState(conn)->parsingNumber = 0;	/* none in flight */
 	conn->pipelineStage = PIPELINE_BEGIN;
 }
 
@@ -1024,12 +1054,12 @@ UseSingleRowMode(NodeConnection *conn)
 }
 
 /*
- * PipelineResult follows a pipelined BEGIN and statement (and PREPARE
- * TRANSACTION, when the connection was prepared with its task) through
- * their results: it consumes those of BEGIN and PREPARE, the ends of
- * commands and the Sync, and returns true for what is the statement's
- * (*result) or an error of PREPARE, or true with a NULL *result at the end
- * of the pipeline, as for a statement sent alone.
+ * PipelineResult follows a pipelined BEGIN and/or Parse and statement
+ * (and PREPARE TRANSACTION, when the connection was prepared with its
+ * task) through their results: it consumes those of BEGIN, the Parse and
+ * PREPARE, the ends of commands and the Sync, and returns true for what
+ * is the statement's (*result) or an error of the others, or true with a
+ * NULL *result at the end of the pipeline, as for a statement sent alone.
  */
 static bool
 PipelineResult(NodeConnection *conn, PGresult **result)
@@ -1041,13 +1071,20 @@ PipelineResult(NodeConnection *conn, PGresult **result)
 		case PIPELINE_BEGIN:
 			if (r == NULL)
 			{
+				if (--conn->pipelineLeading > 0)
+					return false;
 				conn->pipelineStage = PIPELINE_STATEMENT;
 				UseSingleRowMode(conn);
 			}
 			else if (PQresultStatus(r) != PGRES_COMMAND_OK)
 				return true;	/* the caller raises the error (or retries) */
 			else
+			{
+				/* the Parse, when there is one, comes last */
+				if (conn->pipelineLeading == 1)
+					StatementParsed(conn);
 				PQclear(r);
+			}
 			return false;
 		case PIPELINE_STATEMENT:
 			if (r != NULL)
@@ -1166,6 +1203,7 @@ PollConnection(DistributedScanState *state, TaskConnection *tc, PGresult **resul
 					RemoteTransactionPrepareFailed(conn);
 				if (task->uniqueShards != NIL)
 					ReportUniqueViolation(conn, result, task);
+				ForgetStatementsIfStale(conn, result);
 				ReportRemoteError(conn, result, ERROR, task->sql);
 		}
 	}
@@ -1338,27 +1376,37 @@ BufferTaskRows(DistributedScanState *owner, TaskConnection *tc)
 static void
 AbandonExecution(DistributedScanState *state)
 {
+	List	   *toCancel = NIL;
+	List	   *failed;
 	ListCell   *cell;
 
+	/* all cancels at once: hung nodes cost one wait, not one per connection */
+	foreach(cell, state->taskConns)
+	{
+		TaskConnection *tc = lfirst(cell);
+
+		if (tc->current != NULL && tc->conn->xactState == REMOTE_XACT_NONE)
+			toCancel = list_append_unique_ptr(toCancel, tc->conn);
+	}
+	failed = CancelRemoteCommands(toCancel, DRAIN_TIMEOUT_MS);
 	foreach(cell, state->taskConns)
 	{
 		TaskConnection *tc = lfirst(cell);
 		NodeConnection *conn = tc->conn;
-		bool		clean = true;
 
 		tc->node->pending = NIL;
 		tc->batch = NIL;
 		if (tc->current == NULL)
 			continue;
-		if (conn->xactState == REMOTE_XACT_NONE)
-			clean = CancelRemoteCommand(conn, DRAIN_TIMEOUT_MS);
-		else
-			clean = DrainRemoteResults(conn, DRAIN_TIMEOUT_MS);
-		if (!clean && conn->xactState == REMOTE_XACT_NONE)
+		if (conn->xactState != REMOTE_XACT_NONE)
+			(void) DrainRemoteResults(conn, DRAIN_TIMEOUT_MS);
+		else if (list_member_ptr(failed, conn))
 			CloseNodeConnection(conn);
 		tc->current = NULL;
 		ReleaseConnection(conn);
 	}
+	list_free(toCancel);
+	list_free(failed);
 }
 
 static void
@@ -1426,9 +1474,10 @@ ReScanDistributedScan(CustomScanState *node)
 	ForgetSourceRows(state);
 	ResetRoutedWrite(state);
 	MemoryContextReset(state->execContext);
-	state->batchContext = AllocSetContextCreate(state->execContext,
-												"shardext insert batch",
-												ALLOCSET_DEFAULT_SIZES);
+	if (state->job->insertFromSubplan)
+		state->batchContext = AllocSetContextCreate(state->execContext,
+													"shardext insert batch",
+													ALLOCSET_DEFAULT_SIZES);
 	if (node->custom_ps != NIL)
 		ExecReScan(linitial(node->custom_ps));
 	ExecScanReScan(&node->ss);
@@ -1443,6 +1492,8 @@ static void
 ForgetOwners(int level)
 {
 	List	   *all = AllNodeConnections();
+	List	   *toCancel = NIL;
+	List	   *failed;
 	ListCell   *cell;
 
 	foreach(cell, all)
@@ -1455,10 +1506,15 @@ ForgetOwners(int level)
 		if (level > 0 && es->owner->subxactLevel < level)
 			continue;
 		es->owner = NULL;
-		if (conn->queryInProgress && conn->xactState == REMOTE_XACT_NONE &&
-			!CancelRemoteCommand(conn, DRAIN_TIMEOUT_MS))
-			CloseNodeConnection(conn);
+		if (conn->queryInProgress && conn->xactState == REMOTE_XACT_NONE)
+			toCancel = lappend(toCancel, conn);
 	}
+	/* all cancels at once: hung nodes cost one wait, not one per connection */
+	failed = CancelRemoteCommands(toCancel, DRAIN_TIMEOUT_MS);
+	foreach(cell, failed)
+		CloseNodeConnection(lfirst(cell));
+	list_free(failed);
+	list_free(toCancel);
 	list_free(all);
 }
 

@@ -38,6 +38,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "shardext/pg_compat.h"
 #include "shardext/repartition.h"
 
 #define PARTITION_FILE_MAGIC 0x53585046 /* 'SXPF' */
@@ -446,6 +447,7 @@ CheckFileTypes(PartitionReader *reader, const char *path, Oid *types, int natts)
 
 		for (int i = 0; i < natts; i++)
 			TupleDescInitEntry(desc, i + 1, NULL, types[i], -1, 0);
+		FinishTupleDesc(desc);
 		reader->expected = desc;
 		return;
 	}

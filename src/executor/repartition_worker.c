@@ -41,6 +41,7 @@
 
 #include "shardext/connection.h"
 #include "shardext/deparser.h"
+#include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/repartition.h"
@@ -213,6 +214,7 @@ MapStartup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	desc = CreateTemplateTupleDesc(receiver->columnCount);
 	for (int i = 0; i < receiver->columnCount; i++)
 		TupleDescCopyEntry(desc, i + 1, typeinfo, i + 1);
+	FinishTupleDesc(desc);
 	receiver->hashFunctions = palloc0(sizeof(FmgrInfo) * Max(receiver->keyCount, 1));
 	receiver->hashCollations = palloc0(sizeof(Oid) * Max(receiver->keyCount, 1));
 	for (int k = 0; k < receiver->keyCount; k++)
@@ -744,6 +746,7 @@ DescOfTypes(Oid *types, int count)
 
 	for (int i = 0; i < count; i++)
 		TupleDescInitEntry(desc, i + 1, NULL, types[i], -1, 0);
+	FinishTupleDesc(desc);
 	return desc;
 }
 

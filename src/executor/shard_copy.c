@@ -10,7 +10,9 @@
  * COPY gets the input's format options).  A full buffer is sent to each
  * placement of its shard over one of up to connectionsPerNode connections
  * per node; a connection keeps its COPY open while later buffers go to the
- * same shard and switches shards only when it must.  Sends do not wait for
+ * same shard and switches shards only when it must -- on a node with more
+ * shards than connections a COPY is ended right after each buffer, so the
+ * node finishes it while other rows are routed.  Sends do not wait for
  * the workers, so all nodes load in parallel with the routing.  Every
  * connection takes part in the local transaction (remote_xact.c), so the
  * rows appear atomically at commit or not at all.
@@ -64,6 +66,7 @@ typedef struct CopyConnection
 {
 	NodeConnection *conn;
 	int64		activeShardId;	/* shard whose COPY is open, 0 if none */
+	bool		ending;			/* that COPY was ended, its result is to come */
 	LineMap		lines;			/* rows sent in that COPY */
 } CopyConnection;
 
@@ -73,6 +76,7 @@ typedef struct NodeCopyState
 	int			count;			/* connections opened so far */
 	int			maxCount;		/* connections it may use */
 	int			nextVictim;		/* round-robin choice when all are busy */
+	int			shardCount;		/* shards with a placement on the node */
 	CopyConnection *connections;
 } NodeCopyState;
 
@@ -101,6 +105,9 @@ struct ShardCopyState
 
 static DistTableCacheEntry *LockShardsForCopy(Oid relid);
 static void FlushShardBuffer(ShardCopyState *state, ShardInterval *shard);
+static void EndCopyEarly(ShardCopyState *state, CopyConnection *copyConn,
+						 ShardInterval *shard);
+static NodeCopyState *NodeStateFor(ShardCopyState *state, int32 nodeId);
 static CopyConnection *ConnectionForShard(ShardCopyState *state, int32 nodeId,
 										  int64 shardId);
 static void StartCopy(ShardCopyState *state, CopyConnection *copyConn, int64 shardId);
@@ -387,10 +394,30 @@ FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 
 		SendRemoteCopyData(copyConn->conn, buf->data, buf->len);
 		LineMapAppend(&copyConn->lines, lines);
+		EndCopyEarly(state, copyConn, shard);
 	}
 	resetStringInfo(buf);
 	LineMapReset(lines);
 	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * EndCopyEarly ends the COPY of a single-placement shard right after a
+ * buffer went out when its node has more shards than the COPY may use
+ * connections: the next buffer for that node most likely goes to another
+ * shard, which would have to end this COPY and wait for the node to finish
+ * its rows; ended now, the node finishes while rows for the others are
+ * routed, and the connection is usually free again by then.
+ */
+static void
+EndCopyEarly(ShardCopyState *state, CopyConnection *copyConn, ShardInterval *shard)
+{
+	NodeCopyState *nodeState = NodeStateFor(state, shard->placementNodeIds[0]);
+
+	if (shard->placementCount != 1 || nodeState->shardCount <= nodeState->maxCount)
+		return;
+	EndRemoteCopy(copyConn->conn, NULL);
+	copyConn->ending = true;
 }
 
 /* NodeStateFor returns the per-node state, creating it on first use */
@@ -409,6 +436,16 @@ NodeStateFor(ShardCopyState *state, int32 nodeId)
 	nodeState = palloc0(sizeof(NodeCopyState));
 	nodeState->nodeId = nodeId;
 	nodeState->maxCount = state->connectionsPerNode;
+	for (int i = 0; i < state->entry->shardCount; i++)
+	{
+		ShardInterval *shard = &state->entry->shards[i];
+
+		for (int p = 0; p < shard->placementCount; p++)
+		{
+			if (shard->placementNodeIds[p] == nodeId)
+				nodeState->shardCount++;
+		}
+	}
 
 	/* see the file header */
 	if (nodeState->maxCount > 1 &&
@@ -445,15 +482,20 @@ ConnectionForShard(ShardCopyState *state, int32 nodeId, int64 shardId)
 
 	for (int i = 0; i < nodeState->count; i++)
 	{
-		if (nodeState->connections[i].activeShardId == shardId)
+		if (nodeState->connections[i].activeShardId == shardId &&
+			!nodeState->connections[i].ending)
 			return &nodeState->connections[i];
 	}
 	for (int i = 0; i < nodeState->count; i++)
 	{
-		if (nodeState->connections[i].activeShardId == 0)
+		copyConn = &nodeState->connections[i];
+		/* free, or its ended COPY has finished (see EndCopyEarly) */
+		if (copyConn->activeShardId == 0 ||
+			(copyConn->ending && RemoteResultReady(copyConn->conn)))
 		{
-			StartCopy(state, &nodeState->connections[i], shardId);
-			return &nodeState->connections[i];
+			FinishCopy(state, copyConn);
+			StartCopy(state, copyConn, shardId);
+			return copyConn;
 		}
 	}
 	if (nodeState->count < nodeState->maxCount)
@@ -508,7 +550,8 @@ FinishCopy(ShardCopyState *state, CopyConnection *copyConn)
 {
 	if (copyConn->activeShardId == 0)
 		return;
-	EndRemoteCopy(copyConn->conn, NULL);
+	if (!copyConn->ending)
+		EndRemoteCopy(copyConn->conn, NULL);
 	ReadCopyResult(state, copyConn);
 }
 
@@ -520,6 +563,7 @@ ReadCopyResult(ShardCopyState *state, CopyConnection *copyConn)
 
 	PQclear(ReadRemoteResults(copyConn->conn, &error));
 	copyConn->activeShardId = 0;
+	copyConn->ending = false;
 	if (error != NULL)
 		ReportCopyError(state, copyConn, error);
 }
@@ -607,8 +651,12 @@ EndShardCopy(ShardCopyState *state)
 
 		for (int i = 0; i < nodeState->count; i++)
 		{
-			if (nodeState->connections[i].activeShardId != 0)
+			if (nodeState->connections[i].activeShardId != 0 &&
+				!nodeState->connections[i].ending)
+			{
 				EndRemoteCopy(nodeState->connections[i].conn, NULL);
+				nodeState->connections[i].ending = true;
+			}
 		}
 	}
 	foreach(cell, state->nodeStates)

@@ -43,6 +43,8 @@ static int64 *SnapshotShardIds(DistTableCacheEntry *entry, int *count);
 static bool ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count);
 static List *SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
 								Datum *tenantValue, bool *haveTenant);
+static bool SelectByEqualities(DistributedScanState *state, DistTableCacheEntry *anchor,
+							   List **result, Datum *tenantValue, bool *haveTenant);
 /* the rows of an INSERT, column after column of each row */
 typedef struct InsertRows
 {
@@ -66,7 +68,8 @@ static void EvaluateInsertRows(DistributedScanState *state, InsertRows *rows);
 static void SampleInsertTenant(DistributedScanState *state, DistTableCacheEntry *entry,
 							   InsertRows *rows);
 static List **RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
-									 DistTableCacheEntry **entry, bool *admitted);
+									 DistTableCacheEntry **entry, bool *admitted,
+									 List **shardIndexes);
 static char *BuildInsertBatch(InsertRows *rows, List *shardRows, int first, int count,
 							  const char *prefix, const char *suffix, RemoteParams *shared,
 							  RemoteParams **paramsOut);
@@ -102,6 +105,29 @@ ShardIdsChanged(DistTableCacheEntry *entry, int64 *ids, int count)
 	for (int i = 0; i < count; i++)
 	{
 		if (entry->shards[i].shardId != ids[i])
+			return true;
+	}
+	return false;
+}
+
+/*
+ * ShardLayoutChanged tells whether a table's shards differ from what an
+ * earlier look at its cache entry found (shards, count): a split replaced
+ * some.  An entry that was not rebuilt since holds the same array, which
+ * takes no comparison (a router statement's cost must not grow with the
+ * shard count); the array of a rebuilt one stays valid until the end of
+ * the transaction (metadata.h), so the ids can be compared then.
+ */
+static bool
+ShardLayoutChanged(DistTableCacheEntry *entry, ShardInterval *shards, int count)
+{
+	if (entry == NULL || entry->shardCount != count)
+		return true;
+	if (entry->shards == shards)
+		return false;
+	for (int i = 0; i < count; i++)
+	{
+		if (entry->shards[i].shardId != shards[i].shardId)
 			return true;
 	}
 	return false;
@@ -227,8 +253,8 @@ LockShardsToModify(DistributedScanState *state, List *shardIndexes,
 	{
 		DistTableCacheEntry *entry = GetDistTableCacheEntry(target);
 		int64	   *ids = palloc(sizeof(int64) * Max(list_length(shardIndexes), 1));
-		int			layoutCount;
-		int64	   *layout = SnapshotShardIds(entry, &layoutCount);
+		ShardInterval *layout = entry->shards;
+		int			layoutCount = entry->shardCount;
 		int			n = 0;
 		bool		several = false;
 
@@ -246,7 +272,7 @@ LockShardsToModify(DistributedScanState *state, List *shardIndexes,
 
 		if (job->anchor >= 0)
 			*anchor = GetDistTableCacheEntry(list_nth_oid(job->relations, job->anchor));
-		if (!ShardIdsChanged(GetDistTableCacheEntry(target), layout, layoutCount))
+		if (!ShardLayoutChanged(GetDistTableCacheEntry(target), layout, layoutCount))
 			return shardIndexes;
 		{
 			Datum		value;
@@ -306,7 +332,7 @@ ShardTaskSql(DistributedJob *job, List *parts, DistTableCacheEntry *anchor, int 
 			shard = &entry->shards[0];
 		if (i == Max(job->anchor, 0))
 			*taskShard = shard;
-		shardNames = lappend(shardNames, QualifiedShardName(relid, shard->shardId));
+		shardNames = lappend(shardNames, CachedQualifiedShardName(entry, shard));
 		shardIds = lappend(shardIds, &shard->shardId);
 	}
 	if ((*taskShard)->placementCount == 0)
@@ -372,6 +398,58 @@ AddShardTasks(DistributedScanState *state, ShardInterval *taskShard, char *sql,
 }
 
 /*
+ * SelectByEqualities is SelectShardIndexes for a job whose pruning values
+ * are all equalities (PRUNE_EQUAL) -- the common router statement -- without
+ * looking at every shard: the values must all fall into one shard, which
+ * is the result; a NULL or a second shard leaves none.  Returns false for
+ * other jobs.
+ */
+static bool
+SelectByEqualities(DistributedScanState *state, DistTableCacheEntry *anchor, List **result,
+				   Datum *tenantValue, bool *haveTenant)
+{
+	DistributedJob *job = state->job;
+	ExprContext *econtext = state->css.ss.ps.ps_ExprContext;
+	int			shardIndex = -1;
+	bool		none = false;
+	ListCell   *cell;
+
+	if (job->pruneCount == 0)
+		return false;
+	foreach(cell, job->pruneKinds)
+	{
+		if (lfirst_int(cell) != PRUNE_EQUAL)
+			return false;
+	}
+	for (int p = 0; p < job->pruneCount; p++)
+	{
+		bool		isnull;
+		Datum		value = ExecEvalExpr(list_nth(state->pruneExprStates, p), econtext, &isnull);
+		int			index;
+
+		if (isnull)
+		{
+			none = true;
+			continue;
+		}
+		index = FindShardForValue(anchor, value)->shardIndex;
+		if (!*haveTenant)
+		{
+			*tenantValue = value;
+			*haveTenant = true;
+		}
+		if (shardIndex >= 0 && index != shardIndex)
+			none = true;
+		shardIndex = index;
+	}
+	*result = none ? NIL : list_make1_int(shardIndex);
+	/* a read of no shard still runs once (see the end of SelectShardIndexes) */
+	if (*result == NIL && job->emptyInputRow && anchor->shardCount > 0)
+		*result = list_make1_int(0);
+	return true;
+}
+
+/*
  * SelectShardIndexes evaluates the pruning values and returns the indexes
  * of the anchor table's shards that can hold matching rows (one index, 0,
  * when only reference tables are involved).  *tenantValue gets the first
@@ -388,6 +466,8 @@ SelectShardIndexes(DistributedScanState *state, DistTableCacheEntry *anchor,
 
 	if (anchor == NULL)
 		return list_make1_int(0);
+	if (SelectByEqualities(state, anchor, &result, tenantValue, haveTenant))
+		return result;
 
 	selected = palloc(sizeof(bool) * anchor->shardCount);
 	for (int i = 0; i < anchor->shardCount; i++)
@@ -650,6 +730,8 @@ BuildInsertTasks(DistributedScanState *state)
 	RemoteParams *shared;
 	bool	   *admitted = NULL;
 	List	   *indexTasks = NIL;
+	List	   *shardIndexes = NIL;
+	ListCell   *cell;
 
 	if (entry == NULL)
 		ereport(ERROR,
@@ -662,10 +744,10 @@ BuildInsertTasks(DistributedScanState *state)
 	if (job->gindexMode == GINDEX_ARBITER_FIRST)
 	{
 		/* the shards of every row are locked first, as other writers lock them */
-		RouteAndLockInsertRows(state, &rows, &entry, NULL);
+		RouteAndLockInsertRows(state, &rows, &entry, NULL, &shardIndexes);
 		admitted = AdmitInsertRows(state, rows.count, rows.columns, rows.values, rows.nulls);
 	}
-	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry, admitted);
+	rowsByShard = RouteAndLockInsertRows(state, &rows, &entry, admitted, &shardIndexes);
 	/* the index statements go out with the rows (see MergeIndexTasks) */
 	if (job->gindexMode == GINDEX_INSERT_ROWS || job->gindexMode == GINDEX_ARBITER_FIRST)
 		indexTasks = AddInsertRowsToIndexes(state, rows.count, rows.columns, rows.values,
@@ -678,19 +760,17 @@ BuildInsertTasks(DistributedScanState *state)
 	state->orderReturning = false;
 	state->orderedRows = NULL;
 
-	for (int s = 0; s < entry->shardCount; s++)
+	foreach(cell, shardIndexes)
 	{
-		ShardInterval *shard = &entry->shards[s];
+		ShardInterval *shard = &entry->shards[lfirst_int(cell)];
 		List	   *shardNames;
 		char	   *prefix;
 		char	   *suffix;
-		List	   *shardRows = rowsByShard[s];
+		List	   *shardRows = rowsByShard[lfirst_int(cell)];
 		int			done = 0;
 		RemoteTask *task;
 
-		if (shardRows == NIL)
-			continue;
-		shardNames = list_make1(QualifiedShardName(relid, shard->shardId));
+		shardNames = list_make1(CachedQualifiedShardName(entry, shard));
 		prefix = BuildTaskSql(job->sqlParts, shardNames);
 		suffix = BuildShardTaskSql(job->sqlSuffix, shardNames, list_make1(&shard->shardId));
 
@@ -793,23 +873,25 @@ EvaluateInsertRows(DistributedScanState *state, InsertRows *rows)
  * RouteAndLockInsertRows returns, per shard index of the table, the rows
  * that go there, with the shards written locked in id order; when the wait
  * let a split change the shards (see LockShardsToModify), the rows are
- * routed again.  *entry is the table's cache entry after the locks.  Rows
+ * routed again.  *entry is the table's cache entry after the locks, and
+ * *shardIndexes the indexes of the shards written, in shard order.  Rows
  * not admitted (when admitted is given) are left out.
  */
 static List **
 RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
-					   DistTableCacheEntry **entry, bool *admitted)
+					   DistTableCacheEntry **entry, bool *admitted, List **shardIndexes)
 {
 	DistributedJob *job = state->job;
 	Oid			relid = linitial_oid(job->relations);
 
 	for (;;)
 	{
-		int			layoutCount;
-		int64	   *layout = SnapshotShardIds(*entry, &layoutCount);
+		ShardInterval *layout = (*entry)->shards;
+		int			layoutCount = (*entry)->shardCount;
 		List	  **rowsByShard = palloc0(sizeof(List *) * (*entry)->shardCount);
-		int64	   *lockIds;
+		int64	   *lockIds = palloc(sizeof(int64) * Max(rows->count, 1));
 		int			lockCount = 0;
+		List	   *indexes = NIL;
 
 		for (int r = 0; r < rows->count; r++)
 		{
@@ -824,16 +906,32 @@ RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 
 				shardIndex = ShardIndexForRow(*entry, rows->values[d], rows->nulls[d]);
 			}
+			/* the shards written, locked below (in id order) */
+			if (rowsByShard[shardIndex] == NIL)
+			{
+				lockIds[lockCount++] = (*entry)->shards[shardIndex].shardId;
+				indexes = lappend_int(indexes, shardIndex);
+			}
 			rowsByShard[shardIndex] = lappend_int(rowsByShard[shardIndex], r);
 		}
 
-		/* lock the shards written, in id order (shard order is id order here) */
-		lockIds = palloc(sizeof(int64) * (*entry)->shardCount);
-		for (int s = 0; s < (*entry)->shardCount; s++)
+		/* few shards are sorted; many are taken in shard order, which is id order */
+		if (lockCount <= 16)
+			list_sort(indexes, list_int_cmp);
+		else
 		{
-			if (rowsByShard[s] != NIL)
+			list_free(indexes);
+			indexes = NIL;
+			lockCount = 0;
+			for (int s = 0; s < (*entry)->shardCount; s++)
+			{
+				if (rowsByShard[s] == NIL)
+					continue;
 				lockIds[lockCount++] = (*entry)->shards[s].shardId;
+				indexes = lappend_int(indexes, s);
+			}
 		}
+		*shardIndexes = indexes;
 		LockShardsInOrder(lockIds, lockCount,
 						  (*entry)->method == DISTRIBUTE_BY_REFERENCE ?
 						  ShardMultiWriteLockMode : ShardWriteLockMode);
@@ -842,7 +940,7 @@ RouteAndLockInsertRows(DistributedScanState *state, InsertRows *rows,
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("table \"%s\" is no longer distributed", get_rel_name(relid))));
-		if (!ShardIdsChanged(*entry, layout, layoutCount))
+		if (!ShardLayoutChanged(*entry, layout, layoutCount))
 			return rowsByShard;
 	}
 }

@@ -14,7 +14,8 @@
  * while the node's tasks wait and all its connections stay busy: after
  * shardext.executor_slow_start_interval, one, then two at once, then
  * four..., up to shardext.max_connections_per_node and as long as the
- * node's shared pool has room.  Quick tasks (small shards) thus run one
+ * node's shared pool has room; connections the session kept open from
+ * earlier statements (when the pool could spare them) join at once.  Quick tasks (small shards) thus run one
  * after the other on one connection -- several in one query string, so
  * that they do not cost a round trip each (TaskBatchSize) -- and under load
  * a scan runs over as few connections as the pool gives it, down to one
@@ -223,6 +224,20 @@ OpenMoreConnections(DistributedScanState *state)
 
 		if (!NeedsAnotherConnection(state, queue))
 			continue;
+
+		/* connections kept open from earlier statements join at once */
+		while (list_length(queue->taskConns) < ShardextMaxConnectionsPerNode &&
+			   opened < list_length(queue->pending) &&
+			   CachedConnectionIsOpen(queue->nodeId, list_length(queue->taskConns)))
+		{
+			AddTaskConnection(state, queue,
+							  StartNodeConnection(queue->nodeId, list_length(queue->taskConns),
+												  POOL_SLOT_OPTIONAL));
+			opened++;
+		}
+		if (opened > 0)
+			continue;
+
 		if (now == 0)
 			now = GetCurrentTimestamp();
 		if (!TimestampDifferenceExceeds(queue->lastOpened, now,

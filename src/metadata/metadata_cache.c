@@ -76,6 +76,13 @@ static bool catalogVersionKnownCurrent = false;
 static Oid	distTableCatalogRelid = InvalidOid;
 static Oid	nodeCatalogRelid = InvalidOid;
 
+/*
+ * DistTableCacheGeneration counts invalidations of distributed tables (see
+ * metadata.h): whatever was derived from a table's definition under an
+ * older generation may be stale.
+ */
+uint64		DistTableCacheGeneration = 0;
+
 static bool nodeCacheValid = false;
 static MemoryContext NodeCacheContext = NULL;
 static WorkerNode *nodeCache = NULL;
@@ -84,6 +91,7 @@ static bool nodeCacheHasActiveReplica = false;
 
 static void MetadataRelcacheCallback(Datum arg, Oid relid);
 static void MetadataXactCallback(XactEvent event, void *arg);
+static void NamespaceSyscacheCallback(Datum arg, int cacheid, uint32 hashvalue);
 static void BuildDistTableCacheEntry(DistTableCacheEntry *entry);
 static void LoadShardIntervals(DistTableCacheEntry *entry);
 static void LoadPlacements(ShardInterval *shard, MemoryContext context);
@@ -109,6 +117,7 @@ void
 InitializeMetadataCache(void)
 {
 	CacheRegisterRelcacheCallback(MetadataRelcacheCallback, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceSyscacheCallback, (Datum) 0);
 	RegisterXactCallback(MetadataXactCallback, NULL);
 }
 
@@ -141,6 +150,7 @@ MetadataRelcacheCallback(Datum arg, Oid relid)
 		hash_seq_init(&status, DistTableCache);
 		while ((entry = hash_seq_search(&status)) != NULL)
 			entry->isValid = false;
+		DistTableCacheGeneration++;
 	}
 	else
 	{
@@ -148,8 +158,19 @@ MetadataRelcacheCallback(Datum arg, Oid relid)
 												 HASH_FIND, NULL);
 
 		if (entry != NULL)
+		{
+			if (entry->isDistributed || !entry->isValid)
+				DistTableCacheGeneration++;
 			entry->isValid = false;
+		}
 	}
+}
+
+/* a schema changed: cached qualified shard names may be stale */
+static void
+NamespaceSyscacheCallback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	ShardNameGeneration++;
 }
 
 /*

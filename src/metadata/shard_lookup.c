@@ -252,3 +252,28 @@ QualifiedShardName(Oid relid, int64 shardId)
 
 	return quote_qualified_identifier(schemaName, ShardTableName(relid, shardId));
 }
+
+/*
+ * ShardNameGeneration goes up when a schema changes (a rename): cached
+ * qualified shard names made before may be stale.  A table's own rename
+ * rebuilds its cache entry, names and all.
+ */
+uint64		ShardNameGeneration = 0;
+
+/*
+ * CachedQualifiedShardName is QualifiedShardName for a shard of a cache
+ * entry, kept with the shard: statements ask for it at every execution.
+ */
+char *
+CachedQualifiedShardName(DistTableCacheEntry *entry, ShardInterval *shard)
+{
+	if (shard->qualifiedName == NULL || shard->nameGeneration != ShardNameGeneration)
+	{
+		char	   *name = QualifiedShardName(entry->relid, shard->shardId);
+
+		shard->qualifiedName = MemoryContextStrdup(entry->context, name);
+		shard->nameGeneration = ShardNameGeneration;
+		pfree(name);
+	}
+	return shard->qualifiedName;
+}

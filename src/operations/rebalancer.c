@@ -122,6 +122,36 @@ ParseStrategy(const char *strategy)
 }
 
 /*
+ * ShardWithRange returns the shard of a co-located table's cache entry that
+ * covers the same hash range as shard, or NULL.  Co-located tables have
+ * the same ranges in the same (hash) order, so it is the shard at the same
+ * position (index); otherwise the sorted ranges are searched.
+ */
+static ShardInterval *
+ShardWithRange(DistTableCacheEntry *entry, int index, ShardInterval *shard)
+{
+	int			low = 0;
+	int			high = entry->shardCount - 1;
+
+	if (index < entry->shardCount && entry->shards[index].hashMin == shard->hashMin &&
+		entry->shards[index].hashMax == shard->hashMax)
+		return &entry->shards[index];
+	while (low <= high)
+	{
+		int			middle = low + (high - low) / 2;
+		ShardInterval *candidate = &entry->shards[middle];
+
+		if (candidate->hashMin == shard->hashMin)
+			return candidate->hashMax == shard->hashMax ? candidate : NULL;
+		if (candidate->hashMin < shard->hashMin)
+			low = middle + 1;
+		else
+			high = middle - 1;
+	}
+	return NULL;
+}
+
+/*
  * CollectShardGroups returns the shard groups of every hash-distributed
  * colocation group, in colocation group and hash order.
  */
@@ -162,19 +192,14 @@ CollectShardGroups(void)
 			{
 				Oid			relid = lfirst_oid(tableCell);
 				DistTableCacheEntry *other = GetDistTableCacheEntry(relid);
+				ShardInterval *same = other != NULL ? ShardWithRange(other, i, shard) : NULL;
 
-				for (int j = 0; other != NULL && j < other->shardCount; j++)
-				{
-					if (other->shards[j].hashMin == shard->hashMin &&
-						other->shards[j].hashMax == shard->hashMax)
-					{
-						group->shardNames = lappend(group->shardNames,
-													QualifiedShardName(relid,
-																	   other->shards[j].shardId));
-						group->statements += (double) ShardQueryCount(other->shards[j].shardId);
-						group->colocatedCount++;
-					}
-				}
+				if (same == NULL)
+					continue;
+				group->shardNames = lappend(group->shardNames,
+											QualifiedShardName(relid, same->shardId));
+				group->statements += (double) ShardQueryCount(same->shardId);
+				group->colocatedCount++;
 			}
 			groups = lappend(groups, group);
 		}

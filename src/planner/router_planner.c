@@ -615,6 +615,8 @@ PlanRouterQuery(Query *query)
 		return NULL;
 
 	InitRemoteSql(&sql);
+	/* one task: its constants go as parameters, one prepared text for all */
+	sql.constantsAsParams = true;
 	DeparseRemoteSelect(&sql, query);
 	FinishRemoteSql(&sql);
 	if (sql.failed)
@@ -825,6 +827,21 @@ ModifyReadsColocated(Query *query, DistTableCacheEntry *entry, List *relations,
 }
 
 /*
+ * PinnedToOneShard tells whether an UPDATE or DELETE of a hash-distributed
+ * table pins its distribution column to one value (one shard).
+ */
+static bool
+PinnedToOneShard(Query *query, DistTableCacheEntry *entry)
+{
+	List	   *values = NIL;
+	List	   *kinds = NIL;
+
+	FindPruningValues(query, query->resultRelation, entry, query->jointree->quals,
+					  &values, &kinds);
+	return list_member_int(kinds, PRUNE_EQUAL);
+}
+
+/*
  * DeparseShippedModify deparses an UPDATE or DELETE to run whole on the
  * target's shards; false when it cannot (something the shards cannot
  * evaluate, or tables that are not co-located with the target).
@@ -834,6 +851,8 @@ DeparseShippedModify(Query *query, DistTableCacheEntry *entry, RemoteSql *sql,
 					 const char *command)
 {
 	InitRemoteSql(sql);
+	/* a write of one shard: constants as parameters, one prepared text for all */
+	sql->constantsAsParams = PinnedToOneShard(query, entry);
 	RemoteSqlPushQuery(sql, query);
 	DeparseModifyStatement(sql, query, entry, false);
 	DeparseReturning(sql, query->returningList);

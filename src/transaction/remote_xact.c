@@ -126,7 +126,7 @@ static void AbortRemoteTransactions(void);
 static void ResetRemoteTransaction(NodeConnection *conn);
 static void LeavePreparedToRecovery(NodeConnection *conn);
 static void RecordCommitDecision(NodeConnection *conn);
-static void RollbackRemoteSubtransaction(NodeConnection *conn, int level);
+static void RollbackRemoteSubtransaction(NodeConnection *conn, int level, bool clean);
 #ifdef SHARDEXT_TEST_HOOKS
 static void InjectTestFault(int fault);
 #else
@@ -908,12 +908,24 @@ static void
 AbortRemoteTransactions(void)
 {
 	List	   *all = AllNodeConnections();
+	List	   *busy = NIL;
+	List	   *notCancelled;
 	ListCell   *cell;
+
+	/* all cancels at once: hung nodes cost one wait, not one per connection */
+	foreach(cell, all)
+	{
+		NodeConnection *conn = lfirst(cell);
+
+		if (conn->pgConn != NULL && conn->queryInProgress)
+			busy = lappend(busy, conn);
+	}
+	notCancelled = CancelRemoteCommands(busy, REMOTE_CLEANUP_TIMEOUT_MS);
 
 	foreach(cell, all)
 	{
 		NodeConnection *conn = lfirst(cell);
-		bool		clean = true;
+		bool		clean = !list_member_ptr(notCancelled, conn);
 
 		if (conn->pgConn == NULL)
 		{
@@ -921,13 +933,11 @@ AbortRemoteTransactions(void)
 			continue;
 		}
 		if (deciderState == DECIDER_IN_DOUBT && conn->xactState == REMOTE_XACT_PREPARED &&
-			!conn->queryInProgress && PQtransactionStatus(conn->pgConn) == PQTRANS_IDLE)
+			!list_member_ptr(busy, conn) && PQtransactionStatus(conn->pgConn) == PQTRANS_IDLE)
 		{
 			LeavePreparedToRecovery(conn);
 			continue;
 		}
-		if (conn->queryInProgress)
-			clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 
 		/*
 		 * A PREPARE sent with a statement that was cancelled may not have
@@ -964,6 +974,8 @@ AbortRemoteTransactions(void)
 			ResetRemoteTransaction(conn);
 		}
 	}
+	list_free(notCancelled);
+	list_free(busy);
 	list_free(all);
 }
 
@@ -1007,6 +1019,7 @@ RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			level;
 	List	   *connections;
+	List	   *busy = NIL;
 	ListCell   *cell;
 
 	if (connectionsInTransaction == 0 ||
@@ -1028,26 +1041,39 @@ RemoteSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 			conn->remoteLevel = level - 1;
 			conn->pendingReleaseLevel = level;
 		}
-		else
-			RollbackRemoteSubtransaction(conn, level);
+		else if (conn->queryInProgress)
+			busy = lappend(busy, conn);
 	}
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		/* all cancels at once: hung nodes cost one wait, not one per connection */
+		List	   *notCancelled = CancelRemoteCommands(busy, REMOTE_CLEANUP_TIMEOUT_MS);
+
+		foreach(cell, connections)
+		{
+			NodeConnection *conn = lfirst(cell);
+
+			if (conn->xactState == REMOTE_XACT_OPEN && conn->remoteLevel >= level)
+				RollbackRemoteSubtransaction(conn, level,
+											 !list_member_ptr(notCancelled, conn));
+		}
+		list_free(notCancelled);
+	}
+	list_free(busy);
 	list_free(connections);
 }
 
 /*
  * RollbackRemoteSubtransaction undoes the remote work of the subtransaction
- * at the given level: cancel what runs, then ROLLBACK TO its savepoint (which
- * also discards deeper ones) and release it.  If that fails the remote
+ * at the given level once what ran was cancelled (clean: the caller's
+ * cancel succeeded or nothing ran): ROLLBACK TO its savepoint (which also
+ * discards deeper ones) and release it.  If that fails the remote
  * transaction is lost and marked failed; it never throws.
  */
 static void
-RollbackRemoteSubtransaction(NodeConnection *conn, int level)
+RollbackRemoteSubtransaction(NodeConnection *conn, int level, bool clean)
 {
 	char	   *command;
-	bool		clean = true;
-
-	if (conn->queryInProgress)
-		clean = CancelRemoteCommand(conn, REMOTE_CLEANUP_TIMEOUT_MS);
 
 	if (clean)
 	{

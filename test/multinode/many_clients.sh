@@ -6,7 +6,8 @@
 # from the workers' max_connections): no client fails, throughput stays
 # within 20% of the same mix with 50 clients, no worker ever holds more
 # connections from the coordinator than the pool allows, and afterwards the
-# shared count is back to what sessions keep cached.
+# shared count is back to what sessions keep cached (the connections of a
+# multi-shard query while the pool can spare them).
 source "$(dirname "$0")/lib/common.sh"
 
 PGBENCH="$BINDIR/pgbench"
@@ -143,16 +144,19 @@ count_is() { [ "$(count_now 2>/dev/null)" = "$1" ]; }
 wait_for "all sessions gone: no connection counted" 15 count_is 0
 echo "ok - all sessions gone: no connection counted"
 
-# ... and one cached connection per node for a session that ran a multi-shard query
+# ... and, with the pool nearly empty, a session that ran a multi-shard
+# query keeps the connections it used: one per node
+# (shardext.max_cached_connections_per_node) and more, up to
+# shardext.max_connections_per_node (4), while the pool can spare them
 cached_per_node() {
 	cached=$(psql_at "$COORDINATOR_PORT" -c "SET shardext.executor_slow_start_interval = 0" \
 		-c "SELECT count(*) FROM mc_t" \
-		-c "SELECT string_agg(session_connections::text, ',' ORDER BY node_id) FROM shardext.connection_stats
-			WHERE node_id IS NOT NULL" | tail -1)
-	[ "$cached" = "1,1" ]
+		-c "SELECT bool_and(session_connections BETWEEN 1 AND 4) AND max(session_connections) > 1
+			FROM shardext.connection_stats WHERE node_id IS NOT NULL" | tail -1)
+	[ "$cached" = "t" ]
 }
-wait_for "a session keeps one connection per node (shardext.max_cached_connections_per_node)" 10 cached_per_node
-echo "ok - a session keeps one connection per node (shardext.max_cached_connections_per_node)"
+wait_for "a session keeps the connections of its multi-shard query while the pool can spare them" 10 cached_per_node
+echo "ok - a session keeps the connections of its multi-shard query while the pool can spare them"
 expect_eq "rows all there" "10000" "$(coord "SELECT count(*) FROM mc_t")"
 
 # a session that ends with FATAL (pg_terminate_backend) gives its slots back
@@ -162,9 +166,10 @@ holder() {	# an idle session that keeps its cached connections
 	pid=$(session_backend holder)
 	[ -n "$pid" ] || fail "the holding session did not start"
 }
+count_between() { local n; n=$(count_now 2>/dev/null); [ -n "$n" ] && [ "$n" -ge "$1" ] && [ "$n" -le "$2" ]; }
 holder
-wait_for "the idle session holds one connection per node" 5 count_is 2
-echo "ok - the idle session holds one connection per node"
+wait_for "the idle session holds its connections, at least one per node" 5 count_between 2 8
+echo "ok - the idle session holds its connections, at least one per node"
 coord "SELECT pg_terminate_backend($pid)" >/dev/null
 session_end holder 2>/dev/null
 wait_for "a terminated session's slots are given back" 5 count_is 0

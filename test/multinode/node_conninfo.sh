@@ -61,12 +61,14 @@ expect_eq "ten options" "10" "$(wc -w <<<"$ten")"
 coord "ALTER SYSTEM SET shardext.node_conninfo = '$ten'" >/dev/null
 reload_conninfo "$ten"
 
-# a session's connections to the nodes, as the nodes see them: its cached
-# one and the one shardext_run_on_nodes opens to ask
+# tls_of_session: a session's connections to the nodes, as the nodes see
+# them (those it keeps, how many depends on the pool, and the one
+# shardext_run_on_nodes opens to ask): per node, whether there are any, and
+# the TLS state of all of them
 tls_of_session() {
 	psql_at "$COORDINATOR_PORT" -c "SELECT count(*) FROM ci_t" \
 		-c "SELECT string_agg(r.result, ' ' ORDER BY r.node_id) FROM shardext_run_on_nodes(
-			format('SELECT count(*) || '':'' || string_agg(DISTINCT s.ssl || ''/'' || coalesce(s.version, ''-''), '','')
+			format('SELECT (count(*) > 0) || '':'' || string_agg(DISTINCT s.ssl || ''/'' || coalesce(s.version, ''-''), '','')
 					FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
 					WHERE a.application_name = %L',
 				   'shardext_' || (SELECT system_identifier FROM pg_control_system()) || '_' ||
@@ -74,7 +76,7 @@ tls_of_session() {
 				   pg_backend_pid())) r" | tail -1
 }
 expect_eq "connections to both nodes use TLS 1.2 (sslmode and ssl_max_protocol_version honoured)" \
-	"2:true/TLSv1.2 2:true/TLSv1.2" "$(tls_of_session)"
+	"true:true/TLSv1.2 true:true/TLSv1.2" "$(tls_of_session)"
 expect_eq "queries work over them" "100" "$(coord "SELECT count(*) FROM ci_t")"
 
 # two more options (the eleventh and twelfth) that cannot work: connections fail, naming why
@@ -99,7 +101,7 @@ wait_for "the refused value is reported in the log" 5 logged
 expect_eq "the refused value does not replace the good one" "$ten" \
 	"$(psql_at "$COORDINATOR_PORT" -c "SHOW shardext.node_conninfo")"
 echo "ok - the refused value is reported in the log"
-expect_eq "connections keep working with the good value" "2:true/TLSv1.2 2:true/TLSv1.2" "$(tls_of_session)"
+expect_eq "connections keep working with the good value" "true:true/TLSv1.2 true:true/TLSv1.2" "$(tls_of_session)"
 
 # sslmode=require itself: a worker without TLS is refused
 psql_at "$WORKER_2_PORT" -c "ALTER SYSTEM RESET ssl" >/dev/null

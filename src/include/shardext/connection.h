@@ -7,8 +7,9 @@
  * user who runs the local statement, in the database of the same name.
  * A session opens at most shardext.max_connections_per_node connections to
  * one node, each holding a slot of the node's shared pool (shared_pool.c);
- * up to shardext.max_cached_connections_per_node of them stay open across
- * transactions (see ConnectionsAtTransactionEnd).
+ * shardext.max_cached_connections_per_node of them stay open across
+ * transactions, more while the node's pool can spare them (see
+ * ConnectionsAtTransactionEnd).
  *
  *-------------------------------------------------------------------------
  */
@@ -36,7 +37,7 @@ typedef enum RemoteXactState
 typedef enum RemotePipelineStage
 {
 	PIPELINE_NONE,				/* not in pipeline mode */
-	PIPELINE_BEGIN,				/* reading the results of BEGIN */
+	PIPELINE_BEGIN,				/* reading the results of BEGIN and Parse */
 	PIPELINE_STATEMENT,			/* reading the statement's results */
 	PIPELINE_PREPARE,			/* reading the result of PREPARE TRANSACTION */
 	PIPELINE_SYNC				/* waiting for the end of the pipeline */
@@ -53,8 +54,13 @@ typedef struct NodeConnection
 
 	/* set while a command was sent and its results are not all read */
 	bool		queryInProgress;
-	/* BEGIN sent in one pipeline with a statement (and PREPARE): see SendTask */
+	/*
+	 * BEGIN and a statement's Parse sent in one pipeline with the statement
+	 * (and PREPARE TRANSACTION): see SendTask.  pipelineLeading counts the
+	 * commands ahead of the statement whose results are still to come.
+	 */
 	RemotePipelineStage pipelineStage;
+	int			pipelineLeading;
 	/*
 	 * Local transaction that last asked for the connection: connections
 	 * handed out in the running transaction are never closed to make room
@@ -83,6 +89,12 @@ typedef struct NodeConnection
 
 	/* for the executor: its per-connection state (prepared statements) */
 	void	   *executorState;
+	/*
+	 * Statements prepared on the node that the executor no longer uses (the
+	 * tables they read changed): past a limit the connection is closed at
+	 * the end of a transaction, which frees them on the node.
+	 */
+	int			abandonedStatements;
 
 	/*
 	 * WaitEventSet of the waits for this connection (latch, postmaster
@@ -109,7 +121,7 @@ typedef struct NodeConnection
 	int			connectTimeoutMs;	/* 0: shardext.connect_timeout */
 
 	/*
-	 * Set while SendNodeCancelRequest sends a cancel request with libpq's
+	 * Set while SendNodeCancelRequests sends a cancel request with libpq's
 	 * non-blocking cancel API (remote_cancel.c): its PGcancelConn, and how
 	 * far it got; the waits for the connection watch its socket then.
 	 */
@@ -143,6 +155,7 @@ extern NodeConnection *TryGetNodeConnectionByIndex(int32 nodeId, int index, int 
 												   bool *unreachable);
 extern NodeConnection *StartNodeConnection(int32 nodeId, int index, PoolSlotKind kind);
 extern List *StartFirstNodeConnections(List *nodeIds);
+extern bool CachedConnectionIsOpen(int32 nodeId, int index);
 extern int	ContinueNodeConnection(NodeConnection *conn, bool socketReady);
 extern void FinishNodeConnection(NodeConnection *conn);
 extern void AdvanceConnect(NodeConnection *conn);

@@ -157,7 +157,11 @@ typedef struct ConnectionExecState
 {
 	NodeConnection *conn;		/* whose executorState this is */
 	HTAB	   *statements;		/* SQL hash -> prepared statement */
-	int			statementCount;
+	int			statementCount; /* names used: sx1 .. sx<statementCount> */
+	int			preparedCount;	/* statements prepared and in use */
+	uint64		generation;		/* DistTableCacheGeneration they were made for */
+	uint64		parsingKey;		/* the statement whose Parse is in flight */
+	int			parsingNumber;	/* ... and its number; 0: none */
 	DistributedScanState *owner;	/* scan whose task is in flight */
 } ConnectionExecState;
 
@@ -192,6 +196,9 @@ extern void EndScanReplay(DistributedScanState *state);
 extern ConnectionExecState *GetConnectionExecState(NodeConnection *conn);
 extern char *PreparedStatementName(NodeConnection *conn, const char *sql, RemoteParams *params,
 								   bool *failed, PGresult **error);
+extern char *StatementToRun(NodeConnection *conn, const char *sql, bool *parse);
+extern void StatementParsed(NodeConnection *conn);
+extern void ForgetStatementsIfStale(NodeConnection *conn, PGresult *result);
 extern bool FlushOutput(NodeConnection *conn);
 extern NodeConnection *SendTaskCommand(DistributedScanState *state, RemoteTask *task,
 									   const char *command);

@@ -51,6 +51,8 @@ typedef struct ShardInterval
 	int			shardIndex;		/* position in DistTableCacheEntry.shards */
 	int			placementCount;
 	int32	   *placementNodeIds;	/* sorted by node id */
+	char	   *qualifiedName;	/* cached by CachedQualifiedShardName, or NULL */
+	uint64		nameGeneration; /* ShardNameGeneration it was made under */
 } ShardInterval;
 
 /*
@@ -125,6 +127,14 @@ typedef struct CatalogAccess
 } CatalogAccess;
 
 /* metadata_cache.c */
+
+/*
+ * DistTableCacheGeneration goes up with every invalidation of a distributed
+ * table (its definition, shards or placements may have changed); caches
+ * of things derived from them (statements prepared on the nodes) compare it.
+ */
+extern uint64 DistTableCacheGeneration;
+
 extern void InitializeMetadataCache(void);
 extern bool ShardextExtensionLoaded(void);
 extern Oid	ShardextExtensionOwner(void);
@@ -159,6 +169,8 @@ extern ShardInterval *FindShardForValue(DistTableCacheEntry *entry, Datum value)
 extern ShardInterval *FindShardById(int64 shardId, DistTableCacheEntry **entryOut);
 extern char *ShardTableName(Oid relid, int64 shardId);
 extern char *QualifiedShardName(Oid relid, int64 shardId);
+extern char *CachedQualifiedShardName(DistTableCacheEntry *entry, ShardInterval *shard);
+extern uint64 ShardNameGeneration;
 extern char *ShardNameFromParts(const char *relname, int64 shardId);
 extern char *ClippedShardName(const char *relname, int64 shardId, bool hashed);
 

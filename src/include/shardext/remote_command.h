@@ -81,7 +81,7 @@ extern PipelineOutcome TryRemotePipeline(NodeConnection *conn,
 										 PGresult **error, char **failure);
 
 /* remote_cancel.c */
-extern bool SendNodeCancelRequest(NodeConnection *conn, int timeoutMs);
+extern List *SendNodeCancelRequests(List *conns, TimestampTz deadline);
 extern pgsocket NodeWaitSocket(NodeConnection *conn);
 extern void AdvanceCancelRequest(NodeConnection *conn);
 
@@ -107,6 +107,7 @@ extern void ReportRemoteError(NodeConnection *conn, PGresult *result, int elevel
 							  const char *command);
 extern void ReportConnectionError(NodeConnection *conn, int elevel);
 extern bool CancelRemoteCommand(NodeConnection *conn, int timeoutMs);
+extern List *CancelRemoteCommands(List *conns, int timeoutMs);
 extern bool DrainRemoteResults(NodeConnection *conn, int timeoutMs);
 extern bool TryRemoteCommandNoInterrupts(NodeConnection *conn, const char *command,
 										 int timeoutMs);
@@ -114,6 +115,7 @@ extern bool TryFinishRemoteCommandNoInterrupts(NodeConnection *conn, const char 
 											   int timeoutMs);
 extern PGresult *TryRemoteQueryNoInterrupts(NodeConnection *conn, const char *query,
 											int timeoutMs);
+extern bool RemoteResultReady(NodeConnection *conn);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
 extern void BeginRemoteCopy(NodeConnection *conn, const char *command,

@@ -11,7 +11,9 @@
  * names) into the gaps.  Everything the
  * coordinator must evaluate (parameters, stable functions, expressions of
  * non-built-in functions without column references) goes to the workers as
- * a parameter $n whose expression is RemoteSql.paramExprs[n - 1].
+ * a parameter $n whose expression is RemoteSql.paramExprs[n - 1].  With
+ * constantsAsParams, constants of common built-in types are sent that way
+ * too, so that statements differing only in their constants share a text.
  *
  * A deparse that meets a construct it cannot ship sets failed (and
  * failReason); callers then plan the query another way.
@@ -38,6 +40,9 @@ typedef struct RemoteSql
 	int			gucNestLevel;	/* > 0 while safe output settings are in force */
 	Index		exclRelIndex;	/* INSERT ... ON CONFLICT: the EXCLUDED entry */
 	bool		allowExecParams;	/* scan quals: init plan and nestloop values */
+	bool		constantsAsParams;	/* plain constants go as parameters too (a
+									 * single-shard statement: one text, prepared
+									 * once per connection, serves every value) */
 	List	   *caseOperands;	/* operands of the CASEs being printed, innermost first */
 } RemoteSql;
 

@@ -28,6 +28,7 @@ extern bool TryAcquirePoolSlot(PoolEntry *entry, PoolSlotKind kind);
 extern void WaitForPoolSlot(PoolEntry *entry, const char *host, int32 port);
 extern void ReleasePoolSlot(PoolEntry *entry);
 extern int	PoolWaiters(PoolEntry *entry);
+extern bool PoolHasSpareRoom(PoolEntry *entry);
 extern bool PoolYieldRequested(PoolEntry *entry);
 extern void SetPoolNodeLimit(PoolEntry *entry, int nodeLimit);
 extern bool PoolNodeLimitFresh(PoolEntry *entry, int maxAgeMs);
