@@ -100,8 +100,13 @@ if [ "${BENCH_VERSIONS_BUILD:-1}" != 0 ]; then
 			{ tail -30 "$LOG/build-$v.log" >&2; exit 1; }
 	done
 fi
+# a running server keeps the shardext.so it started with: restart it after
+# an install
 for v in "${VERSIONS[@]}"; do
 	echo "PostgreSQL $v: cluster on ports ${PORT[$v]}.., ${DIR[$v]}"
+	if [ "${BENCH_VERSIONS_BUILD:-1}" != 0 ]; then
+		with_version "$v" scripts/cluster stop >/dev/null
+	fi
 	with_version "$v" scripts/cluster start >/dev/null
 done
 
