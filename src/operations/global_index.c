@@ -60,6 +60,7 @@
 #include "shardext/metadata.h"
 #include "shardext/operations.h"
 #include "shardext/pg_compat.h"
+#include "shardext/privileges.h"
 
 PG_FUNCTION_INFO_V1(shardext_create_global_index);
 PG_FUNCTION_INFO_V1(shardext_drop_global_index);
@@ -80,7 +81,6 @@ static char *IndexTableName(const char *name);
 static char *KeyColumnList(Oid baseRelid, GlobalIndex *index, const char *prefix);
 static void SyncIndexPrivileges(Oid baseRelid, GlobalIndex *index);
 static List *IndexPrivilegeCommands(Oid baseRelid, GlobalIndex *index);
-static Oid	RelationOwner(Oid relid);
 static void NoteMissingLocalIndex(Relation rel, AttrNumber attnum);
 
 /*
@@ -481,20 +481,6 @@ NoteMissingLocalIndex(Relation rel, AttrNumber attnum)
 			 errhint("Create one with CREATE INDEX ON %s (%s).",
 					 quote_identifier(RelationGetRelationName(rel)),
 					 quote_identifier(get_attname(RelationGetRelid(rel), attnum, false)))));
-}
-
-/* the owner of a relation */
-static Oid
-RelationOwner(Oid relid)
-{
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
-	return owner;
 }
 
 /*

@@ -33,6 +33,7 @@
 #include "shardext/deparser.h"
 #include "shardext/guc.h"
 #include "shardext/metadata.h"
+#include "shardext/privileges.h"
 #include "shardext/remote_command.h"
 #include "shardext/shard_move.h"
 
@@ -186,13 +187,8 @@ MoveSetUpTarget(ShardMoveState *state)
 static void
 AppendOwnerCommand(StringInfo command, Oid relid, const char *shardName)
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
+	Oid			owner = RelationOwner(relid);
 
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
 	if (owner != GetUserId())
 		appendStringInfo(command, ";\nALTER TABLE %s OWNER TO %s;\n", shardName,
 						 quote_identifier(GetUserNameFromId(owner, false)));

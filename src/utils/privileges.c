@@ -18,12 +18,15 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "shardext/pg_compat.h"
 #include "shardext/privileges.h"
@@ -86,4 +89,20 @@ EnsureTableOwnerWithSchemaAccess(Oid relid)
 	aclresult = pg_namespace_aclcheck(namespaceId, GetUserId(), ACL_USAGE | ACL_CREATE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_SCHEMA, get_namespace_name(namespaceId));
+}
+
+/*
+ * RelationOwner returns the owner of a relation (an error if it is gone).
+ */
+Oid
+RelationOwner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
 }

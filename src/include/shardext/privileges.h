@@ -15,6 +15,7 @@
 extern bool IsShardextAdmin(Oid roleId);
 extern void EnsureShardextAdmin(const char *function);
 extern void EnsureTableOwnerWithSchemaAccess(Oid relid);
+extern Oid	RelationOwner(Oid relid);
 
 /* metadata_cache.c: they read the catalog */
 extern void EnsureShardextInstalled(void);
