@@ -324,6 +324,13 @@ as_user -c "INSERT INTO $ODD_TABLE SELECT g, 'v' || g FROM generate_series(1, 10
 	fail "the non-superuser owner could not write its oddly named table"
 wait_replayed 1
 wait_replayed 2
+# the table's DDL raised the nodes' barriers: the coordinator uses their
+# replicas once its daemon has seen them replay it, a poll later
+odd_on_replica() {
+	as_user -c "$ON EXPLAIN (COSTS OFF, FORMAT JSON) SELECT * FROM $ODD_TABLE WHERE \"Kéy\" = 3" |
+		grep -o '"Nodes": \[[^]]*' | grep -Eq "127.0.0.1:($R1_PORT|$R2_PORT)"
+}
+poll 10 odd_on_replica
 before=$(coord "SELECT sum(replica_reads) FROM shardext.stat_replicas")
 expect_eq "a non-superuser owner reads an oddly named table on replicas" "v3|10" \
 	"$(as_user -c "$ON SELECT (SELECT \"vàl ue\" FROM $ODD_TABLE WHERE \"Kéy\" = 3) || '|' ||
