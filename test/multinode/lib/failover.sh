@@ -81,11 +81,24 @@ wait_for_log() {
 }
 log_lines() { wc -l <"$1"; }
 
-# check_books WHAT LOG_PREFIX [PORT]: every transfer a client saw committed is in the
+# resolved_on_primaries PORT: nothing of this database is prepared on the
+# active primaries of the coordinator at PORT
+resolved_on_primaries() {
+	local worker
+	for worker in $(psql_at "$1" -c "SELECT node_port FROM shardext.nodes WHERE role = 'primary' AND active"); do
+		[ "$(prepared_on "$worker")" = 0 ] || return 1
+	done
+}
+
+# check_books WHAT LOG_PREFIX [PORT]: once recovery resolved what a lost
+# worker left prepared, every transfer a client saw committed is in the
 # ledger, none it saw fail is, the total is unchanged and every balance is its
 # initial one plus what the ledger says (no transfer applied in part)
 check_books() {
 	local what=$1 log=$2 port=${3:-$COORDINATOR_PORT} ok failed
+	# a transfer whose commit decision was taken while one of its nodes was
+	# down stays prepared there until recovery commits it
+	wait_for "$what: recovery resolves the prepared transactions" 60 resolved_on_primaries "$port"
 	ok=$(outcomes "$log" OK | paste -sd,)
 	failed=$(outcomes "$log" FAIL | paste -sd,)
 	expect_eq "$what: every committed transfer is in the ledger ($(outcomes "$log" OK | wc -l) committed)" 0 \
