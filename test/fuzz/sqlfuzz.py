@@ -1288,8 +1288,10 @@ class Fuzzer:
         if not same(dist_rows, local_rows, False):
             self.fail(number, sql, dist_rows, local_rows, 'table %s differs after the statement' % table)
         self.dml_since_reset += 1
-        # INSERT ... SELECT from a table into itself doubles it: keep the tables small
-        if self.dml_since_reset >= 150 or len(local_rows.rows or []) > 1000:
+        # INSERT ... SELECT from a table into itself doubles it: keep the tables
+        # small (a table of 1,000 rows with each key ten times made three-way
+        # joins of 5 million rows that took 45 s to compare)
+        if self.dml_since_reset >= 150 or len(local_rows.rows or []) > max(4 * SIZES[table], 200):
             self.load()
 
     def run_statement(self, gen, number):
@@ -1348,7 +1350,7 @@ class Fuzzer:
                     raise
                 self.difference(mismatch)
                 continue
-            self.slowest = sorted(self.slowest + [(time.time() - began, number, sql)], reverse=True)[:3]
+            self.slowest = sorted(self.slowest + [(time.time() - began, number, sql)], reverse=True)[:5]
         elapsed = time.time() - start
         total = self.stats['select'] + self.stats['dml']
         print('sqlfuzz: seed %s: %d statements (%d SELECT, %d DML) in %.1f s, %d differences, '
@@ -1370,7 +1372,8 @@ class Fuzzer:
         if self.args.verbose:
             for message, (count, first) in sorted(self.failures.items(), key=lambda item: -item[1][0])[:10]:
                 print('  both failed %4d x  %s (first: statement %d)' % (count, message, first))
-            for seconds, number, sql in self.slowest:
+        for seconds, number, sql in self.slowest:
+            if self.args.verbose or seconds >= 2:
                 print('  slow %.2f s: %d: %s' % (seconds, number, sql[:300]))
         if total < self.args.min_queries:
             print('sqlfuzz: only %d statements ran (at least %d wanted)' % (total, self.args.min_queries))
