@@ -163,9 +163,9 @@ ryw_script() {	# mode
 	echo "$ON SET shardext.read_your_writes = $1; SET shardext.pin_window = '3s';"
 	for i in $(seq 1 300); do
 		echo "UPDATE kv SET v = $((5000 + i)) WHERE id = $K1 RETURNING v AS w \\gset"
-		# now and then the replica gets the time to replay the write (the 2 s
-		# apply delay: time is under test here)
-		if [ $((i % 100)) = 0 ]; then echo "SELECT pg_sleep(3.2) \\g /dev/null"; fi
+		# half-way the replica gets the time to replay the write (the 2 s
+		# apply delay: time is under test here), and is read again
+		if [ "$i" = 150 ]; then echo "SELECT pg_sleep(3.2) \\g /dev/null"; fi
 		echo "SELECT v >= :w AS ok, v FROM kv WHERE id = $K1 \\gset"
 		echo "\\if :ok \\else \\echo STALE read :v after writing :w \\endif"
 		echo "SELECT v FROM kv WHERE id = $K2 \\g /dev/null"
