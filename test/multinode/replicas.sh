@@ -165,7 +165,7 @@ ryw_script() {	# mode
 		echo "UPDATE kv SET v = $((5000 + i)) WHERE id = $K1 RETURNING v AS w \\gset"
 		# half-way the replica gets the time to replay the write (the 2 s
 		# apply delay: time is under test here), and is read again
-		if [ "$i" = 150 ]; then echo "SELECT pg_sleep(3.2) \\g /dev/null"; fi
+		if [ "$i" = 150 ]; then echo "SELECT pg_sleep(4) \\g /dev/null"; fi
 		echo "SELECT v >= :w AS ok, v FROM kv WHERE id = $K1 \\gset"
 		echo "\\if :ok \\else \\echo STALE read :v after writing :w \\endif"
 		echo "SELECT v FROM kv WHERE id = $K2 \\g /dev/null"
