@@ -789,6 +789,14 @@ RunDueSagas(void)
 	}
 	ForgetOldSagas();
 	MemoryContextDelete(sagaContext);
+
+	/*
+	 * With nothing due, the daemon keeps no step connection: each holds a
+	 * slot of its node's pool, and one broken by a node's restart would
+	 * stay counted until the next saga.
+	 */
+	if (due == NIL)
+		CloseSagaConnections();
 	return roundOver ? 0 : NextSagaWakeupMs();
 }
 

@@ -554,7 +554,10 @@ DropSagaConnection(NodeConnection *conn)
 	CloseDedicatedConnection(conn);
 }
 
-/* CloseSagaConnections closes every kept step connection */
+/*
+ * CloseSagaConnections closes every kept step connection (and the
+ * loopback): the maintenance daemon's, when no saga is due.
+ */
 void
 CloseSagaConnections(void)
 {
