@@ -247,6 +247,21 @@ SQL
 )
 expect_eq "step records: one per applied step or compensation, on its node" 0 "$records"
 
+# the daemon ran sagas that crashed sessions left; once none is due it keeps
+# no step connection, each of which would hold a slot of its node's pool
+daemon_step_connections() {
+	local pid port
+	pid=$(coord "SELECT pid FROM pg_stat_activity
+		WHERE backend_type = 'shardext maintenance daemon' AND datname = current_database()")
+	[ -n "$pid" ] || return 1
+	for port in $WORKER_1_PORT $WORKER_2_PORT; do
+		psql_at "$port" -d postgres -c "SELECT count(*) FROM pg_stat_activity
+			WHERE application_name LIKE 'shardext\_%\_$pid'"
+	done | awk '{ s += $1 } END { exit s != 0 }'
+}
+wait_for "once no saga is due, the daemon keeps no connection to the workers" 15 daemon_step_connections
+echo "ok - once no saga is due, the daemon keeps no connection to the workers"
+
 [ -n "${SAGAS_KEEP:-}" ] && { cat "$TMP/pgbench.out"; exit 0; }
 coord "DROP FUNCTION sg_transfer; DROP TABLE sg_accounts, sg_ledger; DELETE FROM shardext.saga" >/dev/null
 for w in worker1 worker2; do $w "DELETE FROM shardext.saga_step_record" >/dev/null; done
