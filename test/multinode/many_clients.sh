@@ -122,16 +122,16 @@ expect_eq "no wait timed out" "0" \
 # drift; when the ratio misses, another 200-client run follows, compared
 # with the last 50-client run and a new one (up to two more), and the best
 # ratio counts
-bracket() {	# the 50-client tps before the last 200-client run: sets ratio
+bracket() {	# RUN: a 50-client run after 200-client run RUN; sets tps50 and ratio
 	run_mix 50 8
 	echo "50 clients: $tps tps, $failed failed"
 	expect_eq "50 clients, after run $1: no failed transaction" "0" "${failed:-0}"
-	ratio=$(awk -v a="$tps200" -v b="$2" -v c="$tps" -v r="${ratio:-0}" \
+	ratio=$(awk -v a="$tps200" -v b="$tps50" -v c="$tps" -v r="${ratio:-0}" \
 		'BEGIN { x = 2 * a / (b + c); printf "%.2f", (x > r ? x : r) }')
 	tps50=$tps
 }
 ratio=
-bracket 1 "$tps50"
+bracket 1
 for attempt in 2 3; do
 	awk -v r="$ratio" 'BEGIN { exit !(r < 0.8) }' || break
 	echo "ratio $ratio so far; measuring 200 clients again (run $attempt)"
@@ -139,7 +139,7 @@ for attempt in 2 3; do
 	tps200=$tps
 	echo "200 clients: $tps tps, $failed failed"
 	expect_eq "200 clients, run $attempt: no failed transaction" "0" "${failed:-0}"
-	bracket "$attempt" "$tps50"
+	bracket "$attempt"
 done
 awk -v r="$ratio" 'BEGIN { exit !(r >= 0.8) }' ||
 	fail "200 clients: less than 80% of the throughput of 50 clients in every run (best ${ratio}x)"

@@ -147,12 +147,9 @@ else
 	t0=$(date +%s)
 	OLD_CONFIG=$(copy_installation "$OLD_SOURCE_CONFIG" "$WORK/old-pg") ||
 		fail "a private copy of PostgreSQL $OLD_MAJOR ($OLD_SOURCE_CONFIG) in $WORK/old-pg"
-	(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c) |
-		tar -x -C "$WORK/src" || fail "copying the source"
-	# unoptimized (-O0): what is under test is the upgrade, not the code
-	nice make -s -C "$WORK/src" PG_CONFIG="$OLD_CONFIG" with_llvm=no COPT="-O0 -g0" -j"$(nproc)" >"$WORK/build.log" 2>&1 &&
-		make -s -C "$WORK/src" PG_CONFIG="$OLD_CONFIG" with_llvm=no COPT="-O0 -g0" install >>"$WORK/build.log" 2>&1 ||
-		{ tail -20 "$WORK/build.log" >&2; fail "building shardext for PostgreSQL $OLD_MAJOR"; }
+	copy_source "$WORK/src" || fail "copying the source"
+	build_unoptimized "$WORK/src" "$OLD_CONFIG" "$WORK/build.log" ||
+		fail "building shardext for PostgreSQL $OLD_MAJOR"
 	echo "ok - shardext built for PostgreSQL $OLD_MAJOR in a private copy of it ($(($(date +%s) - t0)) s)"
 fi
 OLD_BINDIR=$("$OLD_CONFIG" --bindir)

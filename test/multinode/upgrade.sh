@@ -130,12 +130,8 @@ PRIVATE_BINDIR=$("$PRIVATE_PG_CONFIG" --bindir)
 [ "$PRIVATE_BINDIR" = "$WORK/pg/usr/lib/postgresql/15/bin" ] || fail "the private installation is not relocatable"
 
 # --- 1.0 ---
-# (both libraries of this test build unoptimized, -O0: what is under test
-# is the upgrade path, and they compile in a third of the time)
 t0=$(date +%s)
-make -s -C "$WORK/src-1.0" PG_CONFIG="$PRIVATE_PG_CONFIG" with_llvm=no COPT="-O0 -g0" -j"$(nproc)" >/dev/null 2>&1 &&
-	make -s -C "$WORK/src-1.0" PG_CONFIG="$PRIVATE_PG_CONFIG" with_llvm=no COPT="-O0 -g0" install >/dev/null ||
-	fail "building shardext 1.0"
+build_unoptimized "$WORK/src-1.0" "$PRIVATE_PG_CONFIG" "$WORK/build-1.0.log" || fail "building shardext 1.0"
 echo "ok - shardext 1.0 built from $RELEASE_COMMIT ($(($(date +%s) - t0)) s)"
 # the frozen 1.0 script is the one the release built
 expect_eq "src/sql/shardext--1.0.sql is the released 1.0 script" "" \
@@ -182,11 +178,8 @@ private_cluster stop >/dev/null
 # --- this version, built as for production, from a copy of the source
 # files (the suite's own objects are a test build) ---
 t0=$(date +%s)
-(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c) |
-	tar -x -C "$WORK/build" || fail "copying the source"
-make -s -C "$WORK/build" PG_CONFIG="$PRIVATE_PG_CONFIG" with_llvm=no COPT="-O0 -g0" -j"$(nproc)" >/dev/null 2>&1 &&
-	make -s -C "$WORK/build" PG_CONFIG="$PRIVATE_PG_CONFIG" with_llvm=no COPT="-O0 -g0" install >/dev/null ||
-	fail "building this version"
+copy_source "$WORK/build" || fail "copying the source"
+build_unoptimized "$WORK/build" "$PRIVATE_PG_CONFIG" "$WORK/build.log" || fail "building this version"
 echo "ok - this version built for production ($(($(date +%s) - t0)) s)"
 so="$WORK/pg/usr/lib/postgresql/15/lib/shardext.so"
 expect_eq "no test-only settings or code in the production library" "" \

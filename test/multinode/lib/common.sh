@@ -73,6 +73,20 @@ poll() {
 		sleep 0.1
 	done
 }
+# copy_source DIR: this tree's files (tracked and new, not ignored) into DIR
+copy_source() {
+	(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c) |
+		tar -x -C "$1"
+}
+# build_unoptimized SRC PG_CONFIG LOG: builds and installs the extension in
+# SRC for that installation, unoptimized (-O0 -g0: the upgrade tests test
+# upgrades, not the code, and such a build takes a third of the time),
+# into LOG; on failure shows its end
+build_unoptimized() {
+	{ nice make -s -C "$1" PG_CONFIG="$2" with_llvm=no COPT="-O0 -g0" -j"$(nproc)" &&
+		make -s -C "$1" PG_CONFIG="$2" with_llvm=no COPT="-O0 -g0" install; } >"$3" 2>&1 ||
+		{ tail -20 "$3" >&2; return 1; }
+}
 # wait_for WHAT SECONDS COMMAND...: poll, and fail the test naming WHAT
 # when COMMAND never succeeded
 wait_for() {
