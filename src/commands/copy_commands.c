@@ -311,97 +311,169 @@ TransformCopyWhere(ParseState *pstate, Relation rel, Node *where)
 	return (Node *) make_ands_implicit((Expr *) whereClause);
 }
 
+/* what routing a forwarded line needs: the distribution column's input */
+typedef struct LineRouting
+{
+	ShardCopyState *copyState;
+	DistTableCacheEntry *entry;
+	int			distField;		/* its input field, -1: not hashed */
+	char	   *distAttname;
+	FmgrInfo	inputFunction;
+	Oid			typioparam;
+} LineRouting;
+
+static void InitLineRouting(LineRouting *routing, CopyFromState cstate,
+							ShardCopyState *copyState, Relation rel, char *distAttname);
+static ShardInterval *RouteLine(LineRouting *routing, CopyFromState cstate, char *string);
+static bool NextParsedLine(CopyFromState cstate, Relation rel, int distField,
+						   const char **line, int *length, char **string);
+
 /*
  * CopyFastPath forwards input lines: only the distribution column is
- * converted, to choose the shard; the workers parse the rest.
+ * converted, to choose the shard; the workers parse the rest.  The lines
+ * come from the splitter (copy_split.c) when it can read the input, else
+ * (and after it handed over) from PostgreSQL's reader.
  */
 static uint64
 CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 			 char *distAttname)
 {
-	DistTableCacheEntry *entry = GetDistTableCacheEntry(RelationGetRelid(rel));
-	int			fieldCount = list_length(cstate->attnumlist);
-	int			distField = -1;
-	FmgrInfo	inputFunction;
-	Oid			typioparam = InvalidOid;
+	LineRouting routing;
+	CopySplitter *splitter = NULL;
+	bool		splitting;
 	MemoryContext rowContext = AllocSetContextCreate(CurrentMemoryContext,
 													 "shardext copy line",
 													 ALLOCSET_DEFAULT_SIZES);
 	uint64		processed = 0;
-	char	  **fields;
-	int			nfields;
 
-	if (entry->method == DISTRIBUTE_BY_HASH)
-	{
-		Oid			inputOid;
-
-		ListCell   *cell;
-
-		foreach(cell, cstate->attnumlist)
-		{
-			if (lfirst_int(cell) == entry->distAttnum)
-				distField = foreach_current_index(cell);
-		}
-		getTypeInputInfo(entry->distType, &inputOid, &typioparam);
-		fmgr_info(inputOid, &inputFunction);
-	}
+	InitLineRouting(&routing, cstate, copyState, rel, distAttname);
+	if (CopySplitterUsable(cstate))
+		splitter = BeginCopySplit(cstate, routing.distField);
+	splitting = (splitter != NULL);
 
 	for (;;)
 	{
 		MemoryContext oldContext = MemoryContextSwitchTo(rowContext);
-		ShardInterval *shard;
+		const char *line;
+		int			length;
+		char	   *string = NULL;
+		bool		more;
 
-		if (!NextCopyFromRawFields(cstate, &fields, &nfields))
+		if (splitting)
+		{
+			CopySplitResult result = CopySplitNext(splitter, &line, &length,
+												   &string);
+
+			splitting = (result == COPY_SPLIT_LINE);
+			more = (result != COPY_SPLIT_END);
+		}
+		if (!splitting && (splitter == NULL || more))
+			more = NextParsedLine(cstate, rel, routing.distField, &line, &length, &string);
+		if (!more)
 		{
 			MemoryContextSwitchTo(oldContext);
 			break;
 		}
-		if (nfields > fieldCount)
-			ereport(ERROR,
-					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-					 errmsg("extra data after last expected column")));
-		if (nfields < fieldCount)
-			ereport(ERROR,
-					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-					 errmsg("missing data for column \"%s\"",
-							NameStr(TupleDescAttr(RelationGetDescr(rel),
-												  list_nth_int(cstate->attnumlist, nfields) - 1)->attname))));
-
-		if (distField >= 0)
-		{
-			char	   *string = fields[distField];
-			Datum		value = (Datum) 0;
-
-			/* FORCE_NOT_NULL / FORCE_NULL as NextCopyFrom applies them */
-			if (CopyFormatIsCsv(&cstate->opts))
-			{
-				if (string == NULL && cstate->opts.force_notnull_flags[entry->distAttnum - 1])
-					string = cstate->opts.null_print;
-				else if (string != NULL && cstate->opts.force_null_flags[entry->distAttnum - 1] &&
-						 strcmp(string, cstate->opts.null_print) == 0)
-					string = NULL;
-			}
-			cstate->cur_attname = distAttname;
-			cstate->cur_attval = string;
-			if (string != NULL)
-				value = InputFunctionCall(&inputFunction, string, typioparam,
-										  entry->distTypmod);
-			shard = ShardCopyShardForValue(copyState, value, string == NULL);
-			cstate->cur_attname = NULL;
-			cstate->cur_attval = NULL;
-		}
-		else
-			shard = &entry->shards[0];
-
-		ShardCopySendLine(copyState, shard, cstate->line_buf.data, cstate->line_buf.len,
+		ShardCopySendLine(copyState, RouteLine(&routing, cstate, string), line, length,
 						  cstate->cur_lineno);
 		processed++;
 		MemoryContextSwitchTo(oldContext);
 		MemoryContextReset(rowContext);
 		CHECK_FOR_INTERRUPTS();
 	}
+	if (splitter != NULL)
+		EndCopySplit(splitter);
 	MemoryContextDelete(rowContext);
 	return processed;
+}
+
+/* InitLineRouting looks up the distribution column's field and input function */
+static void
+InitLineRouting(LineRouting *routing, CopyFromState cstate, ShardCopyState *copyState,
+				Relation rel, char *distAttname)
+{
+	ListCell   *cell;
+	Oid			inputOid;
+
+	memset(routing, 0, sizeof(LineRouting));
+	routing->copyState = copyState;
+	routing->entry = GetDistTableCacheEntry(RelationGetRelid(rel));
+	routing->distField = -1;
+	routing->distAttname = distAttname;
+	if (routing->entry->method != DISTRIBUTE_BY_HASH)
+		return;
+	foreach(cell, cstate->attnumlist)
+	{
+		if (lfirst_int(cell) == routing->entry->distAttnum)
+			routing->distField = foreach_current_index(cell);
+	}
+	getTypeInputInfo(routing->entry->distType, &inputOid, &routing->typioparam);
+	fmgr_info(inputOid, &routing->inputFunction);
+}
+
+/*
+ * RouteLine returns the shard of a line whose distribution column field is
+ * string (NULL: SQL NULL), converting it as NextCopyFrom would.
+ */
+static ShardInterval *
+RouteLine(LineRouting *routing, CopyFromState cstate, char *string)
+{
+	DistTableCacheEntry *entry = routing->entry;
+	Datum		value = (Datum) 0;
+	ShardInterval *shard;
+
+	if (routing->distField < 0)
+		return &entry->shards[0];
+
+	/* FORCE_NOT_NULL / FORCE_NULL as NextCopyFrom applies them */
+	if (CopyFormatIsCsv(&cstate->opts))
+	{
+		if (string == NULL && cstate->opts.force_notnull_flags[entry->distAttnum - 1])
+			string = cstate->opts.null_print;
+		else if (string != NULL && cstate->opts.force_null_flags[entry->distAttnum - 1] &&
+				 strcmp(string, cstate->opts.null_print) == 0)
+			string = NULL;
+	}
+	cstate->cur_attname = routing->distAttname;
+	cstate->cur_attval = string;
+	if (string != NULL)
+		value = InputFunctionCall(&routing->inputFunction, string, routing->typioparam,
+								  entry->distTypmod);
+	shard = ShardCopyShardForValue(routing->copyState, value, string == NULL);
+	cstate->cur_attname = NULL;
+	cstate->cur_attval = NULL;
+	return shard;
+}
+
+/*
+ * NextParsedLine reads the next line with PostgreSQL's reader, checks its
+ * number of fields, and returns it with its distribution column field;
+ * false at the end of the input.
+ */
+static bool
+NextParsedLine(CopyFromState cstate, Relation rel, int distField,
+			   const char **line, int *length, char **string)
+{
+	int			fieldCount = list_length(cstate->attnumlist);
+	char	  **fields;
+	int			nfields;
+
+	if (!NextCopyFromRawFields(cstate, &fields, &nfields))
+		return false;
+	if (nfields > fieldCount)
+		ereport(ERROR,
+				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				 errmsg("extra data after last expected column")));
+	if (nfields < fieldCount)
+		ereport(ERROR,
+				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				 errmsg("missing data for column \"%s\"",
+						NameStr(TupleDescAttr(RelationGetDescr(rel),
+											  list_nth_int(cstate->attnumlist, nfields) - 1)->attname))));
+	*line = cstate->line_buf.data;
+	*length = cstate->line_buf.len;
+	*string = distField >= 0 ? fields[distField] : NULL;
+	return true;
 }
 
 /* BaseValueFunction over a row in a slot */

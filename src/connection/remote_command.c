@@ -1207,6 +1207,36 @@ EndRemoteCopy(NodeConnection *conn, const char *errorMessage)
 }
 
 /*
+ * QueueRemoteCopyEnd ends a COPY FROM STDIN like EndRemoteCopy, without
+ * waiting until libpq has sent everything: the rest goes out with
+ * TryFlushRemoteOutput or while the result is awaited.
+ */
+void
+QueueRemoteCopyEnd(NodeConnection *conn)
+{
+	int			rc;
+
+	while ((rc = PQputCopyEnd(conn->pgConn, NULL)) == 0)
+		WaitForRemoteSocket(conn, true);
+	if (rc == -1)
+		ReportConnectionError(conn, ERROR);
+}
+
+/*
+ * TryFlushRemoteOutput sends what libpq has buffered as far as the socket
+ * takes it now, and returns true once nothing is left.
+ */
+bool
+TryFlushRemoteOutput(NodeConnection *conn)
+{
+	int			rc = PQflush(conn->pgConn);
+
+	if (rc == -1)
+		ReportConnectionError(conn, ERROR);
+	return rc == 0;
+}
+
+/*
  * BeginRemoteCopy sends a COPY command (which may follow SET commands in the
  * same string) and reads results until the COPY has started, expecting
  * copyStatus (PGRES_COPY_IN or PGRES_COPY_OUT).  A remote error is rethrown

@@ -54,6 +54,15 @@
 #define SHARD_COPY_MIN_BUFFER_SIZE (64 * 1024)
 #define SHARD_COPY_TOTAL_BUFFER_SIZE (32 * 1024 * 1024)
 
+/*
+ * Sent buffers stay in libpq's output buffers until the sockets take them
+ * (the workers read as fast as they insert): routing goes on meanwhile, up
+ * to this many bytes not yet sent over all connections.  Every
+ * SHARD_COPY_PUSH_ROWS rows, what the sockets take is pushed on.
+ */
+#define SHARD_COPY_MAX_UNSENT (32 * 1024 * 1024)
+#define SHARD_COPY_PUSH_ROWS 1024
+
 /* input line numbers of the rows a buffer or a remote COPY holds */
 typedef struct LineMap
 {
@@ -67,6 +76,7 @@ typedef struct CopyConnection
 	NodeConnection *conn;
 	int64		activeShardId;	/* shard whose COPY is open, 0 if none */
 	bool		ending;			/* that COPY was ended, its result is to come */
+	int64		unsent;			/* bytes queued that libpq may still hold */
 	LineMap		lines;			/* rows sent in that COPY */
 } CopyConnection;
 
@@ -100,6 +110,8 @@ struct ShardCopyState
 	MemoryContext context;		/* lives as long as the COPY */
 	uint64		rowCount;
 	int			bufferSize;		/* flush a shard's buffer at this size */
+	int		   *flushAt;		/* per shard: its next flush, staggered */
+	int64		unsent;			/* sum of the connections' unsent bytes */
 	bool		forwardsLines;	/* rows are input lines as they came */
 };
 
@@ -107,6 +119,8 @@ static DistTableCacheEntry *LockShardsForCopy(Oid relid);
 static void FlushShardBuffer(ShardCopyState *state, ShardInterval *shard);
 static void EndCopyEarly(ShardCopyState *state, CopyConnection *copyConn,
 						 ShardInterval *shard);
+static void PushCopyOutput(ShardCopyState *state, bool sendAll);
+static CopyConnection *MostUnsentConnection(ShardCopyState *state);
 static NodeCopyState *NodeStateFor(ShardCopyState *state, int32 nodeId);
 static CopyConnection *ConnectionForShard(ShardCopyState *state, int32 nodeId,
 										  int64 shardId);
@@ -192,10 +206,19 @@ BeginShardCopy(Oid relid, int connectionsPerNode, const char *columnList,
 								SHARD_COPY_TOTAL_BUFFER_SIZE / Max(state->entry->shardCount, 1)));
 	state->buffers = palloc0(state->entry->shardCount * sizeof(StringInfoData));
 	state->bufferLines = palloc0(state->entry->shardCount * sizeof(LineMap));
+	state->flushAt = palloc(state->entry->shardCount * sizeof(int));
 	for (int i = 0; i < state->entry->shardCount; i++)
 	{
 		initStringInfo(&state->buffers[i]);
 		initStringInfo(&state->bufferLines[i].deltas);
+
+		/*
+		 * Hashed rows fill all buffers at the same pace: first flushes at
+		 * staggered sizes keep them from all going out at once (the nodes
+		 * idle while the buffers fill, then get everything in a burst).
+		 */
+		state->flushAt[i] = (int) ((int64) state->bufferSize * (i + 1) /
+								   state->entry->shardCount);
 	}
 
 	state->natts = desc->natts;
@@ -350,8 +373,10 @@ ShardCopySendSlot(ShardCopyState *state, TupleTableSlot *slot, uint64 line)
 
 	LineMapAdd(&state->bufferLines[shard->shardIndex], line);
 	state->rowCount++;
-	if (buf->len >= state->bufferSize)
+	if (buf->len >= state->flushAt[shard->shardIndex])
 		FlushShardBuffer(state, shard);
+	else if (state->unsent > 0 && state->rowCount % SHARD_COPY_PUSH_ROWS == 0)
+		PushCopyOutput(state, false);
 }
 
 /*
@@ -368,8 +393,10 @@ ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
 	appendStringInfoChar(buf, '\n');
 	LineMapAdd(&state->bufferLines[shard->shardIndex], lineNumber);
 	state->rowCount++;
-	if (buf->len >= state->bufferSize)
+	if (buf->len >= state->flushAt[shard->shardIndex])
 		FlushShardBuffer(state, shard);
+	else if (state->unsent > 0 && state->rowCount % SHARD_COPY_PUSH_ROWS == 0)
+		PushCopyOutput(state, false);
 }
 
 /* sends a shard's buffer to every placement of the shard */
@@ -393,12 +420,72 @@ FlushShardBuffer(ShardCopyState *state, ShardInterval *shard)
 													  shard->shardId);
 
 		SendRemoteCopyData(copyConn->conn, buf->data, buf->len);
+		copyConn->unsent += buf->len;
+		state->unsent += buf->len;
 		LineMapAppend(&copyConn->lines, lines);
 		EndCopyEarly(state, copyConn, shard);
 	}
 	resetStringInfo(buf);
 	LineMapReset(lines);
+	state->flushAt[shard->shardIndex] = state->bufferSize;
+	PushCopyOutput(state, false);
 	MemoryContextSwitchTo(oldContext);
+}
+
+/*
+ * PushCopyOutput hands the sockets what libpq holds for them, without
+ * waiting; while more than SHARD_COPY_MAX_UNSENT bytes are left (with
+ * sendAll, any), it waits until the connection holding the most has sent
+ * everything.
+ */
+static void
+PushCopyOutput(ShardCopyState *state, bool sendAll)
+{
+	ListCell   *cell;
+
+	foreach(cell, state->nodeStates)
+	{
+		NodeCopyState *nodeState = lfirst(cell);
+
+		for (int i = 0; i < nodeState->count; i++)
+		{
+			CopyConnection *copyConn = &nodeState->connections[i];
+
+			if (copyConn->unsent > 0 && TryFlushRemoteOutput(copyConn->conn))
+			{
+				state->unsent -= copyConn->unsent;
+				copyConn->unsent = 0;
+			}
+		}
+	}
+	while (state->unsent > (sendAll ? 0 : SHARD_COPY_MAX_UNSENT))
+	{
+		CopyConnection *copyConn = MostUnsentConnection(state);
+
+		WaitForRemoteSocket(copyConn->conn, true);
+		state->unsent -= copyConn->unsent;
+		copyConn->unsent = 0;
+	}
+}
+
+/* the connection with the most bytes that may not have been sent yet */
+static CopyConnection *
+MostUnsentConnection(ShardCopyState *state)
+{
+	CopyConnection *most = NULL;
+	ListCell   *cell;
+
+	foreach(cell, state->nodeStates)
+	{
+		NodeCopyState *nodeState = lfirst(cell);
+
+		for (int i = 0; i < nodeState->count; i++)
+		{
+			if (most == NULL || nodeState->connections[i].unsent > most->unsent)
+				most = &nodeState->connections[i];
+		}
+	}
+	return most;
 }
 
 /*
@@ -416,7 +503,7 @@ EndCopyEarly(ShardCopyState *state, CopyConnection *copyConn, ShardInterval *sha
 
 	if (shard->placementCount != 1 || nodeState->shardCount <= nodeState->maxCount)
 		return;
-	EndRemoteCopy(copyConn->conn, NULL);
+	QueueRemoteCopyEnd(copyConn->conn);
 	copyConn->ending = true;
 }
 
@@ -551,7 +638,7 @@ FinishCopy(ShardCopyState *state, CopyConnection *copyConn)
 	if (copyConn->activeShardId == 0)
 		return;
 	if (!copyConn->ending)
-		EndRemoteCopy(copyConn->conn, NULL);
+		QueueRemoteCopyEnd(copyConn->conn);
 	ReadCopyResult(state, copyConn);
 }
 
@@ -561,7 +648,10 @@ ReadCopyResult(ShardCopyState *state, CopyConnection *copyConn)
 {
 	PGresult   *error;
 
+	/* waiting for the result sends what was queued */
 	PQclear(ReadRemoteResults(copyConn->conn, &error));
+	state->unsent -= copyConn->unsent;
+	copyConn->unsent = 0;
 	copyConn->activeShardId = 0;
 	copyConn->ending = false;
 	if (error != NULL)
@@ -654,11 +744,12 @@ EndShardCopy(ShardCopyState *state)
 			if (nodeState->connections[i].activeShardId != 0 &&
 				!nodeState->connections[i].ending)
 			{
-				EndRemoteCopy(nodeState->connections[i].conn, NULL);
+				QueueRemoteCopyEnd(nodeState->connections[i].conn);
 				nodeState->connections[i].ending = true;
 			}
 		}
 	}
+	PushCopyOutput(state, true);
 	foreach(cell, state->nodeStates)
 	{
 		NodeCopyState *nodeState = lfirst(cell);

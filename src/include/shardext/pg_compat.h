@@ -667,6 +667,14 @@ extern void pq_startmsgread(void);
 extern int	pq_peekbyte(void);
 extern void pq_endmsgread(void);
 
+/* and what COPY FROM STDIN reads the client's CopyData with (copy_split.c) */
+extern int	pq_getbyte(void);
+extern int	pq_getmessage(StringInfo s, int maxlen);
+#ifndef PQ_SMALL_MESSAGE_LIMIT
+#define PQ_SMALL_MESSAGE_LIMIT	10000
+#define PQ_LARGE_MESSAGE_LIMIT	(MaxAllocSize - 1)
+#endif
+
 /*
  * PeekClientMessageType returns the type byte of the next message the
  * client has already sent (without consuming it), or -1 when none is

@@ -118,6 +118,8 @@ extern PGresult *TryRemoteQueryNoInterrupts(NodeConnection *conn, const char *qu
 extern bool RemoteResultReady(NodeConnection *conn);
 extern void SendRemoteCopyData(NodeConnection *conn, const char *data, int length);
 extern void EndRemoteCopy(NodeConnection *conn, const char *errorMessage);
+extern void QueueRemoteCopyEnd(NodeConnection *conn);
+extern bool TryFlushRemoteOutput(NodeConnection *conn);
 extern void BeginRemoteCopy(NodeConnection *conn, const char *command,
 							ExecStatusType copyStatus);
 extern int	ReceiveRemoteCopyData(NodeConnection *conn, char **buffer);

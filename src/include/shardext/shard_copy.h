@@ -8,6 +8,7 @@
 #ifndef SHARDEXT_SHARD_COPY_H
 #define SHARDEXT_SHARD_COPY_H
 
+#include "commands/copy.h"
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
@@ -27,6 +28,22 @@ extern void ShardCopySendLine(ShardCopyState *state, ShardInterval *shard,
 extern uint64 EndShardCopy(ShardCopyState *state);
 extern void ShardCopyFreeze(ShardCopyState *state);
 extern void AppendCopyTextValue(StringInfo buf, const char *value);
+
+/* copy_split.c */
+typedef struct CopySplitter CopySplitter;
+typedef enum CopySplitResult
+{
+	COPY_SPLIT_LINE,
+	COPY_SPLIT_END,
+	COPY_SPLIT_HANDED_OVER
+} CopySplitResult;
+
+extern bool CopySplitterUsable(CopyFromState cstate);
+extern CopySplitter *BeginCopySplit(CopyFromState cstate, int distField);
+extern CopySplitResult CopySplitNext(CopySplitter *splitter, const char **line,
+									 int *length, char **value);
+extern void CopySplitMissingField(CopySplitter *splitter, int field);
+extern void EndCopySplit(CopySplitter *splitter);
 
 /* copy_commands.c */
 extern bool ShardextCopy(CopyStmt *stmt, PlannedStmt *pstmt, const char *queryString,
