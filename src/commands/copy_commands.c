@@ -8,9 +8,11 @@
  * anywhere fails the whole COPY and leaves no row behind.  FREEZE follows
  * PostgreSQL's rules on the local table and then freezes on the shards.  Text and CSV
  * input without DEFAULT expressions to evaluate and without WHERE take the
- * fast path: each line is parsed only into fields, the distribution column
- * is converted to find the shard, and the line itself is forwarded with the
- * same format options.  Everything else (binary input, DEFAULT
+ * fast path: each line is split off the input (copy_split.c reads only up
+ * to the distribution column's field; where it cannot, PostgreSQL's reader
+ * splits the line into fields), the distribution column is converted to
+ * find the shard, and the line itself is forwarded with the same format
+ * options.  Everything else (binary input, DEFAULT
  * expressions for missing columns, which are evaluated here once per row,
  * WHERE) is parsed into rows here and sent as text.  Errors name the input
  * line as PostgreSQL does ("COPY t, line 3, column x: ..."), also when a

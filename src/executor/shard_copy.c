@@ -13,7 +13,9 @@
  * same shard and switches shards only when it must -- on a node with more
  * shards than connections a COPY is ended right after each buffer, so the
  * node finishes it while other rows are routed.  Sends do not wait for
- * the workers, so all nodes load in parallel with the routing.  Every
+ * the workers: what a socket does not take yet stays in libpq's buffer and
+ * is pushed on while rows are routed (up to SHARD_COPY_MAX_UNSENT bytes in
+ * all), so all nodes load in parallel with the routing.  Every
  * connection takes part in the local transaction (remote_xact.c), so the
  * rows appear atomically at commit or not at all.
  *
