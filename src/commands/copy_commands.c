@@ -342,7 +342,7 @@ CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 {
 	LineRouting routing;
 	CopySplitter *splitter = NULL;
-	bool		splitting;
+	CopySplitResult result = COPY_SPLIT_HANDED_OVER;
 	MemoryContext rowContext = AllocSetContextCreate(CurrentMemoryContext,
 													 "shardext copy line",
 													 ALLOCSET_DEFAULT_SIZES);
@@ -350,28 +350,23 @@ CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 
 	InitLineRouting(&routing, cstate, copyState, rel, distAttname);
 	if (CopySplitterUsable(cstate))
+	{
 		splitter = BeginCopySplit(cstate, routing.distField);
-	splitting = (splitter != NULL);
+		result = COPY_SPLIT_LINE;
+	}
 
 	for (;;)
 	{
 		MemoryContext oldContext = MemoryContextSwitchTo(rowContext);
-		const char *line;
-		int			length;
+		const char *line = NULL;
+		int			length = 0;
 		char	   *string = NULL;
-		bool		more;
 
-		if (splitting)
-		{
-			CopySplitResult result = CopySplitNext(splitter, &line, &length,
-												   &string);
-
-			splitting = (result == COPY_SPLIT_LINE);
-			more = (result != COPY_SPLIT_END);
-		}
-		if (!splitting && (splitter == NULL || more))
-			more = NextParsedLine(cstate, rel, routing.distField, &line, &length, &string);
-		if (!more)
+		if (result != COPY_SPLIT_HANDED_OVER)
+			result = CopySplitNext(splitter, &line, &length, &string);
+		if (result == COPY_SPLIT_END ||
+			(result == COPY_SPLIT_HANDED_OVER &&
+			 !NextParsedLine(cstate, rel, routing.distField, &line, &length, &string)))
 		{
 			MemoryContextSwitchTo(oldContext);
 			break;
