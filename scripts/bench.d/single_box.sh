@@ -8,7 +8,9 @@
 #               -M prepared), all four tables distributed: accounts and
 #               history by aid (co-located), branches by bid, tellers by tid
 #   aggregate   SELECT count(*), sum(abalance), avg(abalance) over the 1M
-#               accounts (warm, median of SINGLE_BOX_AGG_RUNS, default 7)
+#               accounts (warm, median of SINGLE_BOX_AGG_RUNS, default 7),
+#               the runs in one session (the coordinator keeps its
+#               connections to the workers) and each in a new session
 #   group by    SELECT bid, count(*), sum(abalance) ... GROUP BY bid, likewise
 #   copy        COPY of SINGLE_BOX_COPY_ROWS (default 2M) CSV rows of 5
 #               columns from a server file into 32 shards, rows/s
@@ -82,6 +84,12 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 timed() {	# db sql
 	$PSQL -p "$PORT" -d "$1" -c '\timing on' -c "$2" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1
 }
+# the median of AGG_RUNS runs of a statement in one session, after one more
+# (the session keeps its connections to the workers from one to the next)
+timed_in_session() {	# db sql
+	{ echo '\timing on'; for i in $(seq 0 "$AGG_RUNS"); do echo "$2;"; done; } |
+		$PSQL -p "$PORT" -d "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n +2 | median
+}
 RESULTS=""
 result() { RESULTS+="$(printf '%-48s %s' "$1" "$2")"$'\n'; echo "  $1: $2"; }
 
@@ -107,21 +115,32 @@ if [[ "$PARTS" == *" tpcb "* ]]; then
 	throughput "TPC-B -M prepared, shardext / local" -M prepared --max-tries=0
 fi
 
+# aggregates: in one session (as an application's pooled connection runs
+# them: the workers' connections stay open) and as the first statement of a
+# new session each (they are opened for it)
 if [[ "$PARTS" == *" aggregate "* ]]; then
 	echo "aggregates over 1M rows, median of $AGG_RUNS ..."
 	for query in "SELECT count(*), sum(abalance), avg(abalance) FROM pgbench_accounts" \
 		"SELECT bid, count(*), sum(abalance) FROM pgbench_accounts GROUP BY bid"; do
-		line=""
-		for round in $(seq 1 "$ROUNDS"); do
-			timed "$LOCALDB" "$query" >/dev/null
-			timed "$DB" "$query" >/dev/null
-			l=$(for i in $(seq 1 "$AGG_RUNS"); do timed "$LOCALDB" "$query"; done | median)
-			d=$(for i in $(seq 1 "$AGG_RUNS"); do timed "$DB" "$query"; done | median)
-			line+="$(printf '%.1f / %.1f ms = %sx time; ' "$d" "$l" "$(ratio "$d" "$l")")"
+		case $query in *GROUP*) label="GROUP BY bid over 1M rows" ;;
+			*) label="count/sum/avg over 1M rows" ;; esac
+		for mode in session new; do
+			line=""
+			for round in $(seq 1 "$ROUNDS"); do
+				if [ $mode = session ]; then
+					l=$(timed_in_session "$LOCALDB" "$query")
+					d=$(timed_in_session "$DB" "$query")
+				else
+					timed "$LOCALDB" "$query" >/dev/null
+					timed "$DB" "$query" >/dev/null
+					l=$(for i in $(seq 1 "$AGG_RUNS"); do timed "$LOCALDB" "$query"; done | median)
+					d=$(for i in $(seq 1 "$AGG_RUNS"); do timed "$DB" "$query"; done | median)
+				fi
+				line+="$(printf '%.1f / %.1f ms = %sx time; ' "$d" "$l" "$(ratio "$d" "$l")")"
+			done
+			if [ $mode = session ]; then suffix="in one session"; else suffix="new session each"; fi
+			result "$label ($suffix), shardext / local" "${line%; } (load $(load))"
 		done
-		case $query in *GROUP*) label="GROUP BY bid over 1M rows, shardext / local" ;;
-			*) label="count/sum/avg over 1M rows, shardext / local" ;; esac
-		result "$label" "${line%; } (load $(load))"
 	done
 fi
 
