@@ -95,6 +95,7 @@ SELECT * FROM sp_same();
 \! printf 'n1\t20\tline\\\nbreak\t1\nn2\t21\tafter\t2\n' > /tmp/shardext_split_escnl.txt
 \! printf 'e1\t22\tx\t1\ne2\t23\tno line end\t2' > /tmp/shardext_split_noeol.txt
 \! printf 'm1\t24\tx\t1\n\\.\n' > /tmp/shardext_split_marker.txt
+\! printf 'a,id,b,c' > /tmp/shardext_split_header_only.csv
 COPY sp FROM '/tmp/shardext_split_crlf.txt';
 COPY sp_local FROM '/tmp/shardext_split_crlf.txt';
 COPY sp FROM '/tmp/shardext_split_crlf.csv' WITH (FORMAT csv);
@@ -105,6 +106,9 @@ COPY sp FROM '/tmp/shardext_split_noeol.txt';
 COPY sp_local FROM '/tmp/shardext_split_noeol.txt';
 COPY sp FROM PROGRAM 'cat /tmp/shardext_split_marker.txt';
 COPY sp_local FROM PROGRAM 'cat /tmp/shardext_split_marker.txt';
+-- a header that is the last line, without line end (found by copyfuzz)
+COPY sp FROM '/tmp/shardext_split_header_only.csv' WITH (FORMAT csv, HEADER);
+COPY sp_local FROM '/tmp/shardext_split_header_only.csv' WITH (FORMAT csv, HEADER);
 SELECT * FROM sp_same();
 SELECT id, a, b FROM sp WHERE id IN (18, 20, 23) ORDER BY id;
 

@@ -108,6 +108,7 @@ CopySplitter *
 BeginCopySplit(CopyFromState cstate, int distField)
 {
 	CopySplitter *splitter = palloc0(sizeof(CopySplitter));
+	int			headerLines;
 
 	Assert(CopySplitterUsable(cstate));
 	splitter->cstate = cstate;
@@ -123,7 +124,8 @@ BeginCopySplit(CopyFromState cstate, int distField)
 	splitter->eol = EOL_UNKNOWN;
 	initStringInfo(&splitter->value);
 
-	for (int i = 0; i < cstate->opts.header_line; i++)
+	headerLines = cstate->opts.header_line;
+	for (int i = 0; i < headerLines; i++)
 	{
 		const char *line;
 		int			length;
@@ -132,7 +134,7 @@ BeginCopySplit(CopyFromState cstate, int distField)
 		if (result == COPY_SPLIT_HANDED_OVER)
 		{
 			/* PostgreSQL skips the header lines left (counting from 1 again) */
-			HandOver(splitter, cstate->opts.header_line - i);
+			HandOver(splitter, headerLines - i);
 			return splitter;
 		}
 		if (result == COPY_SPLIT_END)
