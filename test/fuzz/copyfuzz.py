@@ -29,31 +29,6 @@ WORDS = ['north', 'x', 'Ab', '', 'é', 'naïve', 'a b', '0', 'NULL', '\\N', '\\.
 SPECIAL = [',', '\t', '|', ';', '"', "'", '\\', '\n', '\r', '\r\n', '.']
 
 
-class CopyConnection(Connection):
-    """Connection with COPY ... FROM STDIN."""
-
-    def copy_in(self, sql, chunks):
-        """Runs sql (a COPY FROM STDIN), sending chunks as CopyData messages;
-        returns the command tag or raises PgError."""
-        self._send(b'Q', sql.encode() + b'\0')
-        tag, error = None, None
-        while True:
-            kind, body = self._message()
-            if kind == b'G':
-                for chunk in chunks:
-                    if chunk:
-                        self._send(b'd', chunk)
-                self._send(b'c', b'')
-            elif kind == b'C':
-                tag = body[:-1].decode()
-            elif kind == b'E':
-                error = PgError(self._fields(body))
-            elif kind == b'Z':
-                if error is not None:
-                    raise error
-                return tag
-
-
 class Case:
     """One random input with its options."""
 
@@ -211,8 +186,8 @@ def load(conn, table, case, path):
     columns = ', '.join(case.columns)
     try:
         if path is None:
-            return conn.copy_in('COPY %s (%s) FROM STDIN WITH (%s)' % (table, columns, case.options()),
-                                case.chunks()), None
+            sql = 'COPY %s (%s) FROM STDIN WITH (%s)' % (table, columns, case.options())
+            return conn.query(sql, case.chunks())[2], None
         _, _, tag = conn.query("COPY %s (%s) FROM '%s' WITH (%s)" % (table, columns, path,
                                                                      case.options()))
         return tag, None
@@ -261,7 +236,7 @@ def main():
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
-    conn = CopyConnection(args.host, args.port, args.user, args.dbname)
+    conn = Connection(args.host, args.port, args.user, args.dbname)
     conn.query('SET client_min_messages TO warning')
     conn.query('DROP TABLE IF EXISTS copyfuzz_d, copyfuzz_l')
     conn.query('CREATE TABLE copyfuzz_d (a text, k int, b text, c numeric)')

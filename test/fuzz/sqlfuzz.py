@@ -115,13 +115,19 @@ class Connection:
             elif kind == b'Z':
                 return
 
-    def query(self, sql):
-        """Runs one statement; returns (column type oids, rows, command tag)."""
+    def query(self, sql, copy_chunks=()):
+        """Runs one statement; returns (column type oids, rows, command tag).
+        A COPY ... FROM STDIN gets copy_chunks, one CopyData message each."""
         self._send(b'Q', sql.encode() + b'\0')
         types, rows, tag, error = [], [], None, None
         while True:
             kind, body = self._message()
-            if kind == b'T':
+            if kind == b'G':
+                for chunk in copy_chunks:
+                    if chunk:
+                        self._send(b'd', chunk)
+                self._send(b'c', b'')
+            elif kind == b'T':
                 count = struct.unpack('!h', body[:2])[0]
                 pos, types = 2, []
                 for _ in range(count):

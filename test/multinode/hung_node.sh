@@ -75,6 +75,12 @@ coord "DROP TABLE IF EXISTS hn_rows;
 	SELECT create_distributed_table('hn_rows', 'k', shard_count => 8);
 	INSERT INTO hn_rows SELECT g, 0 FROM generate_series(1, 40) g;" >/dev/null
 
+# no periodic recovery by the daemon until part 2: a round of it that met the
+# silent node would hold the lock recovery takes on shardext.transaction for
+# its own connect_timeout (5 s), and the timed recovery call below would wait
+# for it (CI saw 5.2 s once)
+coord "ALTER SYSTEM SET shardext.recovery_interval = -1" >/dev/null
+coord "SELECT pg_reload_conf()" >/dev/null
 # the silent node, registered as a node (shardext_add_node would refuse it)
 fake=$(coord "INSERT INTO shardext.node (host, port) VALUES ('127.0.0.1', $port) RETURNING nodeid")
 
