@@ -327,7 +327,7 @@ typedef struct LineRouting
 static void InitLineRouting(LineRouting *routing, CopyFromState cstate,
 							ShardCopyState *copyState, Relation rel, char *distAttname);
 static ShardInterval *RouteLine(LineRouting *routing, CopyFromState cstate, char *string);
-static bool NextParsedLine(CopyFromState cstate, Relation rel, int distField,
+static bool NextParsedLine(CopyFromState cstate, int distField,
 						   const char **line, int *length, char **string);
 
 /*
@@ -366,7 +366,7 @@ CopyFastPath(CopyFromState cstate, ShardCopyState *copyState, Relation rel,
 			result = CopySplitNext(splitter, &line, &length, &string);
 		if (result == COPY_SPLIT_END ||
 			(result == COPY_SPLIT_HANDED_OVER &&
-			 !NextParsedLine(cstate, rel, routing.distField, &line, &length, &string)))
+			 !NextParsedLine(cstate, routing.distField, &line, &length, &string)))
 		{
 			MemoryContextSwitchTo(oldContext);
 			break;
@@ -448,7 +448,7 @@ RouteLine(LineRouting *routing, CopyFromState cstate, char *string)
  * false at the end of the input.
  */
 static bool
-NextParsedLine(CopyFromState cstate, Relation rel, int distField,
+NextParsedLine(CopyFromState cstate, int distField,
 			   const char **line, int *length, char **string)
 {
 	int			fieldCount = list_length(cstate->attnumlist);
@@ -462,11 +462,7 @@ NextParsedLine(CopyFromState cstate, Relation rel, int distField,
 				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 				 errmsg("extra data after last expected column")));
 	if (nfields < fieldCount)
-		ereport(ERROR,
-				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				 errmsg("missing data for column \"%s\"",
-						NameStr(TupleDescAttr(RelationGetDescr(rel),
-											  list_nth_int(cstate->attnumlist, nfields) - 1)->attname))));
+		ReportMissingCopyColumn(cstate, nfields);
 	*line = cstate->line_buf.data;
 	*length = cstate->line_buf.len;
 	*string = distField >= 0 ? fields[distField] : NULL;

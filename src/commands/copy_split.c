@@ -60,7 +60,6 @@ struct CopySplitter
 	int			distField;		/* field of the distribution column, -1: none */
 	bool		verifyInput;	/* PostgreSQL verifies the input's encoding */
 	EolType		eol;
-	uint64		lineno;
 	uint64		bytesRead;
 	const char *line;			/* the line being split, for error contexts */
 	int			lineLength;
@@ -188,8 +187,7 @@ CopySplitNext(CopySplitter *splitter, const char **line, int *length, char **val
 	*length = lineEnd - p;
 	splitter->line = p;
 	splitter->lineLength = lineEnd - p;
-	splitter->lineno += 1 + embedded;
-	cstate->cur_lineno = splitter->lineno;
+	cstate->cur_lineno += 1 + embedded;
 	splitter->start = newline + 1;
 
 	if (value == NULL || splitter->distField < 0)
@@ -202,24 +200,25 @@ CopySplitNext(CopySplitter *splitter, const char **line, int *length, char **val
 		more = splitter->csv ? CsvField(splitter, &p, lineEnd, &isnull) :
 			TextField(splitter, &p, lineEnd, &isnull);
 		if (!more && field < splitter->distField)
-			CopySplitMissingField(splitter, field + 1);
+		{
+			SetErrorLine(splitter);
+			ReportMissingCopyColumn(cstate, field + 1);
+		}
 	}
 	*value = isnull ? NULL : splitter->value.data;
 	return COPY_SPLIT_LINE;
 }
 
 /*
- * CopySplitMissingField raises PostgreSQL's error for a line that ends
- * before field number 'field' (0-based), with the line in the context.
+ * ReportMissingCopyColumn raises PostgreSQL's error for an input line that
+ * ends before field number 'field' (0-based).
  */
 void
-CopySplitMissingField(CopySplitter *splitter, int field)
+ReportMissingCopyColumn(CopyFromState cstate, int field)
 {
-	CopyFromState cstate = splitter->cstate;
 	Relation	rel = cstate->rel;
 	AttrNumber	attnum = list_nth_int(cstate->attnumlist, field);
 
-	SetErrorLine(splitter);
 	ereport(ERROR,
 			(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 			 errmsg("missing data for column \"%s\"",
@@ -713,7 +712,8 @@ HandOver(CopySplitter *splitter, int headerLeft)
 	CopyFromState cstate = splitter->cstate;
 
 	splitter->handedOver = true;
-	cstate->cur_lineno = headerLeft > 0 ? 0 : splitter->lineno;
+	if (headerLeft > 0)
+		cstate->cur_lineno = 0;
 	cstate->opts.header_line = headerLeft;
 	cstate->eol_type = splitter->eol;
 	cstate->copy_src = COPY_CALLBACK;

@@ -42,7 +42,7 @@ extern bool CopySplitterUsable(CopyFromState cstate);
 extern CopySplitter *BeginCopySplit(CopyFromState cstate, int distField);
 extern CopySplitResult CopySplitNext(CopySplitter *splitter, const char **line,
 									 int *length, char **value);
-extern void CopySplitMissingField(CopySplitter *splitter, int field);
+extern void ReportMissingCopyColumn(CopyFromState cstate, int field);
 extern void EndCopySplit(CopySplitter *splitter);
 
 /* copy_commands.c */
