@@ -315,6 +315,7 @@ ShardextMaintenanceDaemonMain(Datum arg)
 	Oid			databaseId;
 	MemoryContext loopContext;
 	TimestampTz nextRecovery = 0;
+	int			recoveryInterval = ShardextRecoveryInterval;	/* nextRecovery's */
 	TimestampTz nextDeadlockCheck = 0;
 	TimestampTz nextReplicaPoll = 0;
 	TimestampTz nextSagaRound = 0;
@@ -356,6 +357,15 @@ ShardextMaintenanceDaemonMain(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+		}
+		/* a new shardext.recovery_interval counts from now, not from the last round */
+		if (ShardextRecoveryInterval != recoveryInterval)
+		{
+			recoveryInterval = ShardextRecoveryInterval;
+			if (recoveryInterval > 0)
+				nextRecovery = Min(nextRecovery,
+								   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															   recoveryInterval));
 		}
 
 		now = GetCurrentTimestamp();
